@@ -1,0 +1,128 @@
+"""The broker process: owns config, topics and background jobs, runs the server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from oncelog.broker.config import BrokerConfig, parse_host_port
+from oncelog.broker.fetch_sessions import FetchSessionCache
+from oncelog.broker.notifier import AppendNotifier
+from oncelog.broker.producer_ids import ProducerIdAllocator
+from oncelog.broker.server import Connection, Handler
+from oncelog.broker.topics import TopicRegistry
+from oncelog.clock import now_ms
+from oncelog.metrics import Registry
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        listen: tuple[str, int],
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
+        self.config = config
+        self.listen = listen
+        self.advertised = advertised
+        self.node_id = config.node_id
+        self.cluster_id = config.str("cluster.id")
+        self.data_dir: Path = config.data_dir
+        self.metrics = Registry()
+        self.topics = TopicRegistry(
+            self.data_dir,
+            config.topic_defaults(),
+            producer_id_expiration_ms=config.int("producer.id.expiration.ms"),
+        )
+        self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
+        self.notifier = AppendNotifier()
+        self.fetch_sessions = FetchSessionCache(config.int("max.incremental.fetch.session.cache.slots"))
+        self.apis: dict[int, tuple[int, int, Handler]] = {}
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        from oncelog.broker.handlers import register_all
+
+        register_all(self)
+
+    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
+        self.apis[api_key] = (versions[0], versions[1], handler)
+
+    def api_version_entries(self, mod: Any) -> tuple[Any, ...]:
+        from oncelog.protocol.messages import make
+
+        return tuple(
+            make(mod.ApiVersion, api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi, _) in sorted(self.apis.items())
+        )
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        if self.advertised:
+            return self.advertised
+        adv = self.config.str("advertised.listeners")
+        if adv:
+            return parse_host_port(adv.split(",")[0])
+        host, port = self.listen
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> None:
+        self.topics.load(now_ms())
+        self.producer_ids.load()
+        host, port = self.listen
+        self._server = await asyncio.start_server(self._on_connect, host, port, backlog=1024)
+        sock = self._server.sockets[0].getsockname()
+        self.listen = (host, sock[1])
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await Connection(self, reader, writer).serve()
+        finally:
+            self._connections.discard(task)
+
+    def on_connection_closed(self, connection_id: int) -> None:
+        pass
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in [*self._tasks, *self._connections]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        self.topics.close()
+
+    async def _housekeeping(self) -> None:
+        """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""
+        flush_every = self.config.int("log.flush.scheduler.interval.ms") / 1000
+        retention_every = self.config.int("log.retention.check.interval.ms")
+        expire_every = self.config.int("producer.id.expiration.check.interval.ms")
+        last_retention = last_expire = now_ms()
+        while True:
+            await asyncio.sleep(flush_every)
+            now = now_ms()
+            for topic in list(self.topics.topics.values()):
+                for part in topic.partitions:
+                    try:
+                        part.maybe_flush(now)
+                        if now - last_retention >= retention_every:
+                            part.apply_retention(now)
+                        if now - last_expire >= expire_every:
+                            part.producer_state.expire(now)
+                    except Exception:
+                        log.exception("housekeeping failed for %s", topic.name)
+            if now - last_retention >= retention_every:
+                last_retention = now
+            if now - last_expire >= expire_every:
+                last_expire = now

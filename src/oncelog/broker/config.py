@@ -1,0 +1,202 @@
+"""Broker configuration with Kafka's names and defaults.
+
+Sources, lowest precedence first: defaults, a Java-style properties file,
+``--set key=value`` overrides, then the dedicated CLI flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LONG_MAX = 2**63 - 1
+
+
+class BrokerConfigError(ValueError):
+    pass
+
+
+def _bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+# name -> (parser, default). Only settings the broker acts on, plus a few
+# accepted for compatibility with existing server.properties files.
+_SCHEMA: dict[str, tuple[type | object, object]] = {
+    "node.id": (int, 0),
+    "broker.id": (int, 0),
+    "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (str, ""),
+    "log.dirs": (str, "/tmp/oncelog-data"),
+    "log.dir": (str, ""),
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "auto.create.topics.enable": (_bool, True),
+    "delete.topic.enable": (_bool, True),
+    "socket.request.max.bytes": (int, 104857600),
+    "message.max.bytes": (int, 1048588),
+    "log.segment.bytes": (int, 1073741824),
+    "log.roll.ms": (int, -1),
+    "log.roll.hours": (int, 168),
+    "log.index.size.max.bytes": (int, 10485760),
+    "log.index.interval.bytes": (int, 4096),
+    "log.retention.ms": (int, -2),
+    "log.retention.minutes": (int, -2),
+    "log.retention.hours": (int, 168),
+    "log.retention.bytes": (int, -1),
+    "log.retention.check.interval.ms": (int, 300000),
+    "log.flush.interval.messages": (int, LONG_MAX),
+    "log.flush.interval.ms": (int, -1),
+    "log.flush.scheduler.interval.ms": (int, 1000),
+    "log.message.timestamp.type": (str, "CreateTime"),
+    "log.cleanup.policy": (str, "delete"),
+    "producer.id.expiration.ms": (int, 86400000),
+    "producer.id.expiration.check.interval.ms": (int, 600000),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.retention.minutes": (int, 10080),
+    "group.initial.rebalance.delay.ms": (int, 3000),
+    "group.min.session.timeout.ms": (int, 6000),
+    "group.max.session.timeout.ms": (int, 1800000),
+    "fetch.max.bytes": (int, 57671680),
+    "max.incremental.fetch.session.cache.slots": (int, 1000),
+    "cluster.id": (str, "oncelog-cluster-0000000"),
+    # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous
+    # transaction's markers are in flight instead of CONCURRENT_TRANSACTIONS.
+    "oncelog.txn.blocking.begin": (_bool, True),
+    "process.roles": (str, "broker,controller"),
+    "num.network.threads": (int, 3),
+    "num.io.threads": (int, 8),
+    "offsets.topic.replication.factor": (int, 1),
+    "transaction.state.log.replication.factor": (int, 1),
+    "transaction.state.log.min.isr": (int, 1),
+    "min.insync.replicas": (int, 1),
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java .properties subset: key=value or key: value, # and ! comments."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                out[key.strip()] = value.strip()
+                break
+        else:
+            raise BrokerConfigError(f"line {lineno}: expected key=value, got {raw!r}")
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    values: dict[str, object] = field(default_factory=dict)
+    explicit: set[str] = field(default_factory=set)
+
+    @classmethod
+    def build(
+        cls, file: Path | None = None, overrides: dict[str, str] | None = None
+    ) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if file is not None:
+            try:
+                raw.update(parse_properties(file.read_text()))
+            except OSError as exc:
+                raise BrokerConfigError(f"cannot read config file {file}: {exc}") from exc
+        raw.update(overrides or {})
+        cfg = cls({k: d for k, (_, d) in _SCHEMA.items()})
+        for key, value in raw.items():
+            cfg.set(key, value)
+        return cfg
+
+    def set(self, key: str, value: str) -> None:
+        if key not in _SCHEMA:
+            raise BrokerConfigError(f"unknown broker config {key!r}")
+        parser, _ = _SCHEMA[key]
+        try:
+            self.values[key] = parser(value)  # type: ignore[operator]
+        except ValueError as exc:
+            raise BrokerConfigError(f"invalid value for {key}: {value!r} ({exc})") from exc
+        self.explicit.add(key)
+
+    def __getitem__(self, key: str) -> object:
+        return self.values[key]
+
+    def int(self, key: str) -> int:
+        v = self.values[key]
+        assert isinstance(v, int)
+        return v
+
+    def bool(self, key: str) -> bool:
+        return bool(self.values[key])
+
+    def str(self, key: str) -> str:
+        return str(self.values[key])
+
+    @property
+    def node_id(self) -> int:
+        return self.int("node.id") if "node.id" in self.explicit else self.int("broker.id")
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.str("log.dir") or self.str("log.dirs").split(",")[0])
+
+    def retention_ms(self) -> int:
+        if self.int("log.retention.ms") != -2:
+            return self.int("log.retention.ms")
+        if self.int("log.retention.minutes") != -2:
+            return self.int("log.retention.minutes") * 60_000
+        return self.int("log.retention.hours") * 3_600_000
+
+    def roll_ms(self) -> int:
+        if self.int("log.roll.ms") != -1:
+            return self.int("log.roll.ms")
+        return self.int("log.roll.hours") * 3_600_000
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level values that seed every topic's config (Kafka's synonyms)."""
+        flush_ms = self.int("log.flush.interval.ms")
+        return {
+            "segment.bytes": str(self.int("log.segment.bytes")),
+            "segment.ms": str(self.roll_ms()),
+            "segment.index.bytes": str(self.int("log.index.size.max.bytes")),
+            "index.interval.bytes": str(self.int("log.index.interval.bytes")),
+            "retention.ms": str(self.retention_ms()),
+            "retention.bytes": str(self.int("log.retention.bytes")),
+            "flush.messages": str(self.int("log.flush.interval.messages")),
+            "flush.ms": str(LONG_MAX if flush_ms < 0 else flush_ms),
+            "message.timestamp.type": self.str("log.message.timestamp.type"),
+            "max.message.bytes": str(self.int("message.max.bytes")),
+            "cleanup.policy": self.str("log.cleanup.policy"),
+            "min.insync.replicas": str(self.int("min.insync.replicas")),
+        }
+
+
+def parse_host_port(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """Accepts HOST:PORT, :PORT, or PLAINTEXT://HOST:PORT."""
+    if "://" in value:
+        value = value.split("://", 1)[1]
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise BrokerConfigError(f"expected HOST:PORT, got {value!r}")
+    host = host.strip("[]") or default_host
+    try:
+        port_n = int(port)
+    except ValueError as exc:
+        raise BrokerConfigError(f"invalid port in {value!r}") from exc
+    if not 0 <= port_n <= 65535:
+        raise BrokerConfigError(f"port out of range in {value!r}")
+    return host, port_n

@@ -1,0 +1,106 @@
+"""Incremental fetch sessions (KIP-227), as a pure cache.
+
+A full fetch (epoch 0) creates a session holding the partitions and their
+fetch positions; incremental fetches (epoch > 0) send only changed partitions
+and receive only partitions whose data or offsets changed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+PartitionKey = tuple[str, int]
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    fetch_offset: int
+    max_bytes: int
+    # What the client last saw, so unchanged partitions can be left out.
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class FetchSession:
+    id: int
+    epoch: int
+    partitions: OrderedDict[PartitionKey, SessionPartition] = field(default_factory=OrderedDict)
+
+    def changed(self, key: PartitionKey, hw: int, lso: int, log_start: int, has_data: bool, error: int) -> bool:
+        """Whether an incremental response must carry this partition; remembers what was sent."""
+        part = self.partitions[key]
+        changed = (
+            has_data
+            or error != 0
+            or part.high_watermark != hw
+            or part.last_stable_offset != lso
+            or part.log_start_offset != log_start
+        )
+        part.high_watermark, part.last_stable_offset, part.log_start_offset = hw, lso, log_start
+        if has_data:  # round-robin: partitions that returned data go to the back
+            self.partitions.move_to_end(key)
+        return changed
+
+
+class FetchSessionError(Exception):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int) -> None:
+        self.max_slots = max_slots
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    def resolve(
+        self,
+        session_id: int,
+        epoch: int,
+        requested: list[tuple[PartitionKey, int, int]],
+        forgotten: list[PartitionKey],
+    ) -> tuple[FetchSession | None, list[tuple[PartitionKey, int, int]]]:
+        """Return (session or None for a sessionless fetch, partitions to fetch).
+
+        Raises FetchSessionError for an unknown session or a wrong epoch.
+        """
+        if epoch == FINAL_EPOCH:
+            self.sessions.pop(session_id, None)
+            return None, requested
+        if epoch == INITIAL_EPOCH:
+            if session_id:
+                self.sessions.pop(session_id, None)
+            if self.max_slots <= 0:
+                return None, requested  # sessions declined: the client keeps sending full fetches
+            while len(self.sessions) >= self.max_slots:
+                self.sessions.popitem(last=False)
+            session = FetchSession(next(self._ids), 1)
+            for key, offset, max_bytes in requested:
+                session.partitions[key] = SessionPartition(offset, max_bytes)
+            self.sessions[session.id] = session
+            return session, requested
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise FetchSessionError(ErrorCode.fetch_session_id_not_found)
+        if session.epoch != epoch:
+            raise FetchSessionError(ErrorCode.invalid_fetch_session_epoch)
+        session.epoch += 1
+        self.sessions.move_to_end(session_id)
+        for key in forgotten:
+            session.partitions.pop(key, None)
+        for key, offset, max_bytes in requested:
+            existing = session.partitions.get(key)
+            if existing is None:
+                session.partitions[key] = SessionPartition(offset, max_bytes)
+            else:
+                existing.fetch_offset, existing.max_bytes = offset, max_bytes
+        return session, [(k, p.fetch_offset, p.max_bytes) for k, p in session.partitions.items()]

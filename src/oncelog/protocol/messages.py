@@ -1,0 +1,137 @@
+"""Thin layer over kio: decode request frames, build and encode responses.
+
+kio generates one dataclass module per API version, and fields come and go
+between versions. Handlers build responses with ``make``, which drops the
+keyword arguments the target version does not have, so one handler body serves
+every version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import typing
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+_HEADER_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+ZERO_MS = datetime.timedelta(0)
+
+
+class RequestParseError(Exception):
+    """The frame is not a valid request of the version it claims."""
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): fixed layout in every header version."""
+    if len(frame) < _HEADER_PREFIX.size:
+        raise RequestParseError("frame shorter than a request header")
+    return _HEADER_PREFIX.unpack_from(frame, 0)
+
+
+@cache
+def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    schema = load_request_schema(api_key, version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
+
+
+def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHeader, Any]:
+    header_reader, body_reader = _request_reader(api_key, version)
+    try:
+        header, pos = header_reader(frame, 0)
+        body, size = body_reader(frame, pos)
+    except Exception as exc:  # kio raises assorted errors on malformed input
+        raise RequestParseError(f"malformed {api_key}v{version} request: {exc}") from exc
+    if pos + size != len(frame):
+        raise RequestParseError(f"{len(frame) - pos - size} trailing bytes after request body")
+    return (
+        RequestHeader(api_key, version, header.correlation_id, getattr(header, "client_id", None)),
+        body,
+    )
+
+
+@cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+@cache
+def _response_writer(api_key: int, version: int) -> tuple[Any, Any, bool]:
+    schema = load_response_schema(api_key, version)
+    header_schema = schema.__header_schema__
+    return entity_writer(header_schema), entity_writer(schema), header_schema
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
+    """Size-prefixed response frame, with the header version kio's schema names."""
+    header_writer, body_writer, header_schema = _response_writer(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    header_writer(buf, header_schema(correlation_id=correlation_id))
+    body_writer(buf, response)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
+@cache
+def _field_info(cls: type) -> tuple[frozenset[str], dict[str, Any]]:
+    names = set()
+    required_defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required_defaults[f.name] = _implicit_default(f)
+    return frozenset(names), required_defaults
+
+
+def _implicit_default(f: dataclasses.Field[Any]) -> Any:
+    kafka_type = f.metadata.get("kafka_type")
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type == "timedelta_i32" or kafka_type == "timedelta_i64":
+        return ZERO_MS
+    if kafka_type in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+        return 0
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "string":
+        return None
+    if kafka_type is None:  # nested entity or array of them
+        if typing.get_origin(f.type) is tuple:
+            return ()
+        if dataclasses.is_dataclass(f.type):
+            return make(f.type)  # type: ignore[arg-type]
+    return None
+
+
+def make(cls: type, **kwargs: Any) -> Any:
+    """Instantiate a kio dataclass, ignoring fields this version lacks and
+    filling fields the caller left out with Kafka's implicit defaults."""
+    names, defaults = _field_info(cls)
+    args = {k: v for k, v in kwargs.items() if k in names}
+    for name, default in defaults.items():
+        args.setdefault(name, default)
+    return cls(**args)
+
+
+def has_field(cls: type, name: str) -> bool:
+    return name in _field_info(cls)[0]

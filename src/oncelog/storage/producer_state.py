@@ -1,0 +1,367 @@
+"""Per-partition producer state for idempotent and transactional producers (KIP-98, KIP-192).
+
+Sans-IO: no files, sockets or clocks; callers pass offsets and ``now_ms`` in and persist
+``snapshot()`` bytes themselves. Semantics follow Kafka's producer state manager, with the
+KIP-192 error codes (DUPLICATE_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) for lost state.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+import crc32c
+from kio.schema.errors import ErrorCode
+
+from oncelog.records.batch import BatchHeader
+
+SEQ_MOD = 0x80000000  # sequences are non-negative int32 and wrap to 0 after 2**31-1
+NO_SEQUENCE = -1
+NO_EPOCH = -1
+SNAPSHOT_VERSION = 1
+
+_HEAD = struct.Struct(">BI")  # version, CRC-32C of everything after this header
+_BODY = struct.Struct(">qI")  # last_offset, producer count
+_ENTRY = struct.Struct(">qhiqqB")  # pid, epoch, coord epoch, last ts, txn first (-1), n batches
+_BATCH = struct.Struct(">iiqqq")
+
+
+class ProducerStateError(Exception):
+    """A batch or marker the producer state rejects; ``error_code`` goes into the response."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int  # the batch's max timestamp, answered again for duplicates
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the marker
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    """Read-only view of one producer's state."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int | None
+    batches: tuple[BatchMetadata, ...]
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+
+class _Entry:
+    __slots__ = ("epoch", "batches", "last_timestamp", "coordinator_epoch")
+
+    def __init__(self, epoch: int, maxlen: int) -> None:
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=maxlen)
+        self.last_timestamp = -1
+        self.coordinator_epoch = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def set_epoch(self, epoch: int) -> None:
+        # A new epoch restarts sequences at 0, so the old cache can no longer match.
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+
+    def touch(self, now_ms: int) -> None:
+        self.last_timestamp = max(self.last_timestamp, now_ms)
+
+
+class ProducerStateManager:
+    MAX_CACHED_BATCHES = 5
+
+    def __init__(self, *, producer_id_expiration_ms: int = 86_400_000) -> None:
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, _Entry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
+        # Min-heap of (first_offset, pid) with lazy deletion; an item is live iff _ongoing agrees.
+        self._txn_heap: list[tuple[int, int]] = []
+        self._last_offset = -1
+
+    # -- validation -------------------------------------------------------------------------
+
+    def check_append(self, header: BatchHeader, *, log_start_offset: int) -> BatchMetadata | None:
+        """Validate a client batch before offsets are assigned.
+
+        Returns the cached metadata of an identical recent batch (answer success with its
+        offsets, append nothing), None if the batch may be appended, else raises.
+        """
+        pid = header.producer_id
+        if pid < 0:
+            return None
+        if header.is_control:
+            raise ProducerStateError(
+                ErrorCode.invalid_record, "clients may not write control batches"
+            )
+        if header.base_sequence < 0:
+            raise ProducerStateError(
+                ErrorCode.invalid_record, f"producer {pid} sent a batch without sequence"
+            )
+        epoch, first, last = header.producer_epoch, header.base_sequence, header.last_sequence
+        entry = self._producers.get(pid)
+        if entry is None:
+            if first != 0:
+                # KIP-192: state lost (expired/retention); the client decides via log start.
+                raise ProducerStateError(
+                    ErrorCode.unknown_producer_id,
+                    f"no state for producer {pid} (first sequence {first}, "
+                    f"log start offset {log_start_offset})",
+                )
+            return None
+        if epoch < entry.epoch:
+            raise ProducerStateError(
+                ErrorCode.invalid_producer_epoch,
+                f"producer {pid} epoch {epoch} is older than {entry.epoch}",
+            )
+        if epoch == entry.epoch:
+            for cached in entry.batches:
+                if cached.first_seq == first and cached.last_seq == last:
+                    return cached
+            current = entry.last_seq
+            if first != (current + 1) % SEQ_MOD:
+                # Serial-number arithmetic: "behind" means within half the space backwards.
+                if current >= 0 and (current - last) % SEQ_MOD < SEQ_MOD // 2:
+                    raise ProducerStateError(
+                        ErrorCode.duplicate_sequence_number,
+                        f"producer {pid} batch {first}..{last} is older than last sequence "
+                        f"{current} and no longer cached",
+                    )
+                raise ProducerStateError(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {pid} expected sequence {(current + 1) % SEQ_MOD}, got {first}",
+                )
+        elif first != 0:
+            raise ProducerStateError(
+                ErrorCode.out_of_order_sequence_number,
+                f"producer {pid} new epoch {epoch} must start at sequence 0, got {first}",
+            )
+        if pid in self._ongoing and not header.is_transactional:
+            raise ProducerStateError(
+                ErrorCode.invalid_txn_state,
+                f"non-transactional batch from producer {pid} during an open transaction",
+            )
+        return None
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise ProducerStateError(
+                ErrorCode.invalid_producer_epoch,
+                f"marker epoch {producer_epoch} older than producer {producer_id} "
+                f"epoch {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"coordinator epoch {coordinator_epoch} older than {entry.coordinator_epoch}",
+            )
+
+    # -- updates (also used for log replay: no validation) -----------------------------------
+
+    def on_append(self, header: BatchHeader, *, base_offset: int, now_ms: int) -> None:
+        """Record a data batch appended at ``base_offset`` (header.base_offset may be stale)."""
+        if header.is_control:
+            raise ValueError("control batches go through on_marker")
+        last_offset = base_offset + header.last_offset_delta
+        self._last_offset = max(self._last_offset, last_offset)
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = self._producers.get(pid)
+        if entry is None:
+            entry = self._producers[pid] = _Entry(header.producer_epoch, self.MAX_CACHED_BATCHES)
+        entry.set_epoch(header.producer_epoch)
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence,
+                header.last_sequence,
+                base_offset,
+                last_offset,
+                header.max_timestamp,
+            )
+        )
+        entry.touch(now_ms)
+        if header.is_transactional and pid not in self._ongoing:
+            self._ongoing[pid] = base_offset
+            heapq.heappush(self._txn_heap, (base_offset, pid))
+
+    def on_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        offset: int,
+        now_ms: int,
+    ) -> CompletedTxn | None:
+        """Apply a commit/abort marker written at ``offset``; returns the txn it completed."""
+        self._last_offset = max(self._last_offset, offset)
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = _Entry(producer_epoch, self.MAX_CACHED_BATCHES)
+        entry.set_epoch(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.touch(now_ms)
+        first = self._ongoing.pop(producer_id, None)
+        if first is None:
+            return None  # an empty txn here: nothing to complete, LSO unaffected
+        self._compact_heap()
+        return CompletedTxn(producer_id, first, offset, not commit)
+
+    def _compact_heap(self) -> None:
+        heap = self._txn_heap
+        while heap and self._ongoing.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        # Dead items buried under a long-running txn would otherwise pile up.
+        if len(heap) > 2 * len(self._ongoing) + 32:
+            self._txn_heap = [(first, pid) for pid, first in self._ongoing.items()]
+            heapq.heapify(self._txn_heap)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        self._compact_heap()
+        return self._txn_heap[0][0] if self._txn_heap else None
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """(producer_id, producer_epoch, first_offset) of open txns, by first offset."""
+        return sorted(
+            ((pid, self._producers[pid].epoch, first) for pid, first in self._ongoing.items()),
+            key=lambda t: (t[2], t[0]),
+        )
+
+    def producer(self, producer_id: int) -> ProducerEntry | None:
+        entry = self._producers.get(producer_id)
+        return None if entry is None else self._view(producer_id, entry)
+
+    def producers(self) -> list[ProducerEntry]:
+        return [self._view(pid, e) for pid, e in sorted(self._producers.items())]
+
+    def _view(self, pid: int, entry: _Entry) -> ProducerEntry:
+        return ProducerEntry(
+            pid,
+            entry.epoch,
+            entry.last_seq,
+            entry.last_timestamp,
+            entry.coordinator_epoch,
+            self._ongoing.get(pid),
+            tuple(entry.batches),
+        )
+
+    @property
+    def last_offset(self) -> int:
+        """Highest log offset applied; replay the log from ``last_offset + 1``."""
+        return self._last_offset
+
+    # -- removal ---------------------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> list[int]:
+        """Drop producers idle for >= the expiration time that have no open txn."""
+        limit = self.producer_id_expiration_ms
+        gone = [
+            pid
+            for pid, e in self._producers.items()
+            if pid not in self._ongoing and now_ms - e.last_timestamp >= limit
+        ]
+        for pid in gone:
+            del self._producers[pid]
+        return sorted(gone)
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """The log start moved: forget producers whose data is all gone (open txns stay)."""
+        gone = [
+            pid
+            for pid, e in self._producers.items()
+            if pid not in self._ongoing and e.last_data_offset < log_start_offset
+        ]
+        for pid in gone:
+            del self._producers[pid]
+        self._last_offset = max(self._last_offset, log_start_offset - 1)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        parts = [_BODY.pack(self._last_offset, len(self._producers))]
+        for pid, e in sorted(self._producers.items()):
+            txn_first = self._ongoing.get(pid, -1)
+            parts.append(
+                _ENTRY.pack(
+                    pid, e.epoch, e.coordinator_epoch, e.last_timestamp, txn_first, len(e.batches)
+                )
+            )
+            parts.extend(
+                _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
+                for b in e.batches
+            )
+        body = b"".join(parts)
+        return _HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+    @classmethod
+    def from_snapshot(cls, data: bytes, *, producer_id_expiration_ms: int) -> ProducerStateManager:
+        """Rebuild from ``snapshot()`` bytes; ValueError means rebuild from the log instead."""
+        try:
+            return cls._load(bytes(data), producer_id_expiration_ms)
+        except struct.error as exc:
+            raise ValueError(f"truncated producer state snapshot: {exc}") from exc
+
+    @classmethod
+    def _load(cls, data: bytes, expiration_ms: int) -> ProducerStateManager:
+        version, crc = _HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported producer state snapshot version {version}")
+        body = memoryview(data)[_HEAD.size :]
+        if crc32c.crc32c(body) != crc:
+            raise ValueError("producer state snapshot CRC-32C mismatch")
+        mgr = cls(producer_id_expiration_ms=expiration_ms)
+        mgr._last_offset, count = _BODY.unpack_from(body, 0)
+        pos = _BODY.size
+        for _ in range(count):
+            pid, epoch, coord, ts, txn_first, n = _ENTRY.unpack_from(body, pos)
+            pos += _ENTRY.size
+            if pid < 0 or pid in mgr._producers or n > cls.MAX_CACHED_BATCHES:
+                raise ValueError(f"invalid producer entry {pid} in snapshot")
+            entry = mgr._producers[pid] = _Entry(epoch, cls.MAX_CACHED_BATCHES)
+            entry.coordinator_epoch, entry.last_timestamp = coord, ts
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            if txn_first >= 0:
+                mgr._ongoing[pid] = txn_first
+                mgr._txn_heap.append((txn_first, pid))
+        if pos != len(body):
+            raise ValueError("trailing bytes in producer state snapshot")
+        heapq.heapify(mgr._txn_heap)
+        return mgr
