@@ -9,9 +9,11 @@ from typing import Annotated
 import typer
 
 from oncelog.cli import topics
+from oncelog.cli.demo import demo
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="oncelog: an exactly-once, Kafka-compatible streaming log.")
 app.add_typer(topics.app, name="topics")
+app.command()(demo)
 
 
 def _parse_sets(values: list[str]) -> dict[str, str]:

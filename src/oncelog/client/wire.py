@@ -1,0 +1,84 @@
+"""A minimal blocking Kafka wire client built on kio.
+
+For what no client library offers: admin RPCs such as DescribeProducers, raw
+frames in fault tests, and protocol probes. Not a producer or consumer.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_SIZE = struct.Struct(">i")
+
+
+class WireClient:
+    def __init__(self, bootstrap: str, *, client_id: str = "oncelog-wire", timeout: float = 30.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def encode(self, request: Any, correlation_id: int) -> bytes:
+        header_schema = request.__header_schema__
+        buf = io.BytesIO()
+        buf.write(b"\0\0\0\0")
+        header = header_schema(
+            request_api_key=request.__api_key__,
+            request_api_version=request.__version__,
+            correlation_id=correlation_id,
+            client_id=self.client_id,
+        )
+        entity_writer(header_schema)(buf, header)
+        entity_writer(type(request))(buf, request)
+        data = buf.getbuffer()
+        _SIZE.pack_into(data, 0, len(data) - 4)
+        del data
+        return buf.getvalue()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_frame(self) -> bytes:
+        size = _SIZE.unpack(self._recv_exact(4))[0]
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def request(self, request: Any) -> Any:
+        """Send a kio request entity and return the decoded response entity."""
+        correlation_id = next(self._correlation)
+        self.send_raw(self.encode(request, correlation_id))
+        return self.decode_response(request.__api_key__, request.__version__, self.recv_frame(), correlation_id)
+
+    @staticmethod
+    def decode_response(api_key: int, version: int, frame: bytes, correlation_id: int | None = None) -> Any:
+        schema = load_response_schema(api_key, version)
+        header, pos = entity_reader(schema.__header_schema__)(frame, 0)
+        if correlation_id is not None and header.correlation_id != correlation_id:
+            raise ValueError(f"correlation id {header.correlation_id} != {correlation_id}")
+        body, _ = entity_reader(schema)(frame, pos)
+        return body
