@@ -113,7 +113,7 @@ def test_truncated_segment_drops_only_torn_tail(tmp_path: Path, topic_name: str)
     try:
         create_topic(b.bootstrap, topic_name, 1)
         for batch_no in range(10):  # ten separate batches of 100 records
-            produce(b.bootstrap, topic_name, [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)], linger_ms=1000)
+            produce(b.bootstrap, topic_name, [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)], **{"linger.ms": 1000})
         b.stop()
         log_files = sorted((tmp_path / "data" / f"{topic_name}-0").glob("*.log"))
         active = log_files[-1]

@@ -237,7 +237,8 @@ def test_unknown_codec() -> None:
 
 def expected(records, base_offset: int) -> list[DecodedRecord]:
     return [
-        DecodedRecord(base_offset + i, ts, k, v, tuple(h)) for i, (k, v, h, ts) in enumerate(records)
+        DecodedRecord(base_offset + i, ts, k, v, tuple(h))
+        for i, (k, v, h, ts) in enumerate(records)
     ]
 
 
@@ -390,7 +391,7 @@ def test_iter_over_consecutive_batches() -> None:
     assert [r.offset for r in iter_records(buf + a[:-1])] == [0, 1, 2, 3]
     with pytest.raises(CorruptRecordError):
         list(iter_records(buf + a[:-1], allow_partial=False))
-    assert [r.key for r in iter_records(memoryview(buf), len(a))] == [b"c", control_key(1)]
+    assert [r.key for r in iter_records(memoryview(buf), len(a))] == [b"c", control_key(ControlRecordType.COMMIT)]
 
 
 def test_third_party_vectors() -> None:
@@ -404,13 +405,14 @@ def test_third_party_vectors() -> None:
     ]  # fmt: skip
     for attrs, crc, payload in cases:
         body = bytes.fromhex(payload)
-        buf = struct.pack(
-            ">qiibIhiqqqhii", 0, 49 + len(body), 0, 2, crc, attrs, 0, 1479847795000, 0, 0, 0, 0, 1
-        ) + body
+        fields = (0, 49 + len(body), 0, 2, crc, attrs, 0, 1479847795000, 0, 0, 0, 0, 1)
+        buf = struct.pack(">qiibIhiqqqhii", *fields) + body
         header, got = decode_batch(buf)
         assert header.compression == attrs
         assert got == [
-            DecodedRecord(0, 1479847795005, b"\1\2\3\4", b"\5\6\7", (("\x08\x09\x0a", b"\x0b\x0c"),))
+            DecodedRecord(
+                0, 1479847795005, b"\1\2\3\4", b"\5\6\7", (("\x08\x09\x0a", b"\x0b\x0c"),)
+            )
         ]
 
 
@@ -433,7 +435,8 @@ def test_end_txn_marker_roundtrip(pid, pepoch, commit, coord_epoch, ts, base_off
     header = validate_batch(buf)
     assert header.is_control and header.is_transactional and header.compression == 0
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (pid, pepoch, -1)
-    assert (header.base_offset, header.records_count, header.last_offset_delta) == (base_offset, 1, 0)
+    assert header.base_offset == base_offset
+    assert (header.records_count, header.last_offset_delta) == (1, 0)
     assert header.base_timestamp == header.max_timestamp == ts
     assert header.partition_leader_epoch == 7
     assert header.size == 78  # Kafka's fixed end-txn marker batch size

