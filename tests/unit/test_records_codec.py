@@ -391,7 +391,8 @@ def test_iter_over_consecutive_batches() -> None:
     assert [r.offset for r in iter_records(buf + a[:-1])] == [0, 1, 2, 3]
     with pytest.raises(CorruptRecordError):
         list(iter_records(buf + a[:-1], allow_partial=False))
-    assert [r.key for r in iter_records(memoryview(buf), len(a))] == [b"c", control_key(ControlRecordType.COMMIT)]
+    commit_key = control_key(ControlRecordType.COMMIT)
+    assert [r.key for r in iter_records(memoryview(buf), len(a))] == [b"c", commit_key]
 
 
 def test_third_party_vectors() -> None:

@@ -31,17 +31,17 @@ class Broker:
         self.listen = listen
         self.advertised = advertised
         self.node_id = config.node_id
-        self.cluster_id = config.str("cluster.id")
+        self.cluster_id = config.get_str("cluster.id")
         self.data_dir: Path = config.data_dir
         self.metrics = Registry()
         self.topics = TopicRegistry(
             self.data_dir,
             config.topic_defaults(),
-            producer_id_expiration_ms=config.int("producer.id.expiration.ms"),
+            producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.notifier = AppendNotifier()
-        self.fetch_sessions = FetchSessionCache(config.int("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self.apis: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -65,7 +65,7 @@ class Broker:
     def advertised_address(self) -> tuple[str, int]:
         if self.advertised:
             return self.advertised
-        adv = self.config.str("advertised.listeners")
+        adv = self.config.get_str("advertised.listeners")
         if adv:
             return parse_host_port(adv.split(",")[0])
         host, port = self.listen
@@ -105,9 +105,9 @@ class Broker:
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""
-        flush_every = self.config.int("log.flush.scheduler.interval.ms") / 1000
-        retention_every = self.config.int("log.retention.check.interval.ms")
-        expire_every = self.config.int("producer.id.expiration.check.interval.ms")
+        flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
+        retention_every = self.config.get_int("log.retention.check.interval.ms")
+        expire_every = self.config.get_int("producer.id.expiration.check.interval.ms")
         last_retention = last_expire = now_ms()
         while True:
             await asyncio.sleep(flush_every)

@@ -135,53 +135,53 @@ class BrokerConfig:
     def __getitem__(self, key: str) -> object:
         return self.values[key]
 
-    def int(self, key: str) -> int:
+    def get_int(self, key: str) -> int:
         v = self.values[key]
         assert isinstance(v, int)
         return v
 
-    def bool(self, key: str) -> bool:
+    def get_bool(self, key: str) -> bool:
         return bool(self.values[key])
 
-    def str(self, key: str) -> str:
+    def get_str(self, key: str) -> str:
         return str(self.values[key])
 
     @property
     def node_id(self) -> int:
-        return self.int("node.id") if "node.id" in self.explicit else self.int("broker.id")
+        return self.get_int("node.id") if "node.id" in self.explicit else self.get_int("broker.id")
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.str("log.dir") or self.str("log.dirs").split(",")[0])
+        return Path(self.get_str("log.dir") or self.get_str("log.dirs").split(",")[0])
 
     def retention_ms(self) -> int:
-        if self.int("log.retention.ms") != -2:
-            return self.int("log.retention.ms")
-        if self.int("log.retention.minutes") != -2:
-            return self.int("log.retention.minutes") * 60_000
-        return self.int("log.retention.hours") * 3_600_000
+        if self.get_int("log.retention.ms") != -2:
+            return self.get_int("log.retention.ms")
+        if self.get_int("log.retention.minutes") != -2:
+            return self.get_int("log.retention.minutes") * 60_000
+        return self.get_int("log.retention.hours") * 3_600_000
 
     def roll_ms(self) -> int:
-        if self.int("log.roll.ms") != -1:
-            return self.int("log.roll.ms")
-        return self.int("log.roll.hours") * 3_600_000
+        if self.get_int("log.roll.ms") != -1:
+            return self.get_int("log.roll.ms")
+        return self.get_int("log.roll.hours") * 3_600_000
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level values that seed every topic's config (Kafka's synonyms)."""
-        flush_ms = self.int("log.flush.interval.ms")
+        flush_ms = self.get_int("log.flush.interval.ms")
         return {
-            "segment.bytes": str(self.int("log.segment.bytes")),
+            "segment.bytes": str(self.get_int("log.segment.bytes")),
             "segment.ms": str(self.roll_ms()),
-            "segment.index.bytes": str(self.int("log.index.size.max.bytes")),
-            "index.interval.bytes": str(self.int("log.index.interval.bytes")),
+            "segment.index.bytes": str(self.get_int("log.index.size.max.bytes")),
+            "index.interval.bytes": str(self.get_int("log.index.interval.bytes")),
             "retention.ms": str(self.retention_ms()),
-            "retention.bytes": str(self.int("log.retention.bytes")),
-            "flush.messages": str(self.int("log.flush.interval.messages")),
+            "retention.bytes": str(self.get_int("log.retention.bytes")),
+            "flush.messages": str(self.get_int("log.flush.interval.messages")),
             "flush.ms": str(LONG_MAX if flush_ms < 0 else flush_ms),
-            "message.timestamp.type": self.str("log.message.timestamp.type"),
-            "max.message.bytes": str(self.int("message.max.bytes")),
-            "cleanup.policy": self.str("log.cleanup.policy"),
-            "min.insync.replicas": str(self.int("min.insync.replicas")),
+            "message.timestamp.type": self.get_str("log.message.timestamp.type"),
+            "max.message.bytes": str(self.get_int("message.max.bytes")),
+            "cleanup.policy": self.get_str("log.cleanup.policy"),
+            "min.insync.replicas": str(self.get_int("min.insync.replicas")),
         }
 
 

@@ -88,9 +88,10 @@ class FetchSessionCache:
                 session.partitions[key] = SessionPartition(offset, max_bytes)
             self.sessions[session.id] = session
             return session, requested
-        session = self.sessions.get(session_id)
-        if session is None:
+        existing = self.sessions.get(session_id)
+        if existing is None:
             raise FetchSessionError(ErrorCode.fetch_session_id_not_found)
+        session = existing
         if session.epoch != epoch:
             raise FetchSessionError(ErrorCode.invalid_fetch_session_epoch)
         session.epoch += 1
@@ -98,9 +99,9 @@ class FetchSessionCache:
         for key in forgotten:
             session.partitions.pop(key, None)
         for key, offset, max_bytes in requested:
-            existing = session.partitions.get(key)
-            if existing is None:
+            cached = session.partitions.get(key)
+            if cached is None:
                 session.partitions[key] = SessionPartition(offset, max_bytes)
             else:
-                existing.fetch_offset, existing.max_bytes = offset, max_bytes
+                cached.fetch_offset, cached.max_bytes = offset, max_bytes
         return session, [(k, p.fetch_offset, p.max_bytes) for k, p in session.partitions.items()]

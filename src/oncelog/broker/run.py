@@ -34,11 +34,7 @@ def run(broker: Broker) -> None:
     try:
         import uvloop
 
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        runner = asyncio.run
-    try:
-        runner(serve(broker))
+        uvloop.run(serve(broker))
     except OSError as exc:
         print(f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}", file=sys.stderr)
         raise SystemExit(1) from exc

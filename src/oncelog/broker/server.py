@@ -79,7 +79,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
     async def serve(self) -> None:
-        max_size = self.broker.config.int("socket.request.max.bytes")
+        max_size = self.broker.config.get_int("socket.request.max.bytes")
         try:
             while True:
                 frame = await read_frame(self.reader, max_size)

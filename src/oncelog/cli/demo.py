@@ -76,11 +76,11 @@ def demo(
                 for msg in consumer.consume(1000, 1.0):
                     if msg.error():
                         raise KafkaException(msg.error())
-                    value = msg.value()
+                    value, part, offset = msg.value() or b"", msg.partition() or 0, msg.offset() or 0
                     seen[value] = seen.get(value, 0) + 1
-                    if msg.offset() <= last_offset.get(msg.partition(), -1):
+                    if offset <= last_offset.get(part, -1):
                         out_of_order += 1
-                    last_offset[msg.partition()] = msg.offset()
+                    last_offset[part] = offset
                 progress.update(task, completed=len(seen))
         consumer.close()
         duplicates = sum(c - 1 for c in seen.values())

@@ -73,7 +73,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 
 @cache
-def _response_writer(api_key: int, version: int) -> tuple[Any, Any, bool]:
+def _response_writer(api_key: int, version: int) -> tuple[Any, Any, Any]:
     schema = load_response_schema(api_key, version)
     header_schema = schema.__header_schema__
     return entity_writer(header_schema), entity_writer(schema), header_schema

@@ -20,7 +20,7 @@ from .batch import (
     validate_batch,
 )
 from .compression import CompressionType, compress, decompress
-from .record import Buf, DecodedRecord, Header, Record
+from .record import Buf, DecodedRecord, Header, Record, decode_fields
 
 # Same layout as batch.py's header; crc is patched in after the bytes exist.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -118,11 +118,9 @@ def decode_batch(
             raise CorruptRecordError(
                 f"batch declares {header.records_count} records, has {len(out)}"
             )
-        rec, p = Record.decode(data, p)
-        ts = base_ts + rec.timestamp_delta if fixed_ts is None else fixed_ts
-        out.append(
-            DecodedRecord(base_offset + rec.offset_delta, ts, rec.key, rec.value, rec.headers)
-        )
+        off_delta, ts_delta, key, value, headers, p = decode_fields(data, p)
+        ts = base_ts + ts_delta if fixed_ts is None else fixed_ts
+        out.append(DecodedRecord(base_offset + off_delta, ts, key, value, headers))
     if p != len(data):
         raise CorruptRecordError("bytes left over after the declared records")
     return header, out
@@ -156,7 +154,10 @@ def iter_records(
 
 
 def _checked_header(buf: Buf, pos: int) -> BatchHeader:
+    """validate_batch without the CRC."""
     header = parse_header(buf, pos)
+    if header.magic != MAGIC_V2:
+        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(buf):
         raise CorruptRecordError("record batch length does not fit the data")
     return header

@@ -51,28 +51,42 @@ class Record:
     @classmethod
     def decode(cls, buf: Buf, pos: int = 0) -> tuple[Record, int]:
         """Decode the record at ``pos``; returns it and the position after it."""
-        length, pos = decode_varint(buf, pos)
-        end = pos + length
-        if length < 1 or end > len(buf):
-            raise CorruptRecordError(f"record length {length} exceeds the data")
-        pos += 1  # attributes: unused in v2
-        timestamp_delta, pos = decode_varlong(buf, pos)
-        offset_delta, pos = decode_varint(buf, pos)
-        key, pos = _read_bytes(buf, pos, end)
-        value, pos = _read_bytes(buf, pos, end)
-        count, pos = decode_varint(buf, pos)
+        offset_delta, timestamp_delta, key, value, headers, end = decode_fields(buf, pos)
+        return cls(offset_delta, timestamp_delta, key, value, headers), end
+
+
+def decode_fields(
+    buf: Buf, pos: int
+) -> tuple[int, int, bytes | None, bytes | None, tuple[Header, ...], int]:
+    """(offset_delta, timestamp_delta, key, value, headers, next_pos) of one record.
+
+    Tuple-returning so batch decoding builds one object per record, not two.
+    """
+    length, pos = decode_varint(buf, pos)
+    end = pos + length
+    if length < 1 or end > len(buf):
+        raise CorruptRecordError(f"record length {length} exceeds the data")
+    pos += 1  # attributes: unused in v2
+    timestamp_delta, pos = decode_varlong(buf, pos)
+    offset_delta, pos = decode_varint(buf, pos)
+    key, pos = _read_bytes(buf, pos, end)
+    value, pos = _read_bytes(buf, pos, end)
+    count, pos = decode_varint(buf, pos)
+    headers: tuple[Header, ...] = ()
+    if count:
         if count < 0:
             raise CorruptRecordError(f"negative record header count {count}")
-        headers: list[Header] = []
+        items: list[Header] = []
         for _ in range(count):
             hkey, pos = _read_bytes(buf, pos, end)
             if hkey is None:
                 raise CorruptRecordError("null record header key")
             hvalue, pos = _read_bytes(buf, pos, end)
-            headers.append((hkey.decode("utf-8", _KEY_ERRORS), hvalue))
-        if pos != end:
-            raise CorruptRecordError(f"record length {length} does not match its fields")
-        return cls(offset_delta, timestamp_delta, key, value, tuple(headers)), end
+            items.append((hkey.decode("utf-8", _KEY_ERRORS), hvalue))
+        headers = tuple(items)
+    if pos != end:
+        raise CorruptRecordError(f"record length {length} does not match its fields")
+    return offset_delta, timestamp_delta, key, value, headers, end
 
 
 @dataclass(slots=True, frozen=True)

@@ -86,20 +86,37 @@ def _read_raw(buf: Buf, pos: int, max_bytes: int) -> tuple[int, int]:
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
 
 
+# The decoders inline the 1- and 2-byte cases (nearly every length and delta in
+# a record): a helper call costs more than the decoding itself.
+
+
 def decode_uvarint(buf: Buf, pos: int = 0) -> tuple[int, int]:
     """Read an unsigned 32-bit varint (at most 5 bytes)."""
-    b = buf[pos] if pos < len(buf) else 0x80
-    if b < 0x80:
-        return b, pos + 1
-    value, pos = _read_raw(buf, pos, 5)
-    return value & _U32, pos
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            return (b & 0x7F) | (b2 << 7), pos + 2
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
+    raw, pos = _read_raw(buf, pos, 5)
+    return raw & _U32, pos
 
 
 def decode_varint(buf: Buf, pos: int = 0) -> tuple[int, int]:
     """Read a zigzag varint into a signed 32-bit value (at most 5 bytes)."""
-    b = buf[pos] if pos < len(buf) else 0x80
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
     # Java keeps only the low 32 bits of a 5th byte; do the same.
     raw, pos = _read_raw(buf, pos, 5)
     raw &= _U32
@@ -108,9 +125,16 @@ def decode_varint(buf: Buf, pos: int = 0) -> tuple[int, int]:
 
 def decode_varlong(buf: Buf, pos: int = 0) -> tuple[int, int]:
     """Read a zigzag varint into a signed 64-bit value (at most 10 bytes)."""
-    b = buf[pos] if pos < len(buf) else 0x80
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
     raw, pos = _read_raw(buf, pos, 10)
     raw &= _U64
     return (raw >> 1) ^ -(raw & 1), pos

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.server import RequestContext
-from oncelog.clock import now_ms
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
+from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import BROKER_API_VERSIONS, ApiKey
 from oncelog.protocol.messages import make
 
@@ -78,7 +78,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     if ctx.version == 0 and requested == ():
         requested = None  # v0: an empty list means all topics
     # v0-v3 always auto-create; v4+ asks explicitly.
-    allow_auto = getattr(req, "allow_auto_topic_creation", True) and broker.config.bool(
+    allow_auto = getattr(req, "allow_auto_topic_creation", True) and broker.config.get_bool(
         "auto.create.topics.enable"
     )
     entries = []
@@ -102,7 +102,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
             if topic is None and allow_auto:
                 try:
                     topic = registry.create(
-                        name, broker.config.int("num.partitions"), {}, now_ms=now_ms()
+                        name, broker.config.get_int("num.partitions"), {}, now_ms=now_ms()
                     )
                     log.info("auto-created topic %s", name)
                 except TopicError as exc:

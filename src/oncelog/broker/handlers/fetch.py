@@ -75,7 +75,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
-    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.int("fetch.max.bytes"))
+    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.get_int("fetch.max.bytes"))
     epochs: dict[PartitionKey, int] = {}
     requested = []
     for t in req.topics:

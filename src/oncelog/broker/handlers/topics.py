@@ -55,7 +55,7 @@ def create_topics(ctx: RequestContext, req: Any) -> Any:
                 if err:
                     raise err
             if num == -1:
-                num = broker.config.int("num.partitions")
+                num = broker.config.get_int("num.partitions")
             configs: dict[str, str] = {}
             for c in t.configs:
                 if c.value is None:
@@ -105,7 +105,7 @@ def delete_topics(ctx: RequestContext, req: Any) -> Any:
     for name in names:
         code, message = ErrorCode.none, None
         try:
-            if not broker.config.bool("delete.topic.enable"):
+            if not broker.config.get_bool("delete.topic.enable"):
                 raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
             topic = broker.topics.get(name)
             if topic is not None and topic.internal:
