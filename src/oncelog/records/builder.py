@@ -6,6 +6,7 @@ import struct
 from collections.abc import Iterator, Sequence
 
 from .batch import (
+    COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -76,7 +77,7 @@ def build_batch(
     assert max_delta is not None
 
     body = compress(compression, payload) if compression else payload
-    attributes = compression & 0x07
+    attributes = compression & COMPRESSION_MASK
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
     if transactional:
