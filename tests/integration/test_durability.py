@@ -38,10 +38,11 @@ def test_restart_keeps_topics_configs_data_and_producer_continues(tmp_path: Path
         assert producer.flush(60) == 0
         assert not errors
         assert len(acked) == 6000 and len(set(acked)) == 6000
-        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        md = admin.list_topics(timeout=10)
         assert len(md.topics[topic_name].partitions) == 3
         res = ConfigResource("topic", topic_name)
-        cfg = AdminClient({"bootstrap.servers": b.bootstrap}).describe_configs([res])[res].result(10)
+        cfg = admin.describe_configs([res])[res].result(10)
         assert cfg["retention.ms"].value == "123456789"
         msgs = consume(b.bootstrap, topic_name, 3, 6000)
         values = sorted(m.value() for m in msgs)

@@ -22,6 +22,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from oncelog.protocol.guard import FrameShapeError, check_request
+
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 ZERO_MS = datetime.timedelta(0)
@@ -47,20 +49,23 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 
 
 @cache
-def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
     schema = load_request_schema(api_key, version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema)
+    header = schema.__header_schema__
+    return entity_reader(header), entity_reader(schema), header, schema
 
 
 def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHeader, Any]:
-    header_reader, body_reader = _request_reader(api_key, version)
+    header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
+    try:
+        check_request(header_schema, body_schema, frame)
+    except FrameShapeError as exc:
+        raise RequestParseError(f"malformed {api_key}v{version} request: {exc}") from exc
     try:
         header, pos = header_reader(frame, 0)
-        body, size = body_reader(frame, pos)
+        body, _ = body_reader(frame, pos)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise RequestParseError(f"malformed {api_key}v{version} request: {exc}") from exc
-    if pos + size != len(frame):
-        raise RequestParseError(f"{len(frame) - pos - size} trailing bytes after request body")
     return (
         RequestHeader(api_key, version, header.correlation_id, getattr(header, "client_id", None)),
         body,

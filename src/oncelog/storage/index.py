@@ -66,9 +66,6 @@ class _IndexFile:
         self._persisted = 0
         self._rewrite = True
 
-    def rebase_path(self, path: Path) -> None:
-        self.path = path
-
     def persist(self, *, fsync: bool = False) -> None:
         count = len(self)
         if not self._rewrite and self._persisted == count and not fsync:

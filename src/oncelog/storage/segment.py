@@ -90,18 +90,28 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, *, now_ms: int, index_interval_bytes: int,
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        now_ms: int,
+        index_interval_bytes: int,
         segment_index_bytes: int,
-    ) -> LogSegment:  # fmt: skip
+    ) -> LogSegment:
         path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         if os.fstat(fd).st_size:
             os.close(fd)
             raise FileExistsError(f"segment {path} already holds data")
         seg = cls(
-            directory, base_offset, fd, 0, now_ms=now_ms,
-            index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes,
-        )  # fmt: skip
+            directory,
+            base_offset,
+            fd,
+            0,
+            now_ms=now_ms,
+            index_interval_bytes=index_interval_bytes,
+            segment_index_bytes=segment_index_bytes,
+        )
         seg._indexes_loaded = True
         # Empty index files from the start: a missing one later means damage.
         seg.offset_index.persist()
@@ -111,14 +121,26 @@ class LogSegment:
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, *, now_ms: int, index_interval_bytes: int,
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        now_ms: int,
+        index_interval_bytes: int,
         segment_index_bytes: int,
-    ) -> LogSegment:  # fmt: skip
-        fd = os.open(directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC)
+    ) -> LogSegment:
+        fd = os.open(
+            directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC
+        )
         return cls(
-            directory, base_offset, fd, os.fstat(fd).st_size, now_ms=now_ms,
-            index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes,
-        )  # fmt: skip
+            directory,
+            base_offset,
+            fd,
+            os.fstat(fd).st_size,
+            now_ms=now_ms,
+            index_interval_bytes=index_interval_bytes,
+            segment_index_bytes=segment_index_bytes,
+        )
 
     def path(self, suffix: str) -> Path:
         name = offset_file_name(self.base_offset, suffix)
@@ -159,9 +181,13 @@ class LogSegment:
         return last_offset - self.base_offset <= _INT32_MAX
 
     def append(
-        self, data: bytes | bytearray | memoryview, *, last_offset: int, max_timestamp: int,
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        last_offset: int,
+        max_timestamp: int,
         now_ms: int,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Write one batch (offsets already assigned) at the end of the file."""
         position = self.size
         try:
@@ -205,9 +231,13 @@ class LogSegment:
         if fsync:
             self.txn_index.sync()
 
-    def on_become_inactive(self) -> None:
-        """On roll: the time index's last entry must be the segment max (retention reads it)."""
+    def seal_time_index(self) -> None:
+        """Make the time index's last entry the segment max: for an inactive segment
+        that entry is all open() reads back for retention."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def on_become_inactive(self) -> None:
+        self.seal_time_index()
         self.flush(fsync_indexes=True)
 
     # -- reads -------------------------------------------------------------------------
@@ -254,6 +284,7 @@ class LogSegment:
         self._reset_indexes()
         for pos, header in self.scan(0):
             self._index_batch(pos, header.last_offset, header.max_timestamp, header.size)
+        self.seal_time_index()  # only older segments load lazily
         self._indexes_loaded = True
         with contextlib.suppress(OSError):
             self.persist_indexes()
@@ -399,7 +430,9 @@ class LogSegment:
         return truncated
 
     def _chunk(self, position: int, need: int) -> memoryview:
-        return memoryview(self.pread(position, min(self.size - position, max(need, _RECOVERY_CHUNK))))
+        return memoryview(
+            self.pread(position, min(self.size - position, max(need, _RECOVERY_CHUNK)))
+        )
 
     def _set_rolling_base(self) -> None:
         # The first append time is not on disk; Kafka's stand-in is the first batch's timestamp.

@@ -121,3 +121,12 @@ def _encode(txn: AbortedTxn) -> bytes:
     return _ENTRY.pack(
         VERSION, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
     )
+
+
+def aborted_entry(
+    producer_id: int, first_offset: int, last_offset: int, first_unstable_offset: int | None
+) -> AbortedTxn:
+    """The index entry for an abort; ``first_unstable_offset`` is taken after the txn
+    completed, so the LSO is the next open txn's start, else just past the marker."""
+    lso = last_offset + 1 if first_unstable_offset is None else first_unstable_offset
+    return AbortedTxn(producer_id, first_offset, last_offset, lso)

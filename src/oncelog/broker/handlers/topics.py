@@ -76,7 +76,9 @@ def create_topics(ctx: RequestContext, req: Any) -> Any:
                     configs=tuple(
                         make(r.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False)
                         for e in config_entries(broker, configs)
-                    ),
+                    )
+                    if hasattr(r, "CreatableTopicConfigs")  # v5+
+                    else None,
                 )
             )
         except TopicError as exc:

@@ -1,0 +1,527 @@
+"""One partition's log: segments, appends, fetch reads, retention, recovery.
+
+Semantics follow Kafka's UnifiedLog on a single node: the high watermark is
+the log end offset, the last stable offset is the start of the oldest open
+transaction. Everything runs on the broker's one asyncio thread, so appends
+are one pwrite plus in-memory index updates; fsync happens only on roll,
+close or as the flush policy (flush.messages / flush.ms) asks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from oncelog.records.batch import (
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    CorruptRecordError,
+    InvalidRecordError,
+    set_base_offset,
+    set_log_append_time,
+)
+from oncelog.records.control import read_marker
+
+from .checkpoint import (
+    delete_snapshot,
+    write_clean_shutdown,
+    write_log_start,
+    write_snapshot,
+)
+from .config import LogConfig
+from .errors import (
+    InvalidTimestampError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from .fsutil import fsync_dir
+from .producer_state import ProducerStateManager
+from .recovery import load_log
+from .retention import size_breached, start_breached, time_breached
+from .segment import LogSegment
+from .txn_index import aborted_entry
+
+__all__ = [
+    "AppendResult",
+    "FileSlice",
+    "InvalidTimestampError",
+    "LogClosedError",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+]
+
+SNAPSHOTS_KEPT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Whole batches of one segment file; valid until that segment's delayed delete."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        parts, position, left = [], self.position, self.length
+        while left > 0:
+            chunk = os.pread(self.fd, left, position)
+            if not chunk:
+                raise OSError(f"segment file shorter than the slice at {position}")
+            parts.append(chunk)
+            position += len(chunk)
+            left -= len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        producer_state: ProducerStateManager,
+        snapshots: list[int],
+        now_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.producer_state = producer_state
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start = log_start_offset
+        self._leo = segments[-1].next_offset
+        self._recovery_point = self._leo  # offsets below are known to be fsynced
+        self._last_flush_ms = now_ms
+        self._snapshots = snapshots
+        self._pending_deletes: list[tuple[LogSegment, int | None]] = []  # (segment, due ms)
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        producer_id_expiration_ms: int = 86_400_000,
+    ) -> PartitionLog:
+        """Create the partition directory or recover it (see recovery.py)."""
+        loaded = load_log(
+            directory, config, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        log = cls(
+            directory,
+            config,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            producer_state=loaded.producer_state,
+            snapshots=loaded.snapshots,
+            now_ms=now_ms,
+        )
+        active = loaded.segments[-1]
+        if loaded.recovered and active.size:
+            # What recovery kept came from the page cache; make it durable before a
+            # snapshot at the log end vouches for it.
+            active.flush(fsync_indexes=True)
+        if log._leo != log._log_start and log._leo not in log._snapshots:
+            log.take_snapshot()
+        return log
+
+    # -- offsets ------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._leo  # single node: every append is fully replicated at once
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        return self._leo if first_unstable is None else first_unstable
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self._segments:
+            seg.configure(
+                index_interval_bytes=config.index_interval_bytes,
+                segment_index_bytes=config.segment_index_bytes,
+            )
+
+    # -- appends ------------------------------------------------------------------------
+
+    def append(self, batch: bytearray, header: BatchHeader, *, now_ms: int) -> AppendResult:
+        """Append one CRC-validated client batch; duplicates are answered, not written.
+
+        Timestamp bounds (message.timestamp.*.max.ms) are the produce handler's check.
+        """
+        self._check_open()
+        if len(batch) != header.size:
+            raise CorruptRecordError("the buffer must hold exactly one record batch")
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        self._check_size(header.size)
+        if header.producer_id >= 0:
+            dup = self.producer_state.check_append(header, log_start_offset=self._log_start)
+            if dup is not None:
+                return AppendResult(
+                    dup.first_offset, dup.last_offset, -1, self._log_start, duplicate=True
+                )
+        base, log_append_time, header = self._write(batch, header, now_ms)
+        self.producer_state.on_append(header, base_offset=base, now_ms=now_ms)
+        self._apply_flush_policy(now_ms)
+        return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
+
+    def append_control(self, batch: bytearray, header: BatchHeader, *, now_ms: int) -> AppendResult:
+        """Append a COMMIT/ABORT marker from the transaction coordinator."""
+        self._check_open()
+        if len(batch) != header.size:
+            raise CorruptRecordError("the buffer must hold exactly one record batch")
+        if not header.is_control or header.producer_id < 0:
+            raise InvalidRecordError("an end-txn marker must be a control batch with a producer id")
+        commit, coordinator_epoch = read_marker(batch)
+        pid, epoch = header.producer_id, header.producer_epoch
+        self.producer_state.check_marker(pid, epoch, coordinator_epoch)
+        base, log_append_time, header = self._write(batch, header, now_ms)
+        done = self.producer_state.on_marker(
+            pid, epoch, commit, coordinator_epoch, offset=base, now_ms=now_ms
+        )
+        if done is not None and done.is_aborted:
+            # The entry goes to the segment holding the marker, as in Kafka.
+            self._segments[-1].txn_index.append(
+                aborted_entry(
+                    pid,
+                    done.first_offset,
+                    done.last_offset,
+                    self.producer_state.first_unstable_offset(),
+                )
+            )
+        self._apply_flush_policy(now_ms)
+        return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
+
+    def _check_size(self, size: int) -> None:
+        if size > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes is larger than max.message.bytes "
+                f"{self.config.max_message_bytes}"
+            )
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"batch of {size} bytes is larger than segment.bytes {self.config.segment_bytes}"
+            )
+
+    def _write(
+        self, batch: bytearray, header: BatchHeader, now_ms: int
+    ) -> tuple[int, int, BatchHeader]:
+        seg = self._segment_for(header, now_ms)
+        base = self._leo
+        set_base_offset(batch, 0, base)
+        log_append_time = -1
+        if self.config.log_append_time:
+            set_log_append_time(batch, 0, header.size, now_ms)
+            log_append_time = now_ms
+            header = dataclasses.replace(
+                header, max_timestamp=now_ms, attributes=header.attributes | TIMESTAMP_TYPE_MASK
+            )
+        last = base + header.last_offset_delta
+        seg.append(batch, last_offset=last, max_timestamp=header.max_timestamp, now_ms=now_ms)
+        self._leo = last + 1
+        return base, log_append_time, header
+
+    def _segment_for(self, header: BatchHeader, now_ms: int) -> LogSegment:
+        """The active segment, rolled first if this batch must not go into it (Kafka's shouldRoll)."""
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.size > 0 and (
+            seg.size + header.size > cfg.segment_bytes
+            or now_ms - seg.rolling_base_ms > cfg.segment_ms
+            or seg.index_full()
+            or not seg.fits_relative(self._leo + header.last_offset_delta)
+        ):
+            seg = self._roll(now_ms)
+        return seg
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        old = self._segments[-1]
+        old.on_become_inactive()  # fsyncs it: older segments are never re-walked on open
+        new = LogSegment.create(
+            self.directory,
+            self._leo,
+            now_ms=now_ms,
+            index_interval_bytes=self.config.index_interval_bytes,
+            segment_index_bytes=self.config.segment_index_bytes,
+        )
+        fsync_dir(self.directory)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._recovery_point = self._leo
+        self._last_flush_ms = now_ms
+        self.take_snapshot()
+        return new
+
+    # -- durability ---------------------------------------------------------------------
+
+    def _apply_flush_policy(self, now_ms: int) -> None:
+        # flush.messages=1 fsyncs every append before it is acknowledged: the
+        # single-node durability setting (there is no replica to recover from).
+        cfg = self.config
+        if (
+            self._leo - self._recovery_point >= cfg.flush_messages
+            or now_ms - self._last_flush_ms >= cfg.flush_ms
+        ):
+            self._segments[-1].fsync_log()
+            self._recovery_point = self._leo
+            self._last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Housekeeping tick: flush.ms, and deferred file deletion."""
+        self._check_open()
+        self._process_pending_deletes(now_ms)
+        if (
+            self._leo > self._recovery_point
+            and now_ms - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+            self._last_flush_ms = now_ms
+
+    def flush(self) -> None:
+        """fsync the active segment's log and write out its indexes."""
+        self._check_open()
+        active = self._segments[-1]
+        active.flush()
+        active.txn_index.sync()
+        self._recovery_point = self._leo
+
+    def take_snapshot(self) -> None:
+        """Write the producer state at the log end; keep the newest two snapshots."""
+        self._check_open()
+        # A snapshot at N says txn-index entries below N are on disk: make it true.
+        for seg in self._segments:
+            seg.txn_index.sync()
+        write_snapshot(self.directory, self._leo, self.producer_state.snapshot())
+        if self._leo not in self._snapshots:
+            self._snapshots.append(self._leo)
+            self._snapshots.sort()
+        while len(self._snapshots) > SNAPSHOTS_KEPT:
+            delete_snapshot(self.directory, self._snapshots.pop(0))
+
+    def close(self) -> None:
+        """Flush everything, snapshot, mark the shutdown clean and release the files."""
+        if self._closed:
+            return
+        active = self._segments[-1]
+        active.flush(fsync_indexes=True)
+        self.take_snapshot()
+        write_clean_shutdown(self.directory, self._leo)
+        self._release()
+
+    def delete(self) -> None:
+        """Topic deletion: drop the files, no flushing."""
+        if not self._closed:
+            self._release()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _release(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        for seg, _ in self._pending_deletes:
+            seg.delete_files()
+        self._pending_deletes.clear()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.directory} is closed")
+
+    # -- reads --------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``offset``, within one segment.
+
+        Stops before the first batch starting at or after ``max_offset`` (high
+        watermark / LSO) and within ``max_bytes``, except that with ``min_one`` an
+        oversized first batch is returned whole (KIP-74).
+        """
+        self._check_open()
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start}, {self._leo}]"
+            )
+        bound = self._leo if max_offset is None else min(max_offset, self._leo)
+        if offset >= bound:
+            return None
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        for seg in self._segments[i:]:
+            found = seg.find_batch(offset)
+            if found is not None:
+                break
+        else:
+            return None
+        position, first = found
+        if first.base_offset >= bound:
+            return None
+        limit = seg.size
+        if bound < seg.next_offset:
+            end_batch = seg.find_batch(bound)
+            if end_batch is not None:
+                end_pos, end_header = end_batch
+                limit = end_pos if end_header.base_offset >= bound else end_pos + end_header.size
+        if limit - position <= max_bytes:
+            return FileSlice(seg.fd, position, limit - position)
+        end = seg.last_boundary_within(position, position + max(max_bytes, 0))
+        if end == position:
+            if not min_one:
+                return None
+            end = position + first.size
+        return FileSlice(seg.fd, position, end - position)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted txns overlapping [start, end)."""
+        self._check_open()
+        i = max(0, bisect_right(self._bases, start_offset) - 1)
+        out: list[tuple[int, int]] = []
+        for seg in self._segments[i:]:
+            found, complete = seg.txn_index.collect(start_offset, end_offset)
+            out.extend((t.producer_id, t.first_offset) for t in found)
+            if complete:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp`` (ListOffsets).
+
+        The batch is located via the time and offset indexes, then that one batch's
+        records are walked (inflating it if compressed) to find the exact record.
+        """
+        self._check_open()
+        for seg in self._segments:
+            if seg.next_offset <= self._log_start or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the first record with the largest timestamp, or (-1, -1).
+
+        Segments track the max per batch (as Kafka does); the winning batch is then
+        decoded for the exact record, as Kafka 3.8+ answers MAX_TIMESTAMP.
+        """
+        self._check_open()
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        return best.max_timestamp, best.max_timestamp_record_offset()
+
+    # -- deletion -----------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start to ``offset`` (-1 = high watermark).
+
+        Returns the new log start offset (the low watermark).
+        """
+        self._check_open()
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: high watermark is {self.high_watermark}"
+            )
+        if offset > self._log_start:
+            self._set_log_start(offset)
+            self._delete_prefix(start_breached(self._segments, self._log_start), None)
+        return self._log_start
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments by log start, retention.ms and retention.bytes.
+
+        Kafka's rules: whole segments from the oldest, by their largest timestamp
+        (time) or while the rest stays above retention.bytes (size). As in Kafka a
+        fully expired log rolls a fresh empty segment first, so data never outlives
+        its retention just because it sits in the active segment.
+        Returns the number of segments deleted.
+        """
+        self._check_open()
+        self._process_pending_deletes(now_ms)
+        count = max(
+            start_breached(self._segments, self._log_start),
+            time_breached(self._segments, self.config, now_ms),
+            size_breached(self._segments, self.config),
+        )
+        if count:
+            self._delete_prefix(count, now_ms)
+        return count
+
+    def _delete_prefix(self, count: int, now_ms: int | None) -> None:
+        if count >= len(self._segments):
+            assert now_ms is not None
+            self._roll(now_ms)
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        due = None if now_ms is None else now_ms + self.config.file_delete_delay_ms
+        for seg in doomed:
+            seg.mark_deleted()
+            self._pending_deletes.append((seg, due))
+        first_base = self._segments[0].base_offset
+        if first_base > self._log_start:
+            self._set_log_start(first_base)
+        # Snapshots below the first segment would replay over data that is gone.
+        while self._snapshots and self._snapshots[0] < first_base:
+            delete_snapshot(self.directory, self._snapshots.pop(0))
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        write_log_start(self.directory, offset)
+        self.producer_state.truncate_head(offset)
+
+    def _process_pending_deletes(self, now_ms: int) -> None:
+        """Close and unlink deleted segments once file.delete.delay.ms has passed, so a
+        FileSlice handed out just before the delete stays readable meanwhile."""
+        keep: list[tuple[LogSegment, int | None]] = []
+        for seg, due in self._pending_deletes:
+            if due is None:
+                due = now_ms + self.config.file_delete_delay_ms
+            if now_ms >= due:
+                seg.delete_files()
+            else:
+                keep.append((seg, due))
+        self._pending_deletes = keep

@@ -1,0 +1,604 @@
+"""Sans-IO transaction coordinator: KIP-98 with Kafka 3.x semantics, transaction version 1.
+
+No sockets, awaits, files or clock reads: time comes in as ``now_ms`` and the only injected
+function is ``allocate_producer_id``. Every call returns a ``Step`` (see ``actions.py``):
+
+* ``step.reply``: for a request method, a ``Reply`` (final) or ``Pending(token)``; ``None`` for
+  feedback and timer calls.
+* ``step.actions``: side effects for the shell, ``AppendTxnLog`` and ``WriteMarkers``.
+* ``step.resolved``: ``{token: Reply}`` for earlier ``Pending`` requests now answered.
+
+The shell's loop::
+
+    step = coord.add_partitions(...)           # any request method, or expire()/load()
+    if isinstance(step.reply, Pending):
+        futures[step.reply.token] = fut = loop.create_future()   # before running the step
+    run(step)   # resolve futures from step.resolved; start a task per action:
+                #   AppendTxnLog -> append (key, value) to __transaction_state-<partition>
+                #                   durably, then run(coord.on_log_appended(id, now_ms=, error=))
+                #   WriteMarkers -> write the control batches (retrying until done), then
+                #                   run(coord.on_markers_written(id, now_ms=))
+    reply = step.reply if isinstance(step.reply, Reply) else await fut
+
+Each transactional id has at most one action outstanding at a time (one pending transition), so
+actions of different ids may run concurrently, and each callback names only the id. A failed
+append is reported with ``error=``: the request then gets the mapped error (Kafka's mapping),
+except the CompleteCommit/CompleteAbort record, which is re-emitted (the shell may back off).
+A request with ``Pending`` that the shell gives up on (its time budget ran out) is passed to
+``cancel(token)``; only requests parked by ``blocking_begin`` can be cancelled. Call
+``load(records)`` once at start (requests get COORDINATOR_LOAD_IN_PROGRESS before) and
+``expire(now_ms)`` periodically. Before answering an old request version, the API layer maps
+PRODUCER_FENCED to INVALID_PRODUCER_EPOCH (InitProducerId < v4, AddPartitionsToTxn < v2,
+AddOffsetsToTxn < v2, EndTxn < v2), as Kafka does.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.txn.actions import (
+    CONSUMER_OFFSETS_TOPIC,
+    AppendTxnLog,
+    Pending,
+    Reply,
+    Step,
+    WriteMarkers,
+    map_append_error,
+)
+from oncelog.txn.hashing import partition_for
+from oncelog.txn.log_codec import decode_key, decode_value, encode_key, encode_value
+from oncelog.txn.metadata import (
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TxnState,
+    TxnStateError,
+)
+
+E = ErrorCode
+S = TxnState
+
+
+class CoordinatorProtocolError(RuntimeError):
+    """The shell broke the protocol (e.g. a callback for an action that was never emitted)."""
+
+
+class _Kind(Enum):
+    INIT = auto()  # InitProducerId: reply (pid, epoch)
+    ADD = auto()  # AddPartitionsToTxn / AddOffsetsToTxn
+    END = auto()  # EndTxn: reply once PrepareX is durable, then markers
+    FENCE = auto()  # abort with a bumped epoch (InitProducerId during Ongoing, or timeout)
+    COMPLETE = auto()  # PrepareX -> CompleteX after markers
+    DEAD = auto()  # tombstone for an expired id
+
+
+@dataclass(slots=True)
+class _Transit:
+    kind: _Kind
+    target: TransactionMetadata
+    token: int | None
+    awaiting_markers: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiter:
+    token: int
+    producer_id: int
+    producer_epoch: int
+    partitions: frozenset[TopicPartition]
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        *,
+        allocate_producer_id: Callable[[], int],
+        max_timeout_ms: int = 900_000,
+        id_expiration_ms: int = 604_800_000,
+        coordinator_epoch: int = 0,
+        blocking_begin: bool = False,
+        txn_log_partitions: int = 50,
+        offsets_partitions: int = 50,
+    ) -> None:
+        self.allocate_producer_id = allocate_producer_id
+        self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
+        # Must grow across restarts so partitions reject markers from older incarnations.
+        self.coordinator_epoch = coordinator_epoch
+        self.blocking_begin = blocking_begin
+        self.txn_log_partitions = txn_log_partitions
+        self.offsets_partitions = offsets_partitions
+        self._txns: dict[str, TransactionMetadata] = {}
+        self._transits: dict[str, _Transit] = {}
+        self._waiters: dict[str, deque[_Waiter]] = {}
+        self._waiter_ids: dict[int, str] = {}
+        self._tokens = itertools.count(1)
+        self._loaded = False
+
+    # -- placement ------------------------------------------------------------------------
+
+    def txn_log_partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.txn_log_partitions)
+
+    def offsets_partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partitions)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        *,
+        now_ms: int,
+    ) -> Step:
+        early = self._precheck(transactional_id)
+        if early is not None:
+            return Step(reply=early)
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return Step(reply=Reply(E.invalid_transaction_timeout))
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return Step(reply=Reply(E.invalid_request))
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(
+                transactional_id,
+                self.allocate_producer_id(),
+                txn_timeout_ms=timeout_ms,
+                txn_last_update_ms=now_ms,
+            )
+            self._txns[transactional_id] = meta
+        if meta.pending_state is not None or meta.state.is_prepare:
+            return Step(reply=Reply(E.concurrent_transactions))
+        if expected is not None and not (
+            meta.producer_epoch == NO_PRODUCER_EPOCH
+            or expected[0] == meta.producer_id
+            # A retry after a producer id rotation whose reply was lost.
+            or (expected[0] == meta.last_producer_id and expected[1] >= MAX_EPOCH - 1)
+        ):
+            return Step(reply=Reply(E.producer_fenced))
+        step = Step()
+        token = next(self._tokens)
+        if meta.state is S.ONGOING:
+            # Abort the open transaction under a bumped epoch; the client retries and gets a
+            # second bump (or a new producer id if the fence exhausted the epochs).
+            self._fence(meta, token, now_ms, step)
+            step.reply = Pending(token)
+            return step
+        if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            raise TxnStateError(f"{transactional_id} in unexpected state {meta.state.kafka_name}")
+        new_pid, epoch = meta.producer_id, meta.producer_epoch
+        if expected is None:
+            new_epoch, last_epoch = epoch + 1, NO_PRODUCER_EPOCH
+        elif epoch == NO_PRODUCER_EPOCH or expected[1] == epoch:
+            new_epoch, last_epoch = epoch + 1, epoch
+        elif expected[1] == meta.last_producer_epoch:
+            # Retry of a successful call whose reply was lost: hand out the same epoch.
+            new_epoch, last_epoch = epoch, meta.last_producer_epoch
+        else:
+            return Step(reply=Reply(E.producer_fenced))
+        if new_epoch != epoch and meta.is_epoch_exhausted:
+            new_pid, new_epoch = self.allocate_producer_id(), 0
+            last_epoch = epoch if expected is not None else NO_PRODUCER_EPOCH
+        target = meta.prepare(
+            S.EMPTY,
+            producer_id=new_pid,
+            producer_epoch=new_epoch,
+            last_producer_epoch=last_epoch,
+            txn_timeout_ms=timeout_ms,
+            partitions=set(),
+            txn_start_ms=-1,
+            txn_last_update_ms=now_ms,
+        )
+        self._begin(meta, _Kind.INIT, target, token, step)
+        step.reply = Pending(token)
+        return step
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        now_ms: int,
+        verify_only: bool = False,
+    ) -> Step:
+        parts = frozenset(partitions)
+        early = self._precheck(transactional_id)
+        if early is not None:
+            if verify_only:
+                early = Reply(early.error, partition_errors=dict.fromkeys(parts, early.error))
+            return Step(reply=early)
+        if verify_only:
+            return Step(reply=self._verify(transactional_id, producer_id, producer_epoch, parts))
+        step = Step()
+        token = next(self._tokens)
+        outcome = self._try_add(
+            token, transactional_id, producer_id, producer_epoch, parts, now_ms, step,
+            may_block=self.blocking_begin,
+        )
+        step.reply = Pending(token) if outcome is None else outcome
+        return step
+
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+        *, now_ms: int,
+    ) -> Step:
+        """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition."""
+        partition = (CONSUMER_OFFSETS_TOPIC, self.offsets_partition(group_id))
+        return self.add_partitions(
+            transactional_id, producer_id, producer_epoch, [partition], now_ms=now_ms
+        )
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+        *, now_ms: int,
+    ) -> Step:
+        early = self._precheck(transactional_id)
+        if early is not None:
+            return Step(reply=early)
+        meta = self._txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, producer_epoch)
+        if err is not None:
+            return Step(reply=Reply(err))
+        assert meta is not None
+        if meta.pending_state is not None:
+            return Step(reply=Reply(E.concurrent_transactions))
+        state = meta.state
+        if state is S.ONGOING:
+            step = Step()
+            token = next(self._tokens)
+            target = meta.prepare(
+                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, txn_last_update_ms=now_ms
+            )
+            self._begin(meta, _Kind.END, target, token, step)
+            step.reply = Pending(token)
+            return step
+        if state is S.COMPLETE_COMMIT or state is S.COMPLETE_ABORT:
+            done = (state is S.COMPLETE_COMMIT) == commit  # a retry of a finished EndTxn
+            return Step(reply=Reply(E.none if done else E.invalid_txn_state))
+        if state is S.PREPARE_COMMIT or state is S.PREPARE_ABORT:
+            same = (state is S.PREPARE_COMMIT) == commit
+            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
+        if state is S.EMPTY:
+            return Step(reply=Reply(E.invalid_txn_state))
+        raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
+
+    def cancel(self, token: int) -> Reply | None:
+        """Give up on a request parked by ``blocking_begin``: it gets CONCURRENT_TRANSACTIONS
+        (the client retries). Returns ``None`` if the token is not parked (already answered,
+        or waiting on a log append, whose completion will still answer it)."""
+        transactional_id = self._waiter_ids.pop(token, None)
+        if transactional_id is None:
+            return None
+        queue = self._waiters[transactional_id]
+        for waiter in queue:
+            if waiter.token == token:
+                queue.remove(waiter)
+                break
+        if not queue:
+            del self._waiters[transactional_id]
+        return Reply(E.concurrent_transactions)
+
+    # -- feedback from the shell -----------------------------------------------------------
+
+    def on_log_appended(
+        self, transactional_id: str, *, now_ms: int, error: ErrorCode = E.none
+    ) -> Step:
+        transit = self._transits.get(transactional_id)
+        if transit is None or transit.awaiting_markers:
+            raise CoordinatorProtocolError(f"no log append outstanding for {transactional_id!r}")
+        meta = self._txns[transactional_id]
+        step = Step()
+        if error is not E.none:
+            if transit.kind is _Kind.COMPLETE:
+                # The outcome is decided and the markers are written: only retrying is left.
+                step.actions.append(self._append_action(transit.target))
+                return step
+            del self._transits[transactional_id]
+            meta.cancel_pending()
+            if transit.kind is _Kind.FENCE:
+                # Keep the fenced producer out even though the bump is not durable (as Kafka).
+                meta.producer_epoch = transit.target.producer_epoch
+                meta.last_producer_epoch = NO_PRODUCER_EPOCH
+                meta.has_failed_epoch_fence = True
+            if transit.token is not None:
+                step.resolved[transit.token] = Reply(map_append_error(error))
+            self._drain(transactional_id, now_ms, step)
+            return step
+        del self._transits[transactional_id]
+        if transit.kind is _Kind.DEAD:
+            del self._txns[transactional_id]
+        else:
+            meta.complete(transit.target)
+        if transit.token is not None:
+            if transit.kind is _Kind.INIT:
+                reply = Reply(E.none, meta.producer_id, meta.producer_epoch)
+            elif transit.kind is _Kind.FENCE:
+                reply = Reply(E.concurrent_transactions)
+            else:
+                reply = Reply(E.none)
+            step.resolved[transit.token] = reply
+        if transit.kind in (_Kind.END, _Kind.FENCE):
+            self._start_completion(meta, now_ms, step)
+        self._drain(transactional_id, now_ms, step)
+        return step
+
+    def on_markers_written(self, transactional_id: str, *, now_ms: int) -> Step:
+        transit = self._transits.get(transactional_id)
+        if transit is None or not transit.awaiting_markers:
+            raise CoordinatorProtocolError(f"no markers outstanding for {transactional_id!r}")
+        transit.awaiting_markers = False
+        transit.target.txn_last_update_ms = max(transit.target.txn_last_update_ms, now_ms)
+        return Step(actions=[self._append_action(transit.target)])
+
+    # -- timers and recovery ---------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> Step:
+        """Both periodic jobs: abort timed-out transactions, then expire idle ids."""
+        step = self.abort_timed_out(now_ms)
+        more = self.expire_transactional_ids(now_ms)
+        step.actions.extend(more.actions)
+        return step
+
+    def abort_timed_out(self, now_ms: int) -> Step:
+        """Ongoing past ``txn_start_ms + txn_timeout_ms``: abort under a bumped epoch, which
+        fences the late producer (its EndTxn/AddPartitions get PRODUCER_FENCED)."""
+        step = Step()
+        if not self._loaded:
+            return step
+        for meta in list(self._txns.values()):
+            if (
+                meta.state is S.ONGOING
+                and meta.pending_state is None
+                and meta.txn_start_ms + meta.txn_timeout_ms < now_ms
+            ):
+                self._fence(meta, None, now_ms, step)
+        return step
+
+    def expire_transactional_ids(self, now_ms: int) -> Step:
+        """Idle ids not updated for ``id_expiration_ms``: write a tombstone, then forget them."""
+        step = Step()
+        if not self._loaded:
+            return step
+        for txn_id, meta in list(self._txns.items()):
+            if (
+                meta.pending_state is None
+                and meta.state.expiration_allowed
+                and meta.txn_last_update_ms <= now_ms - self.id_expiration_ms
+            ):
+                target = meta.prepare(S.DEAD, partitions=set())
+                self._transits[txn_id] = _Transit(_Kind.DEAD, target, None)
+                step.actions.append(
+                    AppendTxnLog(txn_id, self.txn_log_partition(txn_id), encode_key(txn_id), None, None)
+                )
+        return step
+
+    def load(
+        self, records: Iterable[tuple[str | bytes, bytes | None]], *, now_ms: int | None = None
+    ) -> Step:
+        """Replay ``__transaction_state`` (key, value) in offset order; the last value per key
+        wins and ``None`` is a tombstone. Prepared transactions get their markers re-sent;
+        Ongoing ones stay open and will time out unless their producer finishes them."""
+        if self._loaded:
+            raise CoordinatorProtocolError("load() may be called only once")
+        latest: dict[str, bytes | None] = {}
+        for key, value in records:
+            txn_id = key if isinstance(key, str) else decode_key(key)
+            latest[txn_id] = value
+        step = Step()
+        for txn_id, value in latest.items():
+            if value is None:
+                continue
+            meta = decode_value(txn_id, value)
+            if meta.state is S.DEAD:
+                continue
+            if meta.state is S.PREPARE_EPOCH_FENCE:
+                raise TxnStateError(f"{txn_id}: PrepareEpochFence is never logged")
+            self._txns[txn_id] = meta
+            if meta.state.is_prepare:
+                when = meta.txn_last_update_ms if now_ms is None else now_ms
+                self._start_completion(meta, when, step)
+        self._loaded = True
+        return step
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        meta = self._txns.get(transactional_id)
+        return None if meta is None else meta.copy()
+
+    def list(
+        self,
+        states: Iterable[TxnState | str] | None = None,
+        producer_ids: Iterable[int] | None = None,
+        min_duration_ms: int | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> builtins.list[TransactionMetadata]:
+        """ListTransactions: empty filters match all; ``min_duration_ms`` (KIP-994) keeps
+        transactions that started more than that long before ``now_ms``."""
+        want_states = (
+            None if not states
+            else {s if isinstance(s, TxnState) else TxnState.from_kafka_name(s) for s in states}
+        )
+        want_pids = set(producer_ids) if producer_ids else None
+        if min_duration_ms is not None and min_duration_ms >= 0 and now_ms is None:
+            raise ValueError("min_duration_ms needs now_ms")
+        out: builtins.list[TransactionMetadata] = []
+        for txn_id in sorted(self._txns):
+            meta = self._txns[txn_id]
+            if want_states is not None and meta.state not in want_states:
+                continue
+            if want_pids is not None and meta.producer_id not in want_pids:
+                continue
+            if min_duration_ms is not None and min_duration_ms >= 0:
+                assert now_ms is not None
+                if meta.txn_start_ms < 0 or now_ms - meta.txn_start_ms <= min_duration_ms:
+                    continue
+            out.append(meta.copy())
+        return out
+
+    @property
+    def num_transactional_ids(self) -> int:
+        return len(self._txns)
+
+    @property
+    def num_ongoing(self) -> int:
+        """Transactions that hold back the LSO somewhere: Ongoing or awaiting markers."""
+        return sum(1 for m in self._txns.values() if m.state is S.ONGOING or m.state.is_prepare)
+
+    @property
+    def num_parked(self) -> int:
+        return len(self._waiter_ids)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _precheck(self, transactional_id: str) -> Reply | None:
+        if not self._loaded:
+            return Reply(E.coordinator_load_in_progress)
+        if not transactional_id:
+            return Reply(E.invalid_request)
+        return None
+
+    @staticmethod
+    def _check_producer(
+        meta: TransactionMetadata | None, producer_id: int, producer_epoch: int
+    ) -> ErrorCode | None:
+        if meta is None or meta.producer_id != producer_id:
+            return E.invalid_producer_id_mapping
+        if meta.producer_epoch == NO_PRODUCER_EPOCH:
+            return E.invalid_producer_id_mapping  # never initialised successfully
+        if meta.producer_epoch != producer_epoch:
+            return E.producer_fenced
+        return None
+
+    def _verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        parts: frozenset[TopicPartition],
+    ) -> Reply:
+        # KIP-890 part 1: a partition leader asks whether the partitions are in the
+        # transaction before accepting its first transactional batch. No state change.
+        meta = self._txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, producer_epoch)
+        if err is None and meta is not None and meta.state.is_prepare:
+            err = E.concurrent_transactions
+        if err is not None:
+            return Reply(err, partition_errors=dict.fromkeys(parts, err))
+        assert meta is not None
+        return Reply(
+            E.none,
+            partition_errors={
+                p: E.none if p in meta.partitions else E.transaction_abortable for p in parts
+            },
+        )
+
+    def _try_add(
+        self, token: int, transactional_id: str, producer_id: int, producer_epoch: int,
+        parts: frozenset[TopicPartition], now_ms: int, step: Step, *, may_block: bool,
+    ) -> Reply | None:
+        """A final Reply, or None when the request is now pending (appending or parked)."""
+        meta = self._txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, producer_epoch)
+        if err is not None:
+            return Reply(err)
+        assert meta is not None
+        if meta.pending_state is not None or meta.state.is_prepare:
+            if may_block and meta.state.is_prepare:
+                # Seed 003: park the begin of the next transaction until the previous one is
+                # complete, instead of bouncing the client with CONCURRENT_TRANSACTIONS.
+                waiter = _Waiter(token, producer_id, producer_epoch, parts)
+                self._waiters.setdefault(transactional_id, deque()).append(waiter)
+                self._waiter_ids[token] = transactional_id
+                return None
+            return Reply(E.concurrent_transactions)
+        if meta.state is S.ONGOING and parts <= meta.partitions:
+            return Reply(E.none)
+        target = meta.prepare(
+            S.ONGOING,
+            partitions=meta.partitions | parts,
+            txn_start_ms=meta.txn_start_ms if meta.state is S.ONGOING else now_ms,
+            txn_last_update_ms=now_ms,
+        )
+        self._begin(meta, _Kind.ADD, target, token, step)
+        return None
+
+    def _drain(self, transactional_id: str, now_ms: int, step: Step) -> None:
+        """Re-run parked requests, in arrival order, once the id is free again."""
+        queue = self._waiters.get(transactional_id)
+        while queue:
+            meta = self._txns.get(transactional_id)
+            if meta is not None and (meta.pending_state is not None or meta.state.is_prepare):
+                return
+            w = queue.popleft()
+            del self._waiter_ids[w.token]
+            outcome = self._try_add(
+                w.token, transactional_id, w.producer_id, w.producer_epoch, w.partitions,
+                now_ms, step, may_block=False,
+            )
+            if outcome is None:
+                break  # it started an append; the rest wait for that to finish
+            step.resolved[w.token] = outcome
+        if not queue:
+            self._waiters.pop(transactional_id, None)
+
+    def _fence(
+        self, meta: TransactionMetadata, token: int | None, now_ms: int, step: Step
+    ) -> None:
+        # Kafka's PrepareEpochFence -> PrepareAbort collapsed into one transition (the fence
+        # state is never logged). After a failed fence write the epoch is already bumped.
+        bump = not meta.has_failed_epoch_fence and meta.producer_epoch < MAX_EPOCH
+        target = meta.prepare(
+            S.PREPARE_ABORT,
+            producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            txn_last_update_ms=now_ms,
+        )
+        self._begin(meta, _Kind.FENCE, target, token, step)
+
+    def _start_completion(self, meta: TransactionMetadata, now_ms: int, step: Step) -> None:
+        commit = meta.state is S.PREPARE_COMMIT
+        target = meta.prepare(
+            S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
+            partitions=set(),
+            txn_last_update_ms=max(now_ms, meta.txn_last_update_ms),
+        )
+        transit = _Transit(_Kind.COMPLETE, target, None)
+        self._transits[meta.transactional_id] = transit
+        if meta.partitions:
+            transit.awaiting_markers = True
+            step.actions.append(
+                WriteMarkers(
+                    meta.transactional_id, meta.producer_id, meta.producer_epoch, commit,
+                    frozenset(meta.partitions), self.coordinator_epoch,
+                )
+            )
+        else:
+            step.actions.append(self._append_action(target))
+
+    def _begin(
+        self, meta: TransactionMetadata, kind: _Kind, target: TransactionMetadata,
+        token: int | None, step: Step,
+    ) -> None:
+        self._transits[meta.transactional_id] = _Transit(kind, target, token)
+        step.actions.append(self._append_action(target))
+
+    def _append_action(self, target: TransactionMetadata) -> AppendTxnLog:
+        txn_id = target.transactional_id
+        return AppendTxnLog(
+            txn_id, self.txn_log_partition(txn_id), encode_key(txn_id), encode_value(target),
+            target.state,
+        )

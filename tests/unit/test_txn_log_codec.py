@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oncelog.txn.hashing import java_abs, java_string_hashcode, partition_for
+from oncelog.txn.log_codec import (
+    TxnLogCodecError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from oncelog.txn.metadata import TransactionMetadata, TxnState
+
+
+def meta(**kw: object) -> TransactionMetadata:
+    base: dict[str, object] = {
+        "transactional_id": "txn-1",
+        "producer_id": 42,
+        "last_producer_id": 41,
+        "producer_epoch": 7,
+        "last_producer_epoch": 6,
+        "txn_timeout_ms": 60_000,
+        "state": TxnState.ONGOING,
+        "partitions": {("orders", 0), ("orders", 3), ("__consumer_offsets", 17)},
+        "txn_start_ms": 1_700_000_000_000,
+        "txn_last_update_ms": 1_700_000_000_500,
+    }
+    base.update(kw)
+    return TransactionMetadata(**base)  # type: ignore[arg-type]
+
+
+# -- Java String.hashCode / Utils.abs (expected values computed with a real JVM) -----------
+
+
+@pytest.mark.parametrize(
+    ("s", "expected"),
+    [
+        ("hello", 99162322),
+        ("", 0),
+        ("group-1", 293427299),
+        ("Aa", 2112),
+        ("BB", 2112),
+        ("polygenelubricants", -2147483648),
+        ("caf\u00e9", 3045921),
+        ("\U0001f600", 1772899),  # one code point, two UTF-16 code units
+        ("grp-\U0001f600-\u00e9\u4e2d", -1485927386),
+        ("copier-0", -520220683),
+    ],
+)
+def test_java_string_hashcode(s: str, expected: int) -> None:
+    assert java_string_hashcode(s) == expected
+
+
+def test_java_abs_and_partition_for() -> None:
+    assert java_abs(-2147483648) == 0  # Math.abs would overflow; Kafka's Utils.abs gives 0
+    assert java_abs(-5) == 5
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 22
+    assert partition_for("group-1", 50) == 49
+    assert partition_for("\U0001f600", 50) == 49
+    assert partition_for("grp-\U0001f600-\u00e9\u4e2d", 50) == 36
+    assert partition_for("my-txn-id", 50) == 11
+    with pytest.raises(ValueError):
+        partition_for("x", 0)
+
+
+@given(st.text())
+def test_hashcode_is_signed_int32(s: str) -> None:
+    h = java_string_hashcode(s)
+    assert -(2**31) <= h < 2**31
+    assert 0 <= partition_for(s, 50) < 50
+
+
+# -- key/value codec ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("txn_id", ["txn-1", "", "ü-\U0001f600", "x" * 1000])
+def test_key_round_trip(txn_id: str) -> None:
+    raw = encode_key(txn_id)
+    assert raw[:2] == b"\x00\x00"  # version first
+    assert decode_key(raw) == txn_id
+
+
+def test_key_errors() -> None:
+    with pytest.raises(TxnLogCodecError):
+        decode_key(b"\x00\x01\x00\x00")  # unknown version
+    with pytest.raises(TxnLogCodecError):
+        decode_key(b"\x00\x00\x00\x05ab")  # truncated
+    with pytest.raises(TxnLogCodecError):
+        decode_key(b"\x00")
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        meta(),
+        meta(state=TxnState.EMPTY, partitions=set(), txn_start_ms=-1, last_producer_epoch=-1),
+        meta(state=TxnState.PREPARE_COMMIT),
+        meta(state=TxnState.PREPARE_ABORT, producer_epoch=32767, last_producer_id=-1),
+        meta(state=TxnState.COMPLETE_COMMIT, partitions=set()),
+        meta(state=TxnState.COMPLETE_ABORT, partitions=set(), producer_id=2**62),
+        meta(partitions={(f"topic-{i % 7}-é", i) for i in range(500)}),
+    ],
+)
+def test_value_round_trip(m: TransactionMetadata) -> None:
+    raw = encode_value(m)
+    assert struct.unpack_from(">h", raw)[0] == 0  # version first
+    assert decode_value(m.transactional_id, raw) == m
+
+
+def test_value_encoding_is_deterministic() -> None:
+    a = meta(partitions={("b", 2), ("a", 1), ("b", 1)})
+    b = meta(partitions={("b", 1), ("b", 2), ("a", 1)})
+    assert encode_value(a) == encode_value(b)
+
+
+def test_value_errors() -> None:
+    raw = encode_value(meta())
+    with pytest.raises(TxnLogCodecError, match="version"):
+        decode_value("t", b"\x00\x09" + raw[2:])
+    with pytest.raises(TxnLogCodecError, match="trailing"):
+        decode_value("t", raw + b"\x00")
+    with pytest.raises(TxnLogCodecError):
+        decode_value("t", raw[:-1])
+    with pytest.raises(TxnLogCodecError):
+        decode_value("t", raw[:10])
+    bad_state = bytearray(raw)
+    bad_state[2 + 8 + 8 + 2 + 2 + 4] = 99  # the state byte
+    with pytest.raises(TxnLogCodecError, match="state"):
+        decode_value("t", bytes(bad_state))
+
+
+@given(
+    pid=st.integers(0, 2**63 - 1),
+    last_pid=st.integers(-1, 2**63 - 1),
+    epoch=st.integers(-1, 32767),
+    last_epoch=st.integers(-1, 32767),
+    timeout=st.integers(1, 2**31 - 1),
+    state=st.sampled_from(list(TxnState)),
+    parts=st.sets(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=30),
+    start=st.integers(-1, 2**62),
+    update=st.integers(-1, 2**62),
+)
+def test_value_round_trip_property(
+    pid: int, last_pid: int, epoch: int, last_epoch: int, timeout: int, state: TxnState,
+    parts: set[tuple[str, int]], start: int, update: int,
+) -> None:
+    m = TransactionMetadata(
+        "t", pid, last_pid, epoch, last_epoch, timeout, state, parts, start, update
+    )
+    assert decode_value("t", encode_value(m)) == m
