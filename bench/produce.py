@@ -25,6 +25,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from oncelog.embedded import EmbeddedBroker
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User+system CPU time of a process, from /proc (Linux)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
 def rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -72,6 +84,8 @@ def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, 
 
     sampler = RssSampler(pid)
     sampler.start()
+    cpu0 = cpu_seconds(pid)
+    client0 = time.process_time()
     start = time.perf_counter()
     produce = producer.produce
     for i in range(n):
@@ -84,6 +98,8 @@ def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, 
             producer.poll(0)
     producer.flush(300)
     elapsed = time.perf_counter() - start
+    broker_cpu = cpu_seconds(pid) - cpu0
+    client_cpu = time.process_time() - client0
     sampler.stop_flag.set()
     sampler.join()
     return {
@@ -93,6 +109,8 @@ def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, 
         "rec_s": n / elapsed,
         "errors": errors[0],
         "peak_rss_mb": sampler.peak,
+        "broker_cpu_s_per_gb": broker_cpu / (n * record_size / 1e9),
+        "client_cpu_s_per_gb": client_cpu / (n * record_size / 1e9),
     }
 
 
@@ -167,7 +185,8 @@ def main() -> None:
     for name, r in results.items():
         print(
             f"  {name:>10}: {r['mb_s']:8.1f} MB/s {r['rec_s']:10.0f} rec/s  "
-            f"peak broker RSS {r['peak_rss_mb']:6.0f} MB  errors {int(r['errors'])}"
+            f"peak broker RSS {r['peak_rss_mb']:6.0f} MB  broker CPU {r['broker_cpu_s_per_gb']:5.2f} s/GB  "
+            f"client CPU {r['client_cpu_s_per_gb']:5.2f} s/GB  errors {int(r['errors'])}"
         )
     base = results["oncelog"]["mb_s"]
     for name, r in results.items():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i64
 
 from oncelog.broker.server import NO_RESPONSE, CloseConnection, RequestContext
 from oncelog.clock import now_ms
@@ -110,7 +111,7 @@ def produce(ctx: RequestContext, req: Any) -> Any:
                         index=p.index,
                         error_code=ErrorCode.none,
                         base_offset=res.base_offset,
-                        log_append_time=tz_aware_from_i64(res.log_append_time) if res.log_append_time >= 0 else None,
+                        log_append_time=tz_aware_from_i64(i64(res.log_append_time)) if res.log_append_time >= 0 else None,
                         log_start_offset=res.log_start_offset,
                         record_errors=(),
                         error_message=None,
