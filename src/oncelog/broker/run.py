@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -32,9 +33,12 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
 
 def run(broker: Broker) -> None:
     try:
-        import uvloop
+        if os.environ.get("ONCELOG_EVENT_LOOP") == "asyncio":  # for profilers that miss uvloop callbacks
+            asyncio.run(serve(broker))
+        else:
+            import uvloop
 
-        uvloop.run(serve(broker))
+            uvloop.run(serve(broker))
     except OSError as exc:
         print(f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}", file=sys.stderr)
         raise SystemExit(1) from exc

@@ -1,0 +1,343 @@
+"""Plain-data requests, replies and steps of the sans-IO group coordinator.
+
+Requests are version-independent: the API layer fills them from any kio request version
+(absent fields keep the defaults below, which are Kafka's) and passes ``api_version`` where
+the semantics change between versions. Replies carry Kafka's values; the API layer drops
+fields an older response version lacks. Topic lists keep the request's order.
+
+See ``oncelog.group.coordinator`` for the step protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+NO_GENERATION = -1
+
+
+# -- membership --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    group_id: str
+    member_id: str  # "" for a member joining for the first time
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1  # v0 has none: -1 means the session timeout, as in Kafka
+    group_instance_id: str | None = None  # static membership (v5+)
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 9  # v4+: MEMBER_ID_REQUIRED round trip; v9+: skip_assignment
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupReply:
+    error: ErrorCode
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None  # responses before v7 need "" for None
+    leader: str = ""
+    skip_assignment: bool = False
+    member_id: str = ""
+    members: tuple[JoinGroupMember, ...] = ()  # only for the leader
+
+    def with_error(self, error: ErrorCode) -> JoinGroupReply:
+        return JoinGroupReply(error, member_id=self.member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None  # v5+; None skips the check
+    protocol_name: str | None = None  # v5+; None skips the check
+    assignments: tuple[tuple[str, bytes], ...] = ()  # (member_id, assignment), leader only
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupReply:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+    def with_error(self, error: ErrorCode) -> SyncGroupReply:
+        return SyncGroupReply(error)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    error: ErrorCode
+
+    def with_error(self, error: ErrorCode) -> HeartbeatReply:
+        return HeartbeatReply(error)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMember:
+    member_id: str  # "" to remove a static member by group_instance_id (admin path)
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequest:
+    group_id: str
+    members: tuple[LeaveMember, ...]  # v0-v2: the single member_id of the request
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupReply:
+    """v0-v2 responses carry one error: ``error`` if set, else ``members[0].error``."""
+
+    error: ErrorCode
+    members: tuple[LeaveMemberResult, ...] = ()
+
+    def with_error(self, error: ErrorCode) -> LeaveGroupReply:
+        return LeaveGroupReply(error)
+
+
+# -- offsets -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None  # None is stored as ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1  # v2-v4 only; -1 = broker retention
+    api_version: int = 9  # v9+: GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...]
+    generation_id: int = NO_GENERATION  # v3+ (KIP-447)
+    member_id: str = ""  # v3+
+    group_instance_id: str | None = None  # v3+
+
+
+@dataclass(frozen=True, slots=True)
+class CommitReply:
+    """OffsetCommit and TxnOffsetCommit: an error per requested partition."""
+
+    topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]
+
+    def with_error(self, error: ErrorCode) -> CommitReply:
+        return CommitReply(
+            tuple((t, tuple((p, error) for p, _ in parts)) for t, parts in self.topics)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    """One group (OffsetFetch v8+ carries several: call ``offset_fetch`` per group)."""
+
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None: every committed offset
+    require_stable: bool = False  # v7+
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    partition: int
+    offset: int  # -1: no committed offset
+    leader_epoch: int  # -1: none
+    metadata: str
+    error: ErrorCode = ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchReply:
+    group_id: str
+    error: ErrorCode
+    topics: tuple[tuple[str, tuple[FetchedPartition, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteReply:
+    error: ErrorCode
+    topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...] = ()
+
+    def with_error(self, error: ErrorCode) -> OffsetDeleteReply:
+        return OffsetDeleteReply(error)
+
+
+# -- admin -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsReply:
+    error: ErrorCode
+    groups: tuple[ListedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # empty unless the group is Stable
+    assignment: bytes  # empty unless the group is Stable
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    error: ErrorCode
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str  # the selected protocol, only when Stable
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsReply:
+    results: tuple[tuple[str, ErrorCode], ...]
+
+    def with_error(self, error: ErrorCode) -> DeleteGroupsReply:
+        return DeleteGroupsReply(tuple((g, error) for g, _ in self.results))
+
+
+Reply = (
+    JoinGroupReply
+    | SyncGroupReply
+    | HeartbeatReply
+    | LeaveGroupReply
+    | CommitReply
+    | OffsetDeleteReply
+    | DeleteGroupsReply
+)
+
+
+# -- steps -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Records to append, as one batch, to ``__consumer_offsets``-``partition``.
+
+    ``producer_id`` != -1: a transactional batch of that producer/epoch (TxnOffsetCommit);
+    the transaction's COMMIT/ABORT marker later decides whether its offsets count."""
+
+    partition: int
+    records: tuple[tuple[bytes, bytes | None], ...]
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The reply arrives later, in some ``Step.resolved`` entry for ``token``."""
+
+    token: int
+
+
+@dataclass(slots=True)
+class Step:
+    """The outcome of one coordinator call; see ``oncelog.group.coordinator``."""
+
+    reply: Reply | Pending | None = None
+    appends: list[Append] = field(default_factory=list)
+    resolved: list[tuple[int, JoinGroupReply | SyncGroupReply]] = field(default_factory=list)
+
+    def failed(self, error: ErrorCode) -> list[tuple[int | None, Reply]]:
+        """Error versions of every reply of this step (token None = ``reply``), for when
+        its appends failed."""
+        out: list[tuple[int | None, Reply]] = []
+        if self.reply is not None and not isinstance(self.reply, Pending):
+            out.append((None, self.reply.with_error(error)))
+        out.extend((t, r.with_error(error)) for t, r in self.resolved)
+        return out
+
+
+class Out:
+    """Collects a call's appends and resolved replies while handlers run."""
+
+    __slots__ = ("_batches", "resolved")
+
+    def __init__(self) -> None:
+        # (partition, producer_id, producer_epoch, records)
+        self._batches: list[tuple[int, int, int, list[tuple[bytes, bytes | None]]]] = []
+        self.resolved: list[tuple[int, JoinGroupReply | SyncGroupReply]] = []
+
+    def record(
+        self,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        # Consecutive records for the same partition and producer share one batch.
+        if self._batches:
+            p, pid, epoch, records = self._batches[-1]
+            if (p, pid, epoch) == (partition, producer_id, producer_epoch):
+                records.append((key, value))
+                return
+        self._batches.append((partition, producer_id, producer_epoch, [(key, value)]))
+
+    def resolve(self, token: int, reply: JoinGroupReply | SyncGroupReply) -> None:
+        self.resolved.append((token, reply))
+
+    def appends(self) -> list[Append]:
+        return [Append(p, tuple(recs), pid, epoch) for p, pid, epoch, recs in self._batches]
