@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -81,6 +81,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         return last is not None and last.producer_id == pid and self.max_epoch.get(pid) == epoch
 
     def _check_reply(self, req: Req, reply: Reply) -> None:
+        event(f"{req.kind} -> {reply.error.name}")
         if req.kind == "init":
             if reply.ok:
                 last = self.persisted[req.txn]
@@ -122,6 +123,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             txn = action.transactional_id
             assert txn not in self.outstanding, "two actions outstanding for one id"
             if isinstance(action, WriteMarkers):
+                event(f"markers commit={action.commit}")
                 last = self.persisted[txn]
                 assert last is not None and last.state.is_prepare
                 assert action.commit == (last.state is S.PREPARE_COMMIT)
@@ -170,11 +172,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # -- client rules ----------------------------------------------------------------------
 
     def _producer(self, txn: str, i: int) -> tuple[int, int]:
+        """Mostly the newest producer of ``txn``; sometimes a stale or unknown one."""
         options = self.granted[txn] + [(999, 0)]
-        return options[i % len(options)]
+        return options[-2] if i % 4 and len(options) > 1 else options[i % len(options)]
 
     @rule(txn=st.sampled_from(IDS), i=idx, kip360=st.booleans(),
-          timeout=st.sampled_from([500, 3_000, 6_000]))
+          timeout=st.sampled_from([1_500, 5_000, 5_000, 6_000]))
     def init(self, txn: str, i: int, kip360: bool, timeout: int) -> None:
         pid, epoch = self._producer(txn, i) if kip360 else (-1, -1)
         step = self.coord.init_producer_id(txn, timeout, pid, epoch, now_ms=self.now)
@@ -184,6 +187,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def add(self, txn: str, i: int, parts: frozenset[tuple[str, int]]) -> None:
         pid, epoch = self._producer(txn, i)
         step = self.coord.add_partitions(txn, pid, epoch, parts, now_ms=self.now)
+        if isinstance(step.reply, Pending) and not step.actions:
+            event("add parked")
         self._process(step, Req("add", txn, pid, epoch, parts=parts))
 
     @rule(txn=st.sampled_from(IDS), i=idx, group=st.sampled_from(["g1", "g2"]))
@@ -214,12 +219,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         token = sorted(self.requests)[i % len(self.requests)]
         reply = self.coord.cancel(token)
         if reply is not None:
+            event("cancelled a parked request")
             assert reply.error is E.concurrent_transactions
             assert self.requests.pop(token).kind == "add"
 
     # -- shell rules -----------------------------------------------------------------------
 
-    @rule(ms=st.integers(0, 3_000))
+    @rule(ms=st.integers(0, 2_000))
     def tick(self, ms: int) -> None:
         self.now += ms
         step = self.coord.expire(self.now)
@@ -250,14 +256,23 @@ class CoordinatorMachine(RuleBasedStateMachine):
             self._expect_completion_start(step, m)
         self._process(step)
 
+    @precondition(lambda self: self.outstanding)
     @rule()
-    def restart(self) -> None:
+    def deliver_all(self) -> None:
+        while self.outstanding:
+            self.deliver(0, 1)
+
+    @rule(go=st.integers(0, 3))
+    def restart(self, go: int) -> None:
         """Crash: in-flight actions and client requests are lost; the log survives."""
+        if go:
+            return
         self.outstanding.clear()
         self.requests.clear()
         self.markers_for.clear()
         self.coord = self._new_coordinator()
         prepared = [m for m in self.persisted.values() if m is not None and m.state.is_prepare]
+        event(f"restart with {len(prepared)} prepared")
         for m in prepared:
             self.prepare_seq[m.transactional_id] += 1
         step = self.coord.load(self.log)
@@ -287,11 +302,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         # Liveness: once every action is performed, every request has its answer and no
         # transaction is left half-finished.
-        for _ in range(200):
-            if not self.outstanding:
-                break
-            self.deliver(0, 1)
-        assert not self.outstanding
+        self.deliver_all()
         assert not self.requests, self.requests
         assert self.coord.num_parked == 0
         for txn in IDS:
@@ -304,7 +315,7 @@ class BlockingCoordinatorMachine(CoordinatorMachine):
 
 
 _settings = settings(
-    max_examples=150,
+    max_examples=3000,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -12,7 +12,7 @@ from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection, Handler
-from oncelog.broker.topics import TopicRegistry
+from oncelog.broker.topics import Topic, TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.metrics import Registry
 
@@ -43,6 +43,9 @@ class Broker:
         self.notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self.apis: dict[int, tuple[int, int, Handler]] = {}
+        from oncelog.txn.service import TransactionService
+
+        self.txn = TransactionService(self)
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -74,9 +77,19 @@ class Broker:
         return host, port
 
     # -- lifecycle ---------------------------------------------------------
+    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.topics.create(name, partitions, configs, now_ms=now_ms())
+            assert topic is not None
+            log.info("created internal topic %s with %d partitions", name, partitions)
+        return topic
+
     async def start(self) -> None:
         self.topics.load(now_ms())
         self.producer_ids.load()
+        self.txn.start()
+        self._tasks.append(asyncio.create_task(self.txn.expire_forever()))
         host, port = self.listen
         self._server = await asyncio.start_server(self._on_connect, host, port, backlog=1024)
         sock = self._server.sockets[0].getsockname()
@@ -101,6 +114,7 @@ class Broker:
         for task in [*self._tasks, *self._connections]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        await self.txn.stop()
         self.topics.close()
 
     async def _housekeeping(self) -> None:

@@ -74,6 +74,7 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous
     # transaction's markers are in flight instead of CONCURRENT_TRANSACTIONS.
     "oncelog.txn.blocking.begin": (_bool, True),
+    "oncelog.txn.blocking.begin.max.wait.ms": (int, 5000),
     "process.roles": (str, "broker,controller"),
     "num.network.threads": (int, 3),
     "num.io.threads": (int, 8),

@@ -380,6 +380,9 @@ class TransactionCoordinator:
                 and meta.state.expiration_allowed
                 and meta.txn_last_update_ms <= now_ms - self.id_expiration_ms
             ):
+                if meta.producer_epoch == NO_PRODUCER_EPOCH:
+                    del self._txns[txn_id]  # its first record never became durable
+                    continue
                 target = meta.prepare(S.DEAD, partitions=set())
                 self._transits[txn_id] = _Transit(_Kind.DEAD, target, None)
                 step.actions.append(

@@ -15,9 +15,9 @@ def register_all(broker: Broker) -> None:
         fetch,
         offsets,
         produce,
-        producer_id,
         topics,
+        txn,
     )
 
-    for module in (cluster, topics, configs, produce, fetch, offsets, producer_id):
+    for module in (cluster, topics, configs, produce, fetch, offsets, txn):
         module.register(broker)

@@ -70,11 +70,22 @@ def _check_timestamps(part: PartitionLog, header: Any, now: int) -> None:
         raise ProduceError(ErrorCode.invalid_timestamp, f"Timestamp {ts} of message is out of range. The timestamp should be within [{now - cfg.message_timestamp_before_max_ms}, {now + cfg.message_timestamp_after_max_ms}]")
 
 
-def append_to_partition(broker: Broker, topic: str, index: int, records: bytes | None, version: int) -> AppendResult:
+def append_to_partition(
+    broker: Broker, topic: str, index: int, records: bytes | None, version: int, transactional_id: str | None
+) -> AppendResult:
     part = broker.topics.partition(topic, index)
     if part is None:
         raise ProduceError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
     header = check_batch(records, version)
+    if header.is_transactional:
+        # KIP-890 part 1: a delayed produce must not land outside its transaction.
+        code = (
+            ErrorCode.invalid_txn_state
+            if transactional_id is None
+            else broker.txn.in_transaction(transactional_id, header.producer_id, header.producer_epoch, (topic, index))
+        )
+        if code != ErrorCode.none:
+            raise ProduceError(code, f"partition {topic}-{index} is not part of an ongoing transaction of producer {header.producer_id} epoch {header.producer_epoch}")
     assert records is not None
     now = now_ms()
     _check_timestamps(part, header, now)
@@ -104,7 +115,7 @@ def produce(ctx: RequestContext, req: Any) -> Any:
             try:
                 if acks not in (0, 1, -1):
                     raise ProduceError(ErrorCode.invalid_required_acks, f"Invalid required acks {acks}")
-                res = append_to_partition(broker, t.name, p.index, p.records, ctx.version)
+                res = append_to_partition(broker, t.name, p.index, p.records, ctx.version, req.transactional_id)
                 parts.append(
                     make(
                         r.PartitionProduceResponse,

@@ -1,0 +1,182 @@
+"""Shared state of the group coordinator: the groups, record writing and offset replay.
+
+Every change to committed or pending offsets, live or during load, goes through
+``apply_offset``, so a coordinator rebuilt from the log ends in the same offset state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from oncelog.group.config import GroupConfig
+from oncelog.group.messages import Out
+from oncelog.group.offsets_codec import (
+    GroupValue,
+    MemberValue,
+    OffsetValue,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from oncelog.group.state import CommittedOffset, Group, GroupState
+
+_MASK = 0xFFFFFFFF
+_INT_MIN = -0x80000000
+
+
+def java_string_hashcode(s: str) -> int:
+    """``java.lang.String.hashCode()``: over UTF-16 code units, wrapping at 32 bits."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, n: int = 50) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % n``, where
+    Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0. Clients compute the same."""
+    if n <= 0:
+        raise ValueError("number of partitions must be positive")
+    h = java_string_hashcode(group_id)
+    return (0 if h == _INT_MIN else abs(h)) % n
+
+
+class Registry:
+    def __init__(self, config: GroupConfig, member_id_suffix: Callable[[], str] | None) -> None:
+        self.config = config
+        self.groups: dict[str, Group] = {}
+        self.txn_groups: dict[int, set[str]] = {}  # producer id -> groups with pending offsets
+        self._suffix = member_id_suffix or (lambda: str(uuid.uuid4()))
+        self._seq = 0
+        self._token = 0
+
+    def partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def new_member_id(self, client_id: str) -> str:
+        return f"{client_id}-{self._suffix()}"
+
+    def new_token(self) -> int:
+        self._token += 1
+        return self._token
+
+    def get_or_create(self, group_id: str, now_ms: int | None) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+        return group
+
+    # -- records --------------------------------------------------------------------------
+
+    def store_group(self, group: Group, out: Out) -> None:
+        """Write the group's metadata record (Kafka's storeGroup)."""
+        members: tuple[MemberValue, ...] = ()
+        if group.members and group.protocol_name is not None:
+            proto = group.protocol_name
+            members = tuple(
+                MemberValue(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(proto), m.assignment,
+                )
+                for m in group.members.values()
+            )
+        value = GroupValue(
+            group.protocol_type, group.generation_id, group.protocol_name, group.leader_id,
+            group.state_timestamp_ms, members,
+        )
+        gid = group.group_id
+        out.record(self.partition(gid), encode_group_key(gid), encode_group_value(value))
+        group.persisted = True
+
+    def write_offset(
+        self,
+        group: Group,
+        topic: str,
+        partition: int,
+        value: OffsetValue | None,
+        out: Out,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        gid = group.group_id
+        out.record(
+            self.partition(gid),
+            encode_offset_key(gid, topic, partition),
+            None if value is None else encode_offset_value(value),
+            producer_id,
+            producer_epoch,
+        )
+        self.apply_offset(group, topic, partition, value, producer_id)
+
+    def apply_offset(
+        self, group: Group, topic: str, partition: int, value: OffsetValue | None, producer_id: int
+    ) -> None:
+        """One offset record, in log order. A transactional one stays pending until its
+        producer's marker; a tombstone also drops pending offsets for the partition."""
+        tp = (topic, partition)
+        if value is None:
+            group.offsets.pop(tp, None)
+            for pid, pending in list(group.pending_txn_offsets.items()):
+                pending.pop(tp, None)
+                if not pending:
+                    self._drop_pending(group, pid)
+            return
+        self._seq += 1
+        committed = CommittedOffset(
+            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+            value.expire_timestamp_ms, self._seq,
+        )
+        if producer_id < 0:
+            group.offsets[tp] = committed
+        else:
+            group.pending_txn_offsets.setdefault(producer_id, {})[tp] = committed
+            self.txn_groups.setdefault(producer_id, set()).add(group.group_id)
+
+    def complete_txn(self, producer_id: int, commit: bool, partition: int | None) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` in ``partition`` (None: all partitions)."""
+        gids = self.txn_groups.get(producer_id)
+        if not gids:
+            return
+        for gid in list(gids):
+            if partition is not None and self.partition(gid) != partition:
+                continue
+            gids.discard(gid)
+            group = self.groups.get(gid)
+            pending = None if group is None else group.pending_txn_offsets.pop(producer_id, None)
+            if group is None or not pending or not commit:
+                continue
+            for tp, offset in pending.items():
+                current = group.offsets.get(tp)
+                if current is None or current.seq < offset.seq:
+                    group.offsets[tp] = offset
+        if not gids:
+            del self.txn_groups[producer_id]
+
+    def _drop_pending(self, group: Group, producer_id: int) -> None:
+        group.pending_txn_offsets.pop(producer_id, None)
+        gids = self.txn_groups.get(producer_id)
+        if gids is not None:
+            gids.discard(group.group_id)
+            if not gids:
+                del self.txn_groups[producer_id]
+
+    def delete_group(self, group: Group, out: Out) -> None:
+        """Tombstone every offset (committed or pending) and the group, then forget it."""
+        tps = set(group.offsets)
+        for pending in group.pending_txn_offsets.values():
+            tps.update(pending)
+        for topic, partition in sorted(tps):
+            self.write_offset(group, topic, partition, None, out)
+        if group.persisted:
+            gid = group.group_id
+            out.record(self.partition(gid), encode_group_key(gid), None)
+        self.forget(group)
+
+    def forget(self, group: Group) -> None:
+        for pid in list(group.pending_txn_offsets):
+            self._drop_pending(group, pid)
+        group.state = GroupState.DEAD
+        self.groups.pop(group.group_id, None)
