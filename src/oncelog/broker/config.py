@@ -75,6 +75,8 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     # transaction's markers are in flight instead of CONCURRENT_TRANSACTIONS.
     "oncelog.txn.blocking.begin": (_bool, True),
     "oncelog.txn.blocking.begin.max.wait.ms": (int, 5000),
+    # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
+    "oncelog.debug.marker.delay.ms": (int, 0),
     "process.roles": (str, "broker,controller"),
     "num.network.threads": (int, 3),
     "num.io.threads": (int, 8),

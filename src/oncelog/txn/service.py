@@ -166,7 +166,8 @@ class TransactionService:
         return self.coordinator.on_log_appended(action.transactional_id, now_ms=now, error=error)
 
     async def _write_markers(self, action: WriteMarkers) -> None:
-        await asyncio.sleep(0)  # let the EndTxn response go out first, like a remote marker writer
+        # Let the EndTxn response go out first, like a remote marker writer.
+        await asyncio.sleep(self.broker.config.get_int("oncelog.debug.marker.delay.ms") / 1000)
         now = now_ms()
         for topic, index in sorted(action.partitions):
             part = self.broker.topics.partition(topic, index)
