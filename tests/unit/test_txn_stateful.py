@@ -213,6 +213,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         step = self.coord.end_txn(txn, pid, epoch, commit, now_ms=self.now)
         self._process(step, Req("end", txn, pid, epoch, commit))
 
+    @rule(txn=st.sampled_from(IDS), commit=st.booleans(), parts=st.frozensets(st.sampled_from(PARTS), max_size=2))
+    def end_then_begin(self, txn: str, commit: bool, parts: frozenset[tuple[str, int]]) -> None:
+        """The client's fast path: EndTxn answered, then at once the next transaction's first
+        AddPartitionsToTxn, which meets the markers still in flight."""
+        self.end(txn, 1, commit)
+        action = self.outstanding.get(txn)
+        if isinstance(action, AppendTxnLog) and action.state is not None and action.state.is_prepare:
+            self.outstanding.pop(txn)
+            self._deliver_append(txn, action, fail=1)
+        self.add(txn, 1, parts)
+
     @precondition(lambda self: self.requests)
     @rule(i=idx)
     def cancel(self, i: int) -> None:
@@ -245,6 +256,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
             )
             self._process(step)
             return
+        self._deliver_append(txn, action, fail)
+
+    def _deliver_append(self, txn: str, action: AppendTxnLog, fail: int) -> None:
         if fail == 0:
             self._process(self.coord.on_log_appended(txn, now_ms=self.now, error=E.not_enough_replicas))
             return
@@ -315,7 +329,7 @@ class BlockingCoordinatorMachine(CoordinatorMachine):
 
 
 _settings = settings(
-    max_examples=3000,
+    max_examples=200,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -256,7 +256,9 @@ def _ms(ms: int) -> Any:
 
 
 def _ts(ms: int) -> Any:
-    return tz_aware_from_i64(i64(ms))
+    # Kafka sends -1 for "not started"; kio's decoder (and so our own admin
+    # client) rejects negative timestamps, so the epoch stands in for it.
+    return tz_aware_from_i64(i64(max(ms, 0)))
 
 
 def register(broker: Broker) -> None:

@@ -1,0 +1,138 @@
+"""`oncelog transactions ...`: inspect and repair transactions (KIP-664)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from oncelog.client.txn_admin import AdminError, ClusterAdmin
+
+app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")]
+console = Console()
+
+
+def _admin(bootstrap: str) -> ClusterAdmin:
+    try:
+        return ClusterAdmin(bootstrap)
+    except OSError as exc:
+        typer.echo(f"error: cannot reach {bootstrap}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command("list")
+def list_(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    state: Annotated[list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")] = None,
+    producer_id: Annotated[list[int] | None, typer.Option("--producer-id")] = None,
+    min_duration_ms: Annotated[int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")] = -1,
+) -> None:
+    """List transactional ids and their states."""
+    with _admin(bootstrap) as admin:
+        try:
+            rows = admin.list_transactions(tuple(state or ()), tuple(producer_id or ()), min_duration_ms)
+        except AdminError as exc:
+            _fail(exc)
+    table = Table("transactional id", "producer id", "state")
+    for r in rows:
+        table.add_row(r.transactional_id, str(r.producer_id), r.state)
+    console.print(table)
+
+
+@app.command()
+def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """Show one transaction: state, producer, timeout, partitions."""
+    with _admin(bootstrap) as admin:
+        try:
+            s = admin.describe_transaction(transactional_id)
+        except AdminError as exc:
+            _fail(exc)
+    start = s.transaction_start_time
+    console.print(f"transactional id  {s.transactional_id}")
+    console.print(f"state             {s.transaction_state}")
+    console.print(f"producer          id {s.producer_id} epoch {s.producer_epoch}")
+    console.print(f"timeout           {int(s.transaction_timeout.total_seconds() * 1000)} ms")
+    console.print(f"started           {start.isoformat() if start and start.year > 1970 else '-'}")
+    for t in s.topics:
+        console.print(f"partitions        {t.topic}: {', '.join(map(str, t.partitions))}")
+
+
+@app.command("describe-producers")
+def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """Producer state of one partition (DescribeProducers)."""
+    with _admin(bootstrap) as admin:
+        try:
+            rows = admin.describe_producers(topic, partition)
+        except AdminError as exc:
+            _fail(exc)
+    table = Table("producer id", "epoch", "last seq", "last timestamp", "coordinator epoch", "txn start offset")
+    for r in rows:
+        table.add_row(*(str(x) for x in (r.producer_id, r.producer_epoch, r.last_sequence, r.last_timestamp, r.coordinator_epoch, r.current_txn_start_offset)))
+    console.print(table)
+
+
+@app.command("find-hanging")
+def find_hanging(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    topic: Annotated[list[str] | None, typer.Option("--topic")] = None,
+    max_transaction_timeout_ms: Annotated[int, typer.Option("--max-transaction-timeout-ms")] = 900_000,
+) -> None:
+    """Open transactions the coordinator no longer tracks: they pin the LSO."""
+    with _admin(bootstrap) as admin:
+        try:
+            rows = admin.find_hanging(topic, max_transaction_timeout_ms)
+        except AdminError as exc:
+            _fail(exc)
+    if not rows:
+        console.print("no hanging transactions")
+        return
+    table = Table("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
+    for r in rows:
+        table.add_row(r.topic, str(r.partition), str(r.producer_id), str(r.producer_epoch), str(r.coordinator_epoch), str(r.current_txn_start_offset))
+    console.print(table)
+
+
+@app.command()
+def abort(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    transactional_id: Annotated[str | None, typer.Option("--transactional-id", help="Abort by id (fences the current producer).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic")] = None,
+    partition: Annotated[int | None, typer.Option("--partition")] = None,
+    producer_id: Annotated[int | None, typer.Option("--producer-id")] = None,
+    producer_epoch: Annotated[int | None, typer.Option("--producer-epoch")] = None,
+    coordinator_epoch: Annotated[int | None, typer.Option("--coordinator-epoch")] = None,
+) -> None:
+    """Abort a transaction by transactional id, or a hanging one by partition and producer."""
+    by_partition = topic is not None or partition is not None or producer_id is not None
+    if (transactional_id is None) == (not by_partition):
+        raise typer.BadParameter("give either --transactional-id, or --topic, --partition and --producer-id")
+    with _admin(bootstrap) as admin:
+        try:
+            if transactional_id is not None:
+                pid, epoch = admin.abort_transactional_id(transactional_id)
+                console.print(f"aborted {transactional_id}: producer {pid} now at epoch {epoch}")
+            else:
+                if topic is None or partition is None or producer_id is None:
+                    raise typer.BadParameter("--topic, --partition and --producer-id go together")
+                admin.abort_partition(topic, partition, producer_id, producer_epoch, coordinator_epoch)
+                console.print(f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}")
+        except AdminError as exc:
+            _fail(exc)
+
+
+@app.command()
+def metrics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    """KIP-98 metrics: live producer ids, active transactional ids, LSO and its lag per partition."""
+    with _admin(bootstrap) as admin:
+        data = admin.metrics()
+    data["partitions"] = {k: v for k, v in data["partitions"].items() if not k.startswith("__")}
+    typer.echo(json.dumps(data, indent=2))
