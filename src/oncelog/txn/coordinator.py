@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import builtins
 import itertools
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum, auto
@@ -63,6 +62,7 @@ from oncelog.txn.metadata import (
     TxnState,
     TxnStateError,
 )
+from oncelog.txn.parking import AddRequest, ParkingLot
 
 E = ErrorCode
 S = TxnState
@@ -89,14 +89,6 @@ class _Transit:
     awaiting_markers: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Waiter:
-    token: int
-    producer_id: int
-    producer_epoch: int
-    partitions: frozenset[TopicPartition]
-
-
 class TransactionCoordinator:
     def __init__(
         self,
@@ -119,8 +111,7 @@ class TransactionCoordinator:
         self.offsets_partitions = offsets_partitions
         self._txns: dict[str, TransactionMetadata] = {}
         self._transits: dict[str, _Transit] = {}
-        self._waiters: dict[str, deque[_Waiter]] = {}
-        self._waiter_ids: dict[int, str] = {}
+        self._parked = ParkingLot()
         self._tokens = itertools.count(1)
         self._loaded = False
 
@@ -225,12 +216,9 @@ class TransactionCoordinator:
         if verify_only:
             return Step(reply=self._verify(transactional_id, producer_id, producer_epoch, parts))
         step = Step()
-        token = next(self._tokens)
-        outcome = self._try_add(
-            token, transactional_id, producer_id, producer_epoch, parts, now_ms, step,
-            may_block=self.blocking_begin,
-        )
-        step.reply = Pending(token) if outcome is None else outcome
+        req = AddRequest(next(self._tokens), transactional_id, producer_id, producer_epoch, parts)
+        outcome = self._try_add(req, now_ms, step, may_block=self.blocking_begin)
+        step.reply = Pending(req.token) if outcome is None else outcome
         return step
 
     def add_offsets(
@@ -281,17 +269,7 @@ class TransactionCoordinator:
         """Give up on a request parked by ``blocking_begin``: it gets CONCURRENT_TRANSACTIONS
         (the client retries). Returns ``None`` if the token is not parked (already answered,
         or waiting on a log append, whose completion will still answer it)."""
-        transactional_id = self._waiter_ids.pop(token, None)
-        if transactional_id is None:
-            return None
-        queue = self._waiters[transactional_id]
-        for waiter in queue:
-            if waiter.token == token:
-                queue.remove(waiter)
-                break
-        if not queue:
-            del self._waiters[transactional_id]
-        return Reply(E.concurrent_transactions)
+        return Reply(E.concurrent_transactions) if self._parked.cancel(token) else None
 
     # -- feedback from the shell -----------------------------------------------------------
 
@@ -466,7 +444,7 @@ class TransactionCoordinator:
 
     @property
     def num_parked(self) -> int:
-        return len(self._waiter_ids)
+        return len(self._parked)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -510,53 +488,42 @@ class TransactionCoordinator:
         )
 
     def _try_add(
-        self, token: int, transactional_id: str, producer_id: int, producer_epoch: int,
-        parts: frozenset[TopicPartition], now_ms: int, step: Step, *, may_block: bool,
+        self, req: AddRequest, now_ms: int, step: Step, *, may_block: bool
     ) -> Reply | None:
         """A final Reply, or None when the request is now pending (appending or parked)."""
-        meta = self._txns.get(transactional_id)
-        err = self._check_producer(meta, producer_id, producer_epoch)
+        meta = self._txns.get(req.transactional_id)
+        err = self._check_producer(meta, req.producer_id, req.producer_epoch)
         if err is not None:
             return Reply(err)
         assert meta is not None
         if meta.pending_state is not None or meta.state.is_prepare:
             if may_block and meta.state.is_prepare:
-                # Seed 003: park the begin of the next transaction until the previous one is
-                # complete, instead of bouncing the client with CONCURRENT_TRANSACTIONS.
-                waiter = _Waiter(token, producer_id, producer_epoch, parts)
-                self._waiters.setdefault(transactional_id, deque()).append(waiter)
-                self._waiter_ids[token] = transactional_id
+                self._parked.park(req)  # re-run by _drain once the transaction is complete
                 return None
             return Reply(E.concurrent_transactions)
-        if meta.state is S.ONGOING and parts <= meta.partitions:
+        if meta.state is S.ONGOING and req.partitions <= meta.partitions:
             return Reply(E.none)
         target = meta.prepare(
             S.ONGOING,
-            partitions=meta.partitions | parts,
+            partitions=meta.partitions | req.partitions,
             txn_start_ms=meta.txn_start_ms if meta.state is S.ONGOING else now_ms,
             txn_last_update_ms=now_ms,
         )
-        self._begin(meta, _Kind.ADD, target, token, step)
+        self._begin(meta, _Kind.ADD, target, req.token, step)
         return None
 
     def _drain(self, transactional_id: str, now_ms: int, step: Step) -> None:
         """Re-run parked requests, in arrival order, once the id is free again."""
-        queue = self._waiters.get(transactional_id)
-        while queue:
+        while self._parked.has(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is not None and (meta.pending_state is not None or meta.state.is_prepare):
                 return
-            w = queue.popleft()
-            del self._waiter_ids[w.token]
-            outcome = self._try_add(
-                w.token, transactional_id, w.producer_id, w.producer_epoch, w.partitions,
-                now_ms, step, may_block=False,
-            )
+            req = self._parked.pop(transactional_id)
+            assert req is not None
+            outcome = self._try_add(req, now_ms, step, may_block=False)
             if outcome is None:
-                break  # it started an append; the rest wait for that to finish
-            step.resolved[w.token] = outcome
-        if not queue:
-            self._waiters.pop(transactional_id, None)
+                return  # it started an append; the rest wait for that to finish
+            step.resolved[req.token] = outcome
 
     def _fence(
         self, meta: TransactionMetadata, token: int | None, now_ms: int, step: Step

@@ -11,7 +11,7 @@ from oncelog.txn.metadata import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
-class ParkedAdd:
+class AddRequest:
     token: int
     transactional_id: str
     producer_id: int
@@ -21,20 +21,20 @@ class ParkedAdd:
 
 class ParkingLot:
     def __init__(self) -> None:
-        self._queues: dict[str, deque[ParkedAdd]] = {}
+        self._queues: dict[str, deque[AddRequest]] = {}
         self._by_token: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self._by_token)
 
-    def park(self, req: ParkedAdd) -> None:
+    def park(self, req: AddRequest) -> None:
         self._queues.setdefault(req.transactional_id, deque()).append(req)
         self._by_token[req.token] = req.transactional_id
 
     def has(self, transactional_id: str) -> bool:
         return transactional_id in self._queues
 
-    def pop(self, transactional_id: str) -> ParkedAdd | None:
+    def pop(self, transactional_id: str) -> AddRequest | None:
         """The oldest parked request of ``transactional_id``, removed."""
         queue = self._queues.get(transactional_id)
         if not queue:

@@ -1,0 +1,381 @@
+"""Sans-IO classic group coordinator (Kafka's GroupCoordinator, classic protocol).
+
+No sockets, awaits, file I/O or clock reads: time comes in as ``now_ms``, timers are
+deadlines (``next_deadline()``) that the shell fires with ``tick(now_ms)``, and durable state
+is records the shell appends to ``__consumer_offsets``. The protocol type is opaque
+(consumer, connect, ...); only OffsetDelete and offset retention look inside "consumer"
+subscriptions.
+
+The step protocol
+-----------------
+Mutating calls (``join_group``, ``sync_group``, ``heartbeat``, ``leave_group``,
+``offset_commit``, ``txn_offset_commit``, ``delete_groups``, ``offset_delete``, ``tick``)
+return a ``Step``:
+
+* ``step.reply``: the caller's reply, or ``Pending(token)`` when the request is parked (a
+  JoinGroup until the join phase ends, a follower's SyncGroup until the leader's assignment);
+  ``None`` for ``tick``.
+* ``step.appends``: batches for ``__consumer_offsets``, in order. Each names its partition;
+  ``producer_id`` != -1 marks a transactional batch (TxnOffsetCommit) of that producer/epoch.
+* ``step.resolved``: ``(token, reply)`` for earlier ``Pending`` requests now answered
+  (including other members' parked requests).
+
+The coordinator applies a step's state change at once. The shell must therefore:
+
+1. serialize calls: make a call, append its ``appends`` (each batch atomically, durably, in
+   order), and only then make the next mutating call;
+2. send no reply of the step (``reply`` nor ``resolved``) before all its appends succeeded;
+3. if an append fails, answer ``step.failed(error)`` (NOT_COORDINATOR for a storage error),
+   then ``abandon(error)`` the coordinator and build a new one from the log with ``load``:
+   the in-memory state is ahead of the log, as after Kafka unloads a partition;
+4. on ``Pending(token)``, keep the request until a ``resolved`` entry names the token (a
+   reply for a token the shell no longer waits for, e.g. after a disconnect, is dropped);
+5. call ``tick(now_ms)`` when ``next_deadline()`` is reached (or periodically), and handle
+   its step the same way.
+
+``complete_txn(producer_id, commit, partition)`` is called once the COMMIT/ABORT marker of
+that producer is written to that ``__consumer_offsets`` partition. At start, replay every
+partition with ``load`` (data batches) and ``load_marker`` (control batches) in log order,
+then ``finish_load(now_ms)``; until then requests get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.group.config import GroupConfig
+from oncelog.group.core import Registry, partition_for
+from oncelog.group.membership import Membership
+from oncelog.group.messages import (
+    CommitReply,
+    DeleteGroupsReply,
+    DescribedGroup,
+    DescribedMember,
+    HeartbeatReply,
+    HeartbeatRequest,
+    JoinGroupReply,
+    JoinGroupRequest,
+    LeaveGroupReply,
+    LeaveGroupRequest,
+    ListedGroup,
+    ListGroupsReply,
+    OffsetCommitRequest,
+    OffsetDeleteReply,
+    OffsetDeleteRequest,
+    OffsetFetchReply,
+    OffsetFetchRequest,
+    Out,
+    Pending,
+    Reply,
+    Step,
+    SyncGroupReply,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
+from oncelog.group.offsets import Offsets
+from oncelog.group.offsets_codec import GroupValue, OffsetKey, decode_record
+from oncelog.group.state import Group, GroupState, Member
+
+__all__ = ["GroupCoordinator", "partition_for"]
+
+E = ErrorCode
+_LOADING = E.coordinator_load_in_progress
+CLASSIC_GROUP_TYPE = "classic"
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupConfig | None = None,
+        *,
+        member_id_suffix: Callable[[], str] | None = None,
+    ) -> None:
+        """``member_id_suffix`` makes member ids (``client_id-suffix``); default a UUID4."""
+        self.config = config or GroupConfig()
+        self._reg = Registry(self.config, member_id_suffix)
+        self._members = Membership(self._reg)
+        self._offsets = Offsets(self._reg, self._members)
+        self._loaded = False
+        self._next_cleanup_ms: int | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def partition_for(self, group_id: str) -> int:
+        return self._reg.partition(group_id)
+
+    def group(self, group_id: str) -> Group | None:
+        """The live state of a group, for inspection only."""
+        return self._reg.groups.get(group_id)
+
+    def groups(self) -> list[Group]:
+        return list(self._reg.groups.values())
+
+    # -- membership requests --------------------------------------------------------------
+
+    def join_group(self, req: JoinGroupRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(JoinGroupReply(_LOADING, member_id=req.member_id))
+        token, out = self._reg.new_token(), Out()
+        self._advance(req.group_id, now_ms, out)
+        reply = self._members.join(req, token, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, reply, token)
+
+    def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(SyncGroupReply(_LOADING))
+        token, out = self._reg.new_token(), Out()
+        self._advance(req.group_id, now_ms, out)
+        reply = self._members.sync(req, token, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, reply, token)
+
+    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(HeartbeatReply(_LOADING))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, self._members.heartbeat(req, now_ms))
+
+    def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(LeaveGroupReply(_LOADING))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, self._members.leave(req, now_ms, out))
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(CommitReply(req.topics and _errors(req.topics, _LOADING)))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, self._offsets.commit(req, now_ms, out))
+
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> Step:
+        """The caller has checked producer id/epoch with the transaction coordinator."""
+        if not self._loaded:
+            return Step(CommitReply(req.topics and _errors(req.topics, _LOADING)))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, self._offsets.txn_commit(req, now_ms, out))
+
+    def complete_txn(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """The producer's COMMIT/ABORT marker is in ``__consumer_offsets``-``partition``
+        (None: every partition). Commit makes its pending offsets visible, unless a later
+        commit for the same partition exists; abort drops them."""
+        self._reg.complete_txn(producer_id, commit, partition)
+
+    def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchReply:
+        if not self._loaded:
+            return OffsetFetchReply(req.group_id, _LOADING)
+        return self._offsets.fetch(req)
+
+    def offset_delete(self, req: OffsetDeleteRequest, now_ms: int) -> Step:
+        if not self._loaded:
+            return Step(OffsetDeleteReply(_LOADING))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        return self._finish(req.group_id, now_ms, out, self._offsets.delete(req, out))
+
+    # -- admin ----------------------------------------------------------------------------
+
+    def list_groups(
+        self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
+    ) -> ListGroupsReply:
+        if not self._loaded:
+            return ListGroupsReply(_LOADING, ())
+        types = {t.lower() for t in types_filter}
+        if types and CLASSIC_GROUP_TYPE not in types:
+            return ListGroupsReply(E.none, ())
+        states = {s.lower() for s in states_filter}
+        return ListGroupsReply(
+            E.none,
+            tuple(
+                ListedGroup(g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE)
+                for g in self._reg.groups.values()
+                if not states or g.state.value.lower() in states
+            ),
+        )
+
+    def describe_groups(self, group_ids: Iterable[str], api_version: int = 5) -> list[DescribedGroup]:
+        """v6+ answers GROUP_ID_NOT_FOUND for an unknown group; older versions a Dead group."""
+        result = []
+        for gid in group_ids:
+            group = self._reg.groups.get(gid)
+            if not self._loaded:
+                result.append(DescribedGroup(_LOADING, gid, "", "", ""))
+            elif group is None:
+                error = E.group_id_not_found if api_version >= 6 else E.none
+                result.append(DescribedGroup(error, gid, GroupState.DEAD.value, "", ""))
+            else:
+                result.append(_describe(group))
+        return result
+
+    def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> Step:
+        ids = list(dict.fromkeys(group_ids))
+        if not self._loaded:
+            return Step(DeleteGroupsReply(tuple((g, _LOADING) for g in ids)))
+        out = Out()
+        results = []
+        for gid in ids:
+            self._advance(gid, now_ms, out)
+            group = self._reg.groups.get(gid)
+            if group is None:
+                error = E.group_id_not_found
+            elif group.state is GroupState.EMPTY:
+                self._reg.delete_group(group, out)
+                error = E.none
+            else:
+                error = E.non_empty_group
+            results.append((gid, error))
+        return Step(DeleteGroupsReply(tuple(results)), out.appends(), out.resolved)
+
+    # -- time -----------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> Step:
+        """Fire due timers: join phases ending, session and sync expiries; and, every
+        offsets.retention.check.interval.ms, offset retention."""
+        out = Out()
+        if not self._loaded:
+            return Step()
+        for group in list(self._reg.groups.values()):
+            self._members.advance(group, now_ms, out)
+        if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
+            self._offsets.expire(now_ms, out)
+            self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
+        return Step(None, out.appends(), out.resolved)
+
+    def expire_offsets(self, now_ms: int) -> Step:
+        """Run offset retention now (what ``tick`` does at each check interval)."""
+        out = Out()
+        if self._loaded:
+            self._offsets.expire(now_ms, out)
+        return Step(None, out.appends(), out.resolved)
+
+    def next_deadline(self) -> int | None:
+        """The earliest time ``tick`` has something to do, or None."""
+        times = [d for g in self._reg.groups.values() if (d := g.next_deadline()) is not None]
+        if self._next_cleanup_ms is not None:
+            times.append(self._next_cleanup_ms)
+        return min(times, default=None)
+
+    def abandon(self, error: ErrorCode = E.not_coordinator) -> list[tuple[int, Reply]]:
+        """Answer every parked request with ``error``; the coordinator must then be dropped."""
+        out = Out()
+        for group in self._reg.groups.values():
+            self._members.abandon(group, error, out)
+        self._loaded = False
+        return list(out.resolved)
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def load(self, records: Iterable[tuple[bytes, bytes | None]], producer_id: int = -1) -> None:
+        """Replay one batch of ``__consumer_offsets`` (``producer_id`` of a transactional
+        batch, else -1), in log order. Raises ``OffsetsCodecError`` on a corrupt record."""
+        if self._loaded:
+            raise RuntimeError("load() after finish_load()")
+        for key, value in records:
+            k, v = decode_record(key, value)
+            groups = self._reg.groups
+            if isinstance(k, OffsetKey):
+                if v is None and k.group_id not in groups:
+                    continue
+                group = self._reg.get_or_create(k.group_id, None)
+                self._reg.apply_offset(group, k.topic, k.partition, v, producer_id)  # type: ignore[arg-type]
+            elif isinstance(v, GroupValue):
+                self._load_group(k.group_id, v)
+            elif (group := groups.get(k.group_id)) is not None:
+                # Group deleted or expired; offsets have their own tombstones.
+                if group.has_offsets():
+                    fresh = Group(k.group_id)
+                    fresh.offsets, fresh.pending_txn_offsets = group.offsets, group.pending_txn_offsets
+                    groups[k.group_id] = fresh
+                else:
+                    self._reg.forget(group)
+
+    def load_marker(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """Replay a COMMIT/ABORT control batch found in ``partition``."""
+        self._reg.complete_txn(producer_id, commit, partition)
+
+    def finish_load(self, now_ms: int) -> None:
+        """End of replay. Groups come back Empty, or Stable with their last generation and
+        members, who keep going if they heartbeat within their session timeout (as in Kafka)."""
+        for group in self._reg.groups.values():
+            if group.state_timestamp_ms is None:
+                group.state_timestamp_ms = now_ms
+            if group.state is GroupState.STABLE:
+                group.subscribed_topics = group.current_subscriptions()
+                for m in group.members.values():
+                    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+        self._loaded = True
+        self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
+
+    def _load_group(self, group_id: str, v: GroupValue) -> None:
+        old = self._reg.groups.get(group_id)
+        group = Group(
+            group_id,
+            state_timestamp_ms=v.state_timestamp_ms,
+            generation_id=v.generation_id,
+            protocol_type=v.protocol_type,
+            persisted=True,
+        )
+        if old is not None:
+            group.offsets, group.pending_txn_offsets = old.offsets, old.pending_txn_offsets
+        if v.members and v.protocol_name is not None:
+            group.protocol_name = v.protocol_name
+            for mv in v.members:
+                member = Member(
+                    mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
+                    mv.rebalance_timeout_ms, mv.session_timeout_ms, v.protocol_type or "",
+                    [(v.protocol_name, mv.subscription)], mv.assignment,
+                )
+                group.members[mv.member_id] = member
+                if mv.group_instance_id is not None:
+                    group.static_members[mv.group_instance_id] = mv.member_id
+            group.leader_id = v.leader_id if v.leader_id in group.members else next(iter(group.members))
+            group.state = GroupState.STABLE
+        self._reg.groups[group_id] = group
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _advance(self, group_id: str, now_ms: int, out: Out) -> None:
+        group = self._reg.groups.get(group_id)
+        if group is not None:
+            self._members.advance(group, now_ms, out)
+
+    def _finish(
+        self, group_id: str, now_ms: int, out: Out, reply: Reply | None, token: int = 0
+    ) -> Step:
+        self._advance(group_id, now_ms, out)  # timers due right now (e.g. a zero delay)
+        resolved = out.resolved
+        step_reply: Reply | Pending
+        if reply is not None:
+            step_reply = reply
+        else:
+            own = next((i for i, (t, _) in enumerate(resolved) if t == token), None)
+            step_reply = Pending(token) if own is None else resolved.pop(own)[1]
+        return Step(step_reply, out.appends(), resolved)
+
+
+def _errors(topics: tuple, error: ErrorCode) -> tuple:  # type: ignore[type-arg]
+    return CommitReply(tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in topics)).topics
+
+
+def _describe(group: Group) -> DescribedGroup:
+    stable = group.state is GroupState.STABLE and group.protocol_name is not None
+    proto = group.protocol_name or ""
+    members = tuple(
+        DescribedMember(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.metadata(proto) if stable else b"", m.assignment if stable else b"",
+        )
+        for m in group.members.values()
+    )
+    return DescribedGroup(
+        E.none, group.group_id, group.state.value, group.protocol_type or "",
+        proto if stable else "", members,
+    )

@@ -1,0 +1,74 @@
+"""KIP-664 tooling: the CLI finds and aborts a hanging transaction."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.embedded import EmbeddedBroker
+
+from .helpers import create_topic
+from .test_transactions import READ_COMMITTED, READ_UNCOMMITTED, end_offsets, read_all, txn_producer
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "oncelog.cli.main", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> None:
+    b = EmbeddedBroker(tmp_path / "data").start()
+    try:
+        create_topic(b.bootstrap, topic_name, 1)
+        p = txn_producer(b.bootstrap, "lost")
+        p.begin_transaction()
+        p.produce(topic_name, value=b"hanging")
+        p.flush()
+        other = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
+        other.produce(topic_name, value=b"stuck-behind")
+        other.flush()
+        b.kill()
+        # Lose the coordinator's memory of the transaction: the partition still holds it open.
+        for d in (tmp_path / "data").glob("__transaction_state-*"):
+            shutil.rmtree(d)
+        b.start()
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [0]
+        out = cli("transactions", "find-hanging", "-b", b.bootstrap, "--topic", topic_name, "--max-transaction-timeout-ms", "0")
+        assert out.returncode == 0, out.stderr
+        assert topic_name in out.stdout
+        with ClusterAdmin(b.bootstrap) as admin:
+            hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
+        assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0
+        out = cli("transactions", "abort", "-b", b.bootstrap, "--topic", topic_name, "--partition", "0", "--producer-id", str(hanging[0].producer_id))
+        assert out.returncode == 0, out.stderr
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED) == [3]
+        assert [m.value() for m in read_all(b.bootstrap, topic_name, 1, "read_committed")] == [b"stuck-behind"]
+        metrics = json.loads(cli("transactions", "metrics", "-b", b.bootstrap).stdout)
+        assert metrics["partitions"][f"{topic_name}-0"]["lso_lag"] == 0
+    finally:
+        b.stop()
+
+
+def test_cli_list_describe_and_abort_by_id(broker: EmbeddedBroker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 2)
+    p = txn_producer(broker.bootstrap, "cli-open")
+    p.begin_transaction()
+    p.produce(topic_name, value=b"x", partition=1)
+    p.flush()
+    out = cli("transactions", "list", "-b", broker.bootstrap, "--state", "Ongoing")
+    assert "cli-open" in out.stdout and "Ongoing" in out.stdout
+    out = cli("transactions", "describe", "cli-open", "-b", broker.bootstrap)
+    assert "Ongoing" in out.stdout and f"{topic_name}: 1" in out.stdout
+    out = cli("transactions", "describe", "no-such-id", "-b", broker.bootstrap)
+    assert out.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in out.stderr.upper()
+    out = cli("transactions", "abort", "-b", broker.bootstrap, "--transactional-id", "cli-open")
+    assert out.returncode == 0, out.stderr
+    assert end_offsets(broker.bootstrap, topic_name, 2, READ_COMMITTED) == [0, 2]
+    assert read_all(broker.bootstrap, topic_name, 2, "read_committed", idle=1.0) == []
+    out = cli("transactions", "abort", "-b", broker.bootstrap)
+    assert out.returncode == 2
