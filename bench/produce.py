@@ -70,7 +70,7 @@ def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, 
             "acks": "all",
             "linger.ms": 5,
             "batch.size": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
+            "queue.buffering.max.kbytes": 65_536,
             "queue.buffering.max.messages": 1_000_000,
             "delivery.report.only.error": True,  # failures still reach the callback
         }

@@ -49,7 +49,6 @@ from oncelog.group.config import GroupConfig
 from oncelog.group.core import Registry, partition_for
 from oncelog.group.membership import Membership
 from oncelog.group.messages import (
-    CommitReply,
     DeleteGroupsReply,
     DescribedGroup,
     DescribedMember,
@@ -74,8 +73,14 @@ from oncelog.group.messages import (
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
-from oncelog.group.offsets import Offsets
-from oncelog.group.offsets_codec import GroupValue, OffsetKey, decode_record
+from oncelog.group.offsets import Offsets, commit_errors
+from oncelog.group.offsets_codec import (
+    GroupValue,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
 from oncelog.group.state import Group, GroupState, Member
 
 __all__ = ["GroupCoordinator", "partition_for"]
@@ -150,7 +155,7 @@ class GroupCoordinator:
 
     def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> Step:
         if not self._loaded:
-            return Step(CommitReply(req.topics and _errors(req.topics, _LOADING)))
+            return Step(commit_errors(req.topics, _LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.commit(req, now_ms, out))
@@ -158,7 +163,7 @@ class GroupCoordinator:
     def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> Step:
         """The caller has checked producer id/epoch with the transaction coordinator."""
         if not self._loaded:
-            return Step(CommitReply(req.topics and _errors(req.topics, _LOADING)))
+            return Step(commit_errors(req.topics, _LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.txn_commit(req, now_ms, out))
@@ -278,24 +283,26 @@ class GroupCoordinator:
         batch, else -1), in log order. Raises ``OffsetsCodecError`` on a corrupt record."""
         if self._loaded:
             raise RuntimeError("load() after finish_load()")
+        groups = self._reg.groups
         for key, value in records:
-            k, v = decode_record(key, value)
-            groups = self._reg.groups
+            k = decode_key(key)
             if isinstance(k, OffsetKey):
-                if v is None and k.group_id not in groups:
+                if value is None and k.group_id not in groups:
                     continue
+                offset = None if value is None else decode_offset_value(value)
                 group = self._reg.get_or_create(k.group_id, None)
-                self._reg.apply_offset(group, k.topic, k.partition, v, producer_id)  # type: ignore[arg-type]
-            elif isinstance(v, GroupValue):
-                self._load_group(k.group_id, v)
-            elif (group := groups.get(k.group_id)) is not None:
+                self._reg.apply_offset(group, k.topic, k.partition, offset, producer_id)
+            elif value is not None:
+                self._load_group(k.group_id, decode_group_value(value))
+            elif (gone := groups.get(k.group_id)) is not None:
                 # Group deleted or expired; offsets have their own tombstones.
-                if group.has_offsets():
+                if gone.has_offsets():
                     fresh = Group(k.group_id)
-                    fresh.offsets, fresh.pending_txn_offsets = group.offsets, group.pending_txn_offsets
+                    fresh.offsets = gone.offsets
+                    fresh.pending_txn_offsets = gone.pending_txn_offsets
                     groups[k.group_id] = fresh
                 else:
-                    self._reg.forget(group)
+                    self._reg.forget(gone)
 
     def load_marker(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
         """Replay a COMMIT/ABORT control batch found in ``partition``."""
@@ -359,10 +366,6 @@ class GroupCoordinator:
             own = next((i for i, (t, _) in enumerate(resolved) if t == token), None)
             step_reply = Pending(token) if own is None else resolved.pop(own)[1]
         return Step(step_reply, out.appends(), resolved)
-
-
-def _errors(topics: tuple, error: ErrorCode) -> tuple:  # type: ignore[type-arg]
-    return CommitReply(tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in topics)).topics
 
 
 def _describe(group: Group) -> DescribedGroup:

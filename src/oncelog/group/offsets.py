@@ -44,12 +44,12 @@ class Offsets:
         if group is None:
             if req.generation_id >= 0:
                 # A member of a group this coordinator does not know (expired or deleted).
-                return _all(req.topics, E.group_id_not_found if req.api_version >= 9 else E.illegal_generation)
+                return commit_errors(req.topics, E.group_id_not_found if req.api_version >= 9 else E.illegal_generation)
             # Offsets-only use of Kafka: a "simple" group is created implicitly.
             group = self.reg.get_or_create(req.group_id, now)
         error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, txn=False)
         if error is not None:
-            return _all(req.topics, error)
+            return commit_errors(req.topics, error)
         self.membership.touch(group, req.member_id, now)
         expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         return self._store(group, req.topics, now, expire, out, -1, -1)
@@ -59,12 +59,12 @@ class Offsets:
         group = self.reg.groups.get(req.group_id)
         if group is None:
             if req.generation_id >= 0:
-                return _all(req.topics, E.illegal_generation)
+                return commit_errors(req.topics, E.illegal_generation)
             group = self.reg.get_or_create(req.group_id, now)
         # KIP-447: a zombie of an older generation is fenced like a plain commit would be.
         error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, txn=True)
         if error is not None:
-            return _all(req.topics, error)
+            return commit_errors(req.topics, error)
         return self._store(group, req.topics, now, None, out, req.producer_id, req.producer_epoch)
 
     def _store(
@@ -219,7 +219,7 @@ def _validate(
     return None
 
 
-def _all(topics: Topics, error: ErrorCode) -> CommitReply:
+def commit_errors(topics: Topics, error: ErrorCode) -> CommitReply:
     return CommitReply(tuple((t, tuple((p.partition, error) for p in parts)) for t, parts in topics))
 
 

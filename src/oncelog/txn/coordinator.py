@@ -61,6 +61,7 @@ from oncelog.txn.metadata import (
     TransactionMetadata,
     TxnState,
     TxnStateError,
+    select,
 )
 from oncelog.txn.parking import AddRequest, ParkingLot
 
@@ -410,28 +411,9 @@ class TransactionCoordinator:
         *,
         now_ms: int | None = None,
     ) -> builtins.list[TransactionMetadata]:
-        """ListTransactions: empty filters match all; ``min_duration_ms`` (KIP-994) keeps
-        transactions that started more than that long before ``now_ms``."""
-        want_states = (
-            None if not states
-            else {s if isinstance(s, TxnState) else TxnState.from_kafka_name(s) for s in states}
-        )
-        want_pids = set(producer_ids) if producer_ids else None
-        if min_duration_ms is not None and min_duration_ms >= 0 and now_ms is None:
-            raise ValueError("min_duration_ms needs now_ms")
-        out: builtins.list[TransactionMetadata] = []
-        for txn_id in sorted(self._txns):
-            meta = self._txns[txn_id]
-            if want_states is not None and meta.state not in want_states:
-                continue
-            if want_pids is not None and meta.producer_id not in want_pids:
-                continue
-            if min_duration_ms is not None and min_duration_ms >= 0:
-                assert now_ms is not None
-                if meta.txn_start_ms < 0 or now_ms - meta.txn_start_ms <= min_duration_ms:
-                    continue
-            out.append(meta.copy())
-        return out
+        """ListTransactions; see ``metadata.select`` for the filters."""
+        metas = (self._txns[txn_id] for txn_id in sorted(self._txns))
+        return [m.copy() for m in select(metas, states, producer_ids, min_duration_ms, now_ms)]
 
     @property
     def num_transactional_ids(self) -> int:

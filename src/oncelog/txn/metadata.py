@@ -9,6 +9,7 @@ transition is pending, the coordinator refuses further changes with CONCURRENT_T
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -206,3 +207,33 @@ class TransactionMetadata:
     def cancel_pending(self) -> None:
         """The log append failed: forget the transition."""
         self.pending_state = None
+
+
+def select(
+    metas: Iterable[TransactionMetadata],
+    states: Iterable[TxnState | str] | None = None,
+    producer_ids: Iterable[int] | None = None,
+    min_duration_ms: int | None = None,
+    now_ms: int | None = None,
+) -> Iterator[TransactionMetadata]:
+    """ListTransactions filters: empty ones match all; ``min_duration_ms`` (KIP-994, ignored
+    when negative) keeps transactions that started more than that long before ``now_ms``."""
+    want_states = (
+        {s if isinstance(s, TxnState) else TxnState.from_kafka_name(s) for s in states}
+        if states
+        else None
+    )
+    want_pids = set(producer_ids) if producer_ids else None
+    by_age = min_duration_ms is not None and min_duration_ms >= 0
+    if by_age and now_ms is None:
+        raise ValueError("min_duration_ms needs now_ms")
+    for m in metas:
+        if want_states is not None and m.state not in want_states:
+            continue
+        if want_pids is not None and m.producer_id not in want_pids:
+            continue
+        if by_age:
+            assert now_ms is not None and min_duration_ms is not None
+            if m.txn_start_ms < 0 or now_ms - m.txn_start_ms <= min_duration_ms:
+                continue
+        yield m
