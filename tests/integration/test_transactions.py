@@ -3,7 +3,6 @@ timeouts and broker crashes in every transaction state."""
 
 from __future__ import annotations
 
-import datetime
 import time
 from pathlib import Path
 

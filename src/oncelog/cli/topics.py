@@ -46,7 +46,8 @@ def create(
     """Create a topic."""
     from confluent_kafka.admin import NewTopic
 
-    fut = _admin(bootstrap).create_topics(
+    admin = _admin(bootstrap)  # must outlive the future
+    fut = admin.create_topics(
         [NewTopic(name, partitions, replication_factor, config=_parse_configs(config))], operation_timeout=TIMEOUT_S
     )[name]
     try:
@@ -75,7 +76,8 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     from confluent_kafka.admin import ConfigResource
 
     admin = _admin(bootstrap)
-    md = admin.list_topics(topic=name, timeout=TIMEOUT_S)
+    # Listing all topics: naming one would auto-create it on brokers that allow that.
+    md = admin.list_topics(timeout=TIMEOUT_S)
     t = md.topics.get(name)
     if t is None or t.error is not None:
         _fail(f"unknown topic {name!r}" + (f" ({t.error.str()})" if t is not None and t.error else ""))
@@ -100,7 +102,8 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
 @app.command()
 def delete(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """Delete a topic and its data."""
-    fut = _admin(bootstrap).delete_topics([name], operation_timeout=TIMEOUT_S)[name]
+    admin = _admin(bootstrap)  # must outlive the future
+    fut = admin.delete_topics([name], operation_timeout=TIMEOUT_S)[name]
     try:
         fut.result(TIMEOUT_S)
     except Exception as exc:

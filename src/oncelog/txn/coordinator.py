@@ -92,15 +92,9 @@ class _Transit:
 
 class TransactionCoordinator:
     def __init__(
-        self,
-        *,
-        allocate_producer_id: Callable[[], int],
-        max_timeout_ms: int = 900_000,
-        id_expiration_ms: int = 604_800_000,
-        coordinator_epoch: int = 0,
-        blocking_begin: bool = False,
-        txn_log_partitions: int = 50,
-        offsets_partitions: int = 50,
+        self, *, allocate_producer_id: Callable[[], int], max_timeout_ms: int = 900_000,
+        id_expiration_ms: int = 604_800_000, coordinator_epoch: int = 0,
+        blocking_begin: bool = False, txn_log_partitions: int = 50, offsets_partitions: int = 50,
     ) -> None:
         self.allocate_producer_id = allocate_producer_id
         self.max_timeout_ms = max_timeout_ms
@@ -127,13 +121,8 @@ class TransactionCoordinator:
     # -- requests -------------------------------------------------------------------------
 
     def init_producer_id(
-        self,
-        transactional_id: str,
-        timeout_ms: int,
-        producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = NO_PRODUCER_EPOCH,
-        *,
-        now_ms: int,
+        self, transactional_id: str, timeout_ms: int, producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH, *, now_ms: int,
     ) -> Step:
         early = self._precheck(transactional_id)
         if early is not None:
@@ -146,9 +135,7 @@ class TransactionCoordinator:
         meta = self._txns.get(transactional_id)
         if meta is None:
             meta = TransactionMetadata(
-                transactional_id,
-                self.allocate_producer_id(),
-                txn_timeout_ms=timeout_ms,
+                transactional_id, self.allocate_producer_id(), txn_timeout_ms=timeout_ms,
                 txn_last_update_ms=now_ms,
             )
             self._txns[transactional_id] = meta
@@ -161,14 +148,10 @@ class TransactionCoordinator:
             or (expected[0] == meta.last_producer_id and expected[1] >= MAX_EPOCH - 1)
         ):
             return Step(reply=Reply(E.producer_fenced))
-        step = Step()
-        token = next(self._tokens)
         if meta.state is S.ONGOING:
             # Abort the open transaction under a bumped epoch; the client retries and gets a
             # second bump (or a new producer id if the fence exhausted the epochs).
-            self._fence(meta, token, now_ms, step)
-            step.reply = Pending(token)
-            return step
+            return self._request_step(meta, _Kind.FENCE, self._fence_target(meta, now_ms))
         if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise TxnStateError(f"{transactional_id} in unexpected state {meta.state.kafka_name}")
         new_pid, epoch = meta.producer_id, meta.producer_epoch
@@ -185,28 +168,14 @@ class TransactionCoordinator:
             new_pid, new_epoch = self.allocate_producer_id(), 0
             last_epoch = epoch if expected is not None else NO_PRODUCER_EPOCH
         target = meta.prepare(
-            S.EMPTY,
-            producer_id=new_pid,
-            producer_epoch=new_epoch,
-            last_producer_epoch=last_epoch,
-            txn_timeout_ms=timeout_ms,
-            partitions=set(),
-            txn_start_ms=-1,
-            txn_last_update_ms=now_ms,
+            S.EMPTY, producer_id=new_pid, producer_epoch=new_epoch, last_producer_epoch=last_epoch,
+            txn_timeout_ms=timeout_ms, partitions=set(), txn_start_ms=-1, txn_last_update_ms=now_ms,
         )
-        self._begin(meta, _Kind.INIT, target, token, step)
-        step.reply = Pending(token)
-        return step
+        return self._request_step(meta, _Kind.INIT, target)
 
     def add_partitions(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: Iterable[TopicPartition],
-        *,
-        now_ms: int,
-        verify_only: bool = False,
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[TopicPartition], *, now_ms: int, verify_only: bool = False,
     ) -> Step:
         parts = frozenset(partitions)
         early = self._precheck(transactional_id)
@@ -248,14 +217,10 @@ class TransactionCoordinator:
             return Step(reply=Reply(E.concurrent_transactions))
         state = meta.state
         if state is S.ONGOING:
-            step = Step()
-            token = next(self._tokens)
             target = meta.prepare(
                 S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, txn_last_update_ms=now_ms
             )
-            self._begin(meta, _Kind.END, target, token, step)
-            step.reply = Pending(token)
-            return step
+            return self._request_step(meta, _Kind.END, target)
         if state is S.COMPLETE_COMMIT or state is S.COMPLETE_ABORT:
             done = (state is S.COMPLETE_COMMIT) == commit  # a retry of a finished EndTxn
             return Step(reply=Reply(E.none if done else E.invalid_txn_state))
@@ -345,7 +310,7 @@ class TransactionCoordinator:
                 and meta.pending_state is None
                 and meta.txn_start_ms + meta.txn_timeout_ms < now_ms
             ):
-                self._fence(meta, None, now_ms, step)
+                self._begin(meta, _Kind.FENCE, self._fence_target(meta, now_ms), None, step)
         return step
 
     def expire_transactional_ids(self, now_ms: int) -> Step:
@@ -404,12 +369,9 @@ class TransactionCoordinator:
         return None if meta is None else meta.copy()
 
     def list(
-        self,
-        states: Iterable[TxnState | str] | None = None,
-        producer_ids: Iterable[int] | None = None,
-        min_duration_ms: int | None = None,
-        *,
-        now_ms: int | None = None,
+        self, states: Iterable[TxnState | str] | None = None,
+        producer_ids: Iterable[int] | None = None, min_duration_ms: int | None = None,
+        *, now_ms: int | None = None,
     ) -> builtins.list[TransactionMetadata]:
         """ListTransactions; see ``metadata.select`` for the filters."""
         metas = (self._txns[txn_id] for txn_id in sorted(self._txns))
@@ -507,19 +469,17 @@ class TransactionCoordinator:
                 return  # it started an append; the rest wait for that to finish
             step.resolved[req.token] = outcome
 
-    def _fence(
-        self, meta: TransactionMetadata, token: int | None, now_ms: int, step: Step
-    ) -> None:
+    @staticmethod
+    def _fence_target(meta: TransactionMetadata, now_ms: int) -> TransactionMetadata:
         # Kafka's PrepareEpochFence -> PrepareAbort collapsed into one transition (the fence
         # state is never logged). After a failed fence write the epoch is already bumped.
         bump = not meta.has_failed_epoch_fence and meta.producer_epoch < MAX_EPOCH
-        target = meta.prepare(
+        return meta.prepare(
             S.PREPARE_ABORT,
             producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,
             last_producer_epoch=NO_PRODUCER_EPOCH,
             txn_last_update_ms=now_ms,
         )
-        self._begin(meta, _Kind.FENCE, target, token, step)
 
     def _start_completion(self, meta: TransactionMetadata, now_ms: int, step: Step) -> None:
         commit = meta.state is S.PREPARE_COMMIT
@@ -540,6 +500,15 @@ class TransactionCoordinator:
             )
         else:
             step.actions.append(self._append_action(target))
+
+    def _request_step(
+        self, meta: TransactionMetadata, kind: _Kind, target: TransactionMetadata
+    ) -> Step:
+        """A request answered once ``target`` is durable."""
+        token = next(self._tokens)
+        step = Step(reply=Pending(token))
+        self._begin(meta, kind, target, token, step)
+        return step
 
     def _begin(
         self, meta: TransactionMetadata, kind: _Kind, target: TransactionMetadata,

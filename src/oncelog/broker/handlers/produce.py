@@ -93,8 +93,8 @@ def append_to_partition(
         result = part.append(bytearray(records), header, now_ms=now)
     except ProducerStateError as exc:
         raise ProduceError(exc.error_code, str(exc), part.log_start_offset) from exc
-    except RecordTooLargeError as exc:
-        raise ProduceError(ErrorCode.message_too_large, str(exc)) from exc
+    except RecordTooLargeError as exc:  # MESSAGE_TOO_LARGE, or RECORD_LIST_TOO_LARGE past segment.bytes
+        raise ProduceError(exc.error_code, str(exc)) from exc
     except OSError as exc:
         log.exception("storage error appending to %s-%d", topic, index)
         raise ProduceError(ErrorCode.kafka_storage_error, str(exc)) from exc
