@@ -225,18 +225,15 @@ class Harness:
     ) -> tuple[list[str], int]:
         """n members joined and synced (the first is the leader): (member ids, generation)."""
         instances = instances or [None] * n
-        ids = []
-        for i in range(n):
-            r = self.join(group=group, client=f"c{i}", instance=instances[i])
-            if isinstance(r, JoinGroupReply):
-                assert r.error is E.member_id_required
-                ids.append(r.member_id)
-            else:
-                ids.append("")
         parked = []
         for i in range(n):
-            parked.append(self.join(ids[i], group=group, client=f"c{i}", instance=instances[i]))
-        self.advance(self.config.initial_rebalance_delay_ms)
+            r = self.join(group=group, client=f"c{i}", instance=instances[i])
+            if isinstance(r, JoinGroupReply):  # dynamic: MEMBER_ID_REQUIRED first
+                assert r.error is E.member_id_required
+                r = self.join(r.member_id, group=group, client=f"c{i}", instance=instances[i])
+            parked.append(r)
+        while any(self.answer(p) is None for p in parked):
+            self.advance(self.config.initial_rebalance_delay_ms)
         replies = [self.answer(p) for p in parked]
         assert all(isinstance(r, JoinGroupReply) and r.error is E.none for r in replies), replies
         ids = [r.member_id for r in replies]

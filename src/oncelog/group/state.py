@@ -161,9 +161,9 @@ class Group:
     def replace_static(self, instance_id: str, old_id: str, new_id: str) -> Member:
         """Give the static member a new member id, keeping its position and assignment.
         The caller must first answer the old id's parked requests."""
-        member = self.members.pop(old_id)
+        member = self.members[old_id]
         member.member_id = new_id
-        self.members[new_id] = member
+        self.members = {(new_id if k == old_id else k): m for k, m in self.members.items()}
         if self.leader_id == old_id:
             self.leader_id = new_id
         if old_id in self.pending_sync:
@@ -236,7 +236,7 @@ class Group:
         return min(times, default=None)
 
 
-_U16 = struct.Struct(">h")
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
@@ -245,7 +245,7 @@ def consumer_subscription_topics(metadata: bytes) -> list[str]:
     version | [string topics]``), so only that prefix is read, as Kafka does."""
     buf = memoryview(metadata)
     try:
-        (version,) = _U16.unpack_from(buf, 0)
+        (version,) = _I16.unpack_from(buf, 0)
         if version < 0:
             raise ValueError(f"negative subscription version {version}")
         (count,) = _I32.unpack_from(buf, 2)
@@ -254,7 +254,7 @@ def consumer_subscription_topics(metadata: bytes) -> list[str]:
         pos = 6
         topics = []
         for _ in range(count):
-            (n,) = _U16.unpack_from(buf, pos)
+            (n,) = _I16.unpack_from(buf, pos)
             pos += 2
             if n < 0 or pos + n > len(buf):
                 raise ValueError("truncated topic name")

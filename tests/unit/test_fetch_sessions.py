@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.fetch_sessions import FetchSessionCache, FetchSessionError
+
+A, B, C = ("t", 0), ("t", 1), ("u", 0)
+
+
+def test_full_fetch_creates_session_and_incremental_updates_it() -> None:
+    cache = FetchSessionCache(10)
+    session, parts = cache.resolve(0, 0, [(A, 5, 100), (B, 7, 100)], [])
+    assert session is not None and session.epoch == 1 and parts == [(A, 5, 100), (B, 7, 100)]
+    # incremental: only A moved; C added; B forgotten
+    session2, parts2 = cache.resolve(session.id, 1, [(A, 9, 100), (C, 0, 50)], [B])
+    assert session2 is session and session.epoch == 2
+    assert sorted(parts2) == [(A, 9, 100), (C, 0, 50)]
+
+
+def test_unknown_session_and_wrong_epoch() -> None:
+    cache = FetchSessionCache(10)
+    with pytest.raises(FetchSessionError) as e:
+        cache.resolve(42, 3, [], [])
+    assert e.value.code == ErrorCode.fetch_session_id_not_found
+    session, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    assert session is not None
+    with pytest.raises(FetchSessionError) as e:
+        cache.resolve(session.id, 5, [], [])
+    assert e.value.code == ErrorCode.invalid_fetch_session_epoch
+
+
+def test_sessionless_and_final_epoch_and_declined() -> None:
+    cache = FetchSessionCache(10)
+    assert cache.resolve(0, -1, [(A, 0, 1)], []) == (None, [(A, 0, 1)])
+    session, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    assert session is not None
+    cache.resolve(session.id, -1, [(A, 0, 1)], [])  # close it
+    assert session.id not in cache.sessions
+    declined = FetchSessionCache(0)
+    assert declined.resolve(0, 0, [(A, 0, 1)], [])[0] is None
+
+
+def test_lru_eviction_and_changed_filter() -> None:
+    cache = FetchSessionCache(2)
+    s1, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    s2, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    s3, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    assert s1 is not None and s2 is not None and s3 is not None
+    assert s1.id not in cache.sessions and {s2.id, s3.id} == set(cache.sessions)
+    assert s3.changed(A, 10, 10, 0, False, 0) is True  # first response carries it
+    assert s3.changed(A, 10, 10, 0, False, 0) is False  # nothing new: left out
+    assert s3.changed(A, 11, 10, 0, False, 0) is True  # high watermark moved
+    assert s3.changed(A, 11, 10, 0, True, 0) is True  # data
