@@ -46,12 +46,32 @@ class Broker:
         from oncelog.txn.service import TransactionService
 
         self.txn = TransactionService(self)
+        self._register_metrics()
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         from oncelog.broker.handlers import register_all
 
         register_all(self)
+
+    def _register_metrics(self) -> None:
+        """KIP-98's transaction metrics, read by a later HTTP exporter."""
+
+        def partitions() -> dict[str, tuple[int, int]]:
+            return {
+                f"{t.name}-{i}": (p.high_watermark, p.last_stable_offset)
+                for t in self.topics.topics.values()
+                for i, p in enumerate(t.partitions)
+            }
+
+        self.metrics.gauge(
+            "live_producer_ids",
+            lambda: len({e.producer_id for t in self.topics.topics.values() for p in t.partitions for e in p.producer_state.producers()}),
+        )
+        self.metrics.gauge("active_transactional_ids", lambda: self.txn.coordinator.num_transactional_ids)
+        self.metrics.gauge("ongoing_transactions", lambda: self.txn.coordinator.num_ongoing)
+        self.metrics.gauge("last_stable_offset", lambda: {k: lso for k, (_, lso) in partitions().items()})
+        self.metrics.gauge("last_stable_offset_lag", lambda: {k: hw - lso for k, (hw, lso) in partitions().items()})
 
     def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
         self.apis[api_key] = (versions[0], versions[1], handler)

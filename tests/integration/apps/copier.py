@@ -1,0 +1,113 @@
+"""A transactional copier, after Kafka's system test: consume one input partition,
+copy each record to the same output partition, commit the input offsets inside the
+transaction, and abort about one transaction in three at random.
+
+Run as a process so tests can SIGKILL it. Exits 0 once the input is fully copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+
+def abort_quietly(producer: Producer) -> None:
+    """Abort whatever is open; 'no transaction in progress' is fine."""
+    for _ in range(20):
+        try:
+            producer.abort_transaction(30)
+            return
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.fatal():
+                raise
+            if not err.retriable():
+                return
+            time.sleep(0.2)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--partition", type=int, required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--abort-ratio", type=float, default=1 / 3)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed or None)
+    tp = TopicPartition(args.input, args.partition)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "transactional.id": f"copier-{args.partition}",
+            "linger.ms": 5,
+            "transaction.timeout.ms": 20000,
+            "message.timeout.ms": 60000,
+        }
+    )
+    producer.init_transactions(60)
+
+    def rewind() -> None:
+        committed = consumer.committed([TopicPartition(args.input, args.partition)], timeout=30)[0].offset
+        start = committed if committed >= 0 else 0
+        consumer.assign([TopicPartition(args.input, args.partition, start)])
+
+    rewind()
+    _, end = consumer.get_watermark_offsets(tp, timeout=30)
+    while True:
+        msgs = [m for m in consumer.consume(args.batch, 0.5) if not m.error()]
+        if not msgs:
+            position = consumer.position([tp])[0].offset
+            if position >= end:
+                committed = consumer.committed([tp], timeout=30)[0].offset
+                if committed >= end:
+                    return 0
+            continue
+        try:
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce(args.output, key=m.key(), value=m.value(), partition=args.partition)
+            next_offset = msgs[-1].offset() + 1
+            producer.send_offsets_to_transaction(
+                [TopicPartition(args.input, args.partition, next_offset)], consumer.consumer_group_metadata(), 30
+            )
+            if rng.random() < args.abort_ratio:
+                producer.abort_transaction(30)
+                rewind()
+                continue
+            while True:
+                try:
+                    producer.commit_transaction(30)
+                    break
+                except KafkaException as exc:
+                    if exc.args[0].retriable():
+                        time.sleep(0.2)
+                        continue
+                    raise
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.fatal():
+                print(f"fatal: {err}", file=sys.stderr)
+                return 3
+            abort_quietly(producer)
+            rewind()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
