@@ -221,16 +221,22 @@ class Harness:
     # -- scenarios ------------------------------------------------------------------------
 
     def stable_group(
-        self, n: int, *, group: str = "g", instances: list[str | None] | None = None
+        self,
+        n: int,
+        *,
+        group: str = "g",
+        instances: list[str | None] | None = None,
+        session: int = 10_000,
     ) -> tuple[list[str], int]:
         """n members joined and synced (the first is the leader): (member ids, generation)."""
         instances = instances or [None] * n
         parked = []
         for i in range(n):
-            r = self.join(group=group, client=f"c{i}", instance=instances[i])
+            kw: dict[str, Any] = {"group": group, "client": f"c{i}", "session": session}
+            r = self.join(instance=instances[i], **kw)
             if isinstance(r, JoinGroupReply):  # dynamic: MEMBER_ID_REQUIRED first
                 assert r.error is E.member_id_required
-                r = self.join(r.member_id, group=group, client=f"c{i}", instance=instances[i])
+                r = self.join(r.member_id, instance=instances[i], **kw)
             parked.append(r)
         while any(self.answer(p) is None for p in parked):
             self.advance(self.config.initial_rebalance_delay_ms)

@@ -311,7 +311,10 @@ class GroupCoordinator:
     def finish_load(self, now_ms: int) -> None:
         """End of replay. Groups come back Empty, or Stable with their last generation and
         members, who keep going if they heartbeat within their session timeout (as in Kafka)."""
-        for group in self._reg.groups.values():
+        for group in list(self._reg.groups.values()):
+            if not group.persisted and not group.has_offsets():
+                self._reg.forget(group)  # only ever held offsets, all deleted since
+                continue
             if group.state_timestamp_ms is None:
                 group.state_timestamp_ms = now_ms
             if group.state is GroupState.STABLE:

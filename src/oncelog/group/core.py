@@ -6,6 +6,7 @@ Every change to committed or pending offsets, live or during load, goes through
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable
 
@@ -22,6 +23,8 @@ from oncelog.group.offsets_codec import (
 )
 from oncelog.group.state import CommittedOffset, Group, GroupState
 
+# Process-wide, so tokens of an abandoned coordinator never collide with its successor's.
+_TOKENS = itertools.count(1)
 _MASK = 0xFFFFFFFF
 _INT_MIN = -0x80000000
 
@@ -51,7 +54,6 @@ class Registry:
         self.txn_groups: dict[int, set[str]] = {}  # producer id -> groups with pending offsets
         self._suffix = member_id_suffix or (lambda: str(uuid.uuid4()))
         self._seq = 0
-        self._token = 0
 
     def partition(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -60,8 +62,7 @@ class Registry:
         return f"{client_id}-{self._suffix()}"
 
     def new_token(self) -> int:
-        self._token += 1
-        return self._token
+        return next(_TOKENS)
 
     def get_or_create(self, group_id: str, now_ms: int | None) -> Group:
         group = self.groups.get(group_id)

@@ -22,6 +22,7 @@ from oncelog.clock import now_ms
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.fsutil import atomic_write
+from oncelog.storage.log import PartitionLog
 from oncelog.storage.replay import iter_log
 from oncelog.txn.actions import (
     CONSUMER_OFFSETS_TOPIC,
@@ -173,15 +174,27 @@ class TransactionService:
             part = self.broker.topics.partition(topic, index)
             if part is None:
                 continue  # the topic was deleted: nothing to mark
-            code = write_marker(
-                part, action.producer_id, action.producer_epoch, action.commit,
-                action.coordinator_epoch, now_ms=now,
-            )
+            code = await self._write_marker_retrying(part, action, now)
             if code == ErrorCode.none:
                 self.broker.notifier.notify((topic, index))
                 if topic == CONSUMER_OFFSETS_TOPIC and self.offsets_marker_hook is not None:
                     self.offsets_marker_hook(index, action.producer_id, action.commit)
         self.run(self.coordinator.on_markers_written(action.transactional_id, now_ms=now_ms()))
+
+    async def _write_marker_retrying(self, part: PartitionLog, action: WriteMarkers, now: int) -> ErrorCode:
+        """A storage error is retried with backoff: a transaction must never stay half-marked.
+        Producer-state rejections (an obsolete marker) are final."""
+        delay = 0.1
+        while True:
+            try:
+                return write_marker(
+                    part, action.producer_id, action.producer_epoch, action.commit,
+                    action.coordinator_epoch, now_ms=now,
+                )
+            except OSError:
+                log.exception("marker write for %s failed; retrying", action.transactional_id)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     # -- queries used by other components ------------------------------------------
     def in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
