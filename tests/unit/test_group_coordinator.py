@@ -107,11 +107,11 @@ def test_member_id_required_flow() -> None:
     h = Harness()
     r = h.join(client="consumer-1")
     assert r == JoinGroupReply(E.member_id_required, member_id="consumer-1-m1")
-    assert h.coord.group("g").pending_members  # not a member yet: no rebalance
-    assert h.coord.group("g").state is S.EMPTY
+    assert h.group("g").pending_members  # not a member yet: no rebalance
+    assert h.group("g").state is S.EMPTY
     parked = h.join("consumer-1-m1", client="consumer-1")
     assert isinstance(parked, Pending)
-    assert h.coord.group("g").state is S.PREPARING_REBALANCE
+    assert h.group("g").state is S.PREPARING_REBALANCE
     h.advance(2_999)
     assert h.answer(parked) is None
     h.advance(1)
@@ -119,7 +119,7 @@ def test_member_id_required_flow() -> None:
     assert r.error is E.none and r.generation_id == 1 and r.leader == "consumer-1-m1"
     assert r.protocol_type == "consumer" and r.protocol_name == "range"
     assert [m.member_id for m in r.members] == ["consumer-1-m1"]
-    assert h.coord.group("g").state is S.COMPLETING_REBALANCE
+    assert h.group("g").state is S.COMPLETING_REBALANCE
 
 
 def test_old_join_version_needs_no_member_id_round_trip() -> None:
@@ -205,7 +205,7 @@ def test_leader_sync_completes_followers_and_stores_group_first() -> None:
     assert step.reply == SyncGroupReply(E.none, "consumer", "range", b"A")
     assert step.resolved == [(follower.token, SyncGroupReply(E.none, "consumer", "range", b"B"))]
     h.run(step)
-    assert h.coord.group("g").state is S.STABLE
+    assert h.group("g").state is S.STABLE
     # A late sync in Stable is answered from the stored assignment.
     assert h.sync(ids[1], gen) == SyncGroupReply(E.none, "consumer", "range", b"B")
 
@@ -246,7 +246,7 @@ def test_member_that_never_syncs_is_removed() -> None:
         assert h.heartbeat(ids[0], gen) is E.none
         assert h.heartbeat(ids[1], gen) is E.none
     h.advance(3_000)  # 30 s (the rebalance timeout) after the join completed
-    group = h.coord.group("g")
+    group = h.group("g")
     assert list(group.members) == [ids[0]] and group.state is S.PREPARING_REBALANCE
     assert h.heartbeat(ids[1], gen) is E.unknown_member_id
 
@@ -273,7 +273,7 @@ def test_heartbeat_expiry_triggers_rebalance() -> None:
     h.advance(5_000)
     assert h.heartbeat(ids[0], gen) is E.none
     h.advance(5_000)
-    group = h.coord.group("g")
+    group = h.group("g")
     assert list(group.members) == [ids[0]]  # the silent follower expired after 10 s
     assert group.state is S.PREPARING_REBALANCE
     assert h.heartbeat(ids[0], gen) is E.rebalance_in_progress
@@ -286,7 +286,7 @@ def test_last_member_expiring_leaves_an_empty_group() -> None:
     h = Harness()
     ids, gen = h.stable_group(1)
     h.advance(10_000)
-    group = h.coord.group("g")
+    group = h.group("g")
     assert group.state is S.EMPTY and group.generation_id == gen + 1 and not group.members
     assert group_records(h)[-1] == GroupValue("consumer", gen + 1, None, None, h.now, ())
 
@@ -327,7 +327,7 @@ def test_parked_members_are_not_expired_by_session_timeout() -> None:
     h.advance(9_000)  # the leader's session passed while its join was parked
     b = h.join(ids[1])
     assert h.answer(a).error is E.none and h.answer(b).error is E.none
-    assert set(h.coord.group("g").members) == set(ids)
+    assert set(h.group("g").members) == set(ids)
 
 
 def test_new_member_join_is_dropped_after_five_minutes() -> None:
@@ -339,7 +339,7 @@ def test_new_member_join_is_dropped_after_five_minutes() -> None:
         h.heartbeat(ids[0], gen)
     h.advance(3_000)  # 300 s after the new member joined
     assert h.answer(late) == JoinGroupReply(E.unknown_member_id)
-    assert list(h.coord.group("g").members) == [ids[0]]
+    assert list(h.group("g").members) == [ids[0]]
 
 
 # -- rejoin semantics ----------------------------------------------------------------------
@@ -350,10 +350,10 @@ def test_follower_rejoin_without_changes_gets_current_generation() -> None:
     ids, gen = h.stable_group(2)
     r = h.join(ids[1])
     assert r.error is E.none and r.generation_id == gen and r.leader == ids[0] and r.members == ()
-    assert h.coord.group("g").state is S.STABLE
+    assert h.group("g").state is S.STABLE
     changed = h.join(ids[1], protocols=(("range", subscription("t1", "t2")),))
     assert isinstance(changed, Pending)
-    assert h.coord.group("g").state is S.PREPARING_REBALANCE
+    assert h.group("g").state is S.PREPARING_REBALANCE
 
 
 def test_duplicate_join_in_completing_rebalance_repeats_the_response() -> None:
@@ -398,7 +398,7 @@ def test_static_member_replacement_fences_the_old_id() -> None:
     r = h.join(instance="i1", client="restarted")  # no MEMBER_ID_REQUIRED for static members
     assert r.error is E.none and r.member_id == "restarted-m3"
     assert r.generation_id == gen and r.leader == ids[0] and r.members == ()
-    group = h.coord.group("g")
+    group = h.group("g")
     assert group.state is S.STABLE  # same protocol: no rebalance
     assert group.static_members == {"i0": ids[0], "i1": "restarted-m3"}
     assert len(group_records(h)) == records_before + 1  # the new member id is persisted
@@ -432,7 +432,7 @@ def test_static_replacement_fences_parked_requests() -> None:
     r = h.join(instance="i1", client="new")
     assert h.answer(old_sync) == SyncGroupReply(E.fenced_instance_id)
     assert isinstance(r, Pending)  # CompletingRebalance: replacement forces a rebalance
-    assert h.coord.group("g").state is S.PREPARING_REBALANCE
+    assert h.group("g").state is S.PREPARING_REBALANCE
 
 
 def test_static_member_survives_rebalance_timeout_until_session_expiry() -> None:
@@ -470,7 +470,7 @@ def test_leave_group_batch() -> None:
     assert [m.error for m in reply.members] == [
         E.none, E.none, E.unknown_member_id, E.unknown_member_id,
     ]
-    group = h.coord.group("g")
+    group = h.group("g")
     assert list(group.members) == [ids[1]] and group.leader_id == ids[1]
     assert group.state is S.PREPARING_REBALANCE
     r = h.join(ids[1])
@@ -486,9 +486,9 @@ def test_leave_group_errors() -> None:
     assert h.leave(LeaveMember("zombie", "i0")).members[0].error is E.fenced_instance_id
     pending = h.join(client="p").member_id
     assert h.leave(LeaveMember(pending)).members[0].error is E.none
-    assert not h.coord.group("g").pending_members
+    assert not h.group("g").pending_members
     assert h.leave(LeaveMember(ids[0], "i0")).members[0].error is E.none
-    group = h.coord.group("g")
+    group = h.group("g")
     assert group.state is S.EMPTY and group.generation_id == gen + 1
 
 

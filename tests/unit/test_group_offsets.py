@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.group import (
     CommitPartition,
+    DeleteGroupsReply,
     GroupConfig,
     GroupState,
     LeaveMember,
@@ -48,7 +49,7 @@ def test_simple_commit_creates_a_simple_group() -> None:
         (0, 10, 7, "meta", E.none),
         (9, -1, -1, "", E.none),
     ]
-    group = h.coord.group("s")
+    group = h.group("s")
     assert group.state is S.EMPTY and group.protocol_type is None
     # The record went to the group's partition, keyed by (group, topic, partition).
     part, key, value, pid = h.log[0]
@@ -98,9 +99,9 @@ def test_commit_in_completing_and_preparing_rebalance() -> None:
     h.advance(8_000)
     assert h.commit({TP0: 3}, generation=gen, member_id=ids[1]) == {TP0: E.none}
     h.advance(8_000)  # 16 s without a heartbeat, but the commit kept the follower alive
-    assert ids[1] in h.coord.group("g").members
+    assert ids[1] in h.group("g").members
     r = h.join(ids[1])
-    assert h.coord.group("g").state is S.COMPLETING_REBALANCE
+    assert h.group("g").state is S.COMPLETING_REBALANCE
     assert h.commit({TP0: 4}, generation=r.generation_id, member_id=ids[1]) == {
         TP0: E.rebalance_in_progress
     }
@@ -111,7 +112,7 @@ def test_simple_commit_to_an_empty_consumer_group() -> None:
     h = Harness()
     ids, gen = h.stable_group(1)
     h.leave(LeaveMember(ids[0]))
-    assert h.coord.group("g").state is S.EMPTY
+    assert h.group("g").state is S.EMPTY
     assert h.commit({TP0: 9}) == {TP0: E.none}  # e.g. kafka-consumer-groups --reset-offsets
     assert h.commit({TP0: 9}, generation=gen, member_id=ids[0]) == {TP0: E.unknown_member_id}
 
@@ -150,7 +151,7 @@ def test_txn_offsets_discarded_on_abort() -> None:
     h.txn_commit({TP0: 10}, pid=42)
     h.complete_txn(42, commit=False)
     assert h.fetch(TP0, require_stable=True) == {TP0: (5, E.none)}
-    assert not h.coord.group("g").pending_txn_offsets
+    assert not h.group("g").pending_txn_offsets
 
 
 def test_later_commit_wins_over_earlier_pending_txn_offset() -> None:
@@ -243,6 +244,7 @@ def test_delete_groups() -> None:
     h.commit({TP0: 1, TP1: 2}, group="idle")
     h.txn_commit({("t2", 0): 3}, pid=3, group="idle")
     step = h.coord.delete_groups(["busy", "idle", "nobody", "idle"], h.now)
+    assert isinstance(step.reply, DeleteGroupsReply)
     assert step.reply.results == (
         ("busy", E.non_empty_group),
         ("idle", E.none),
@@ -256,7 +258,7 @@ def test_delete_groups() -> None:
     assert h.fetch(("t2", 0), group="idle") == {("t2", 0): (-1, E.none)}
     h.leave(LeaveMember(ids[0]), group="busy")
     step = h.coord.delete_groups(["busy"], h.now)
-    assert step.reply.results == (("busy", E.none),)
+    assert step.reply == DeleteGroupsReply((("busy", E.none),))
     h.run(step)
     assert tombstones(h)[-1] == ("busy",)  # the group metadata record
 
@@ -314,9 +316,9 @@ def test_pending_members_keep_an_empty_group() -> None:
     h = Harness(RETENTION)
     pending = h.join(session=90_000)
     h.advance(60_000)  # a retention check: the group only has a pending member, it stays
-    assert h.coord.group("g").pending_members
+    assert h.group("g").pending_members
     h.advance(30_000)
-    assert not h.coord.group("g").pending_members
+    assert not h.group("g").pending_members
     h.advance(30_000)
     assert h.coord.group("g") is None
     assert pending.error is E.member_id_required
@@ -342,7 +344,7 @@ def test_replay_restores_offsets_and_groups() -> None:
     coord.complete_txn(3, True)
     assert h.fetch(("t2", 0), require_stable=True) == {("t2", 0): (12, E.none)}
     # The group is back Stable with its generation, members and assignments.
-    group = coord.group("g")
+    group = h.group("g")
     assert group.state is S.STABLE and group.generation_id == gen
     assert list(group.members) == ids and group.leader_id == ids[0]
     assert group.static_members == {"i0": ids[0]}
@@ -365,7 +367,7 @@ def test_replay_empty_group_keeps_generation_and_tombstones() -> None:
     h.leave(LeaveMember(ids[0]))
     coord = h.reload()
     assert coord.group("doomed") is None
-    group = coord.group("g")
+    group = h.group("g")
     assert group.state is S.EMPTY and group.generation_id == gen + 1
     assert group.protocol_type == "consumer" and not group.members
     r = h.join(h.join().member_id)
@@ -396,3 +398,34 @@ def test_load_marker_only_settles_groups_of_that_partition() -> None:
     h.coord = coord
     assert h.fetch(TP0, group="group-a", require_stable=True) == {TP0: (1, E.none)}
     assert h.fetch(TP0, group="group-b", require_stable=True) == {TP0: (-1, E.unstable_offset_commit)}
+
+
+def test_static_member_kept_at_an_old_generation_cannot_commit() -> None:
+    h = Harness()
+    ids, gen = h.stable_group(2, instances=["i0", "i1"])
+    h.join(ids[0], instance="i0", session=60_000)  # the leader forces a rebalance
+    for _ in range(4):  # i1 heartbeats but never rejoins: kept, one generation behind
+        h.advance(8_000)
+        h.heartbeat(ids[1], gen, instance="i1")
+    assert h.group().generation_id == gen + 1 and ids[1] in h.group().members
+    assert h.commit({TP0: 1}, generation=gen, member_id=ids[1], instance="i1") == {
+        TP0: E.illegal_generation
+    }
+    assert h.txn_commit({TP0: 1}, pid=1, generation=gen, member_id=ids[1], instance="i1") == {
+        TP0: E.illegal_generation
+    }
+
+
+def test_config_from_broker_properties() -> None:
+    cfg = GroupConfig.from_properties(
+        {
+            "group.initial.rebalance.delay.ms": 0,
+            "offsets.retention.minutes": 60,
+            "offsets.topic.num.partitions": "3",
+            "unrelated": "x",
+        }
+    )
+    assert cfg.initial_rebalance_delay_ms == 0
+    assert cfg.offsets_retention_ms == 3_600_000
+    assert cfg.offsets_topic_num_partitions == 3
+    assert cfg.min_session_timeout_ms == GroupConfig().min_session_timeout_ms

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.group import (
     CommitPartition,
+    Group,
     GroupConfig,
     GroupState,
     HeartbeatRequest,
@@ -37,8 +38,6 @@ from oncelog.group import (
 from oncelog.group.offsets_codec import decode_record
 from tests.unit.test_group_support import Harness, subscription
 
-import collections
-STATS: collections.Counter[str] = collections.Counter()
 E = ErrorCode
 S = GroupState
 G = "g"
@@ -60,6 +59,7 @@ class Actor:
     sync: int | None = None
     synced: int = -1  # the generation whose assignment the actor has
     rejoin: bool = False  # the coordinator told it to (REBALANCE_IN_PROGRESS, ...)
+    stuck: bool = False  # its poll loop hangs, only the heartbeat thread runs
 
     def reset(self) -> None:
         self.member_id, self.generation, self.members = "", -1, []
@@ -75,6 +75,7 @@ class GroupMachine(RuleBasedStateMachine):
         self.join_gen: dict[str, int] = {}  # member id -> generation of its last join reply
         self.max_gen = 0
         self.next_pid = 1000
+        self.zombies: list[tuple[int, str, str | None]] = []  # credentials of restarted actors
 
     # -- the shell ------------------------------------------------------------------------
 
@@ -101,7 +102,6 @@ class GroupMachine(RuleBasedStateMachine):
         return step.reply
 
     def deliver(self, actor: Actor, kind: str, reply: Reply) -> None:
-        STATS[f"{kind}:{reply.error.name}"] += 1
         if kind == "join":
             actor.join = None
             assert isinstance(reply, JoinGroupReply)
@@ -125,7 +125,7 @@ class GroupMachine(RuleBasedStateMachine):
                 actor.rejoin = True
 
     @property
-    def group(self):  # type: ignore[no-untyped-def]
+    def group(self) -> Group | None:
         return self.h.coord.group(G)
 
     # -- rules ----------------------------------------------------------------------------
@@ -138,7 +138,7 @@ class GroupMachine(RuleBasedStateMachine):
         if a.join is not None or a.sync is not None:
             return
         req = JoinGroupRequest(
-            G, a.member_id, "consumer", PROTOCOLS[proto], 10_000, 20_000, a.instance,
+            G, a.member_id, "consumer", PROTOCOLS[proto], 10_000, 5_000, a.instance,
             a.name, "/h", version,
         )
         self.run(self.h.coord.join_group(req, self.h.now), a, "join")
@@ -173,7 +173,10 @@ class GroupMachine(RuleBasedStateMachine):
             if a.join is not None or a.sync is not None:
                 continue
             idx = self.actors.index(a)
-            if a.rejoin or a.generation < 0:
+            if a.stuck:
+                if a.member_id:
+                    self.heartbeat(idx)
+            elif a.rejoin or a.generation < 0:
                 self.join(idx, 0, 9)
             elif a.synced != a.generation:
                 self.sync(idx)
@@ -193,8 +196,19 @@ class GroupMachine(RuleBasedStateMachine):
     def restart(self, i: int) -> None:
         """The process dies and comes back: it forgets its member id (a zombie lingers)."""
         a = self.actors[i]
-        if a.join is None and a.sync is None:
-            a.reset()
+        if a.member_id:
+            self.zombies.append((a.generation, a.member_id, a.instance))
+        # Requests the old incarnation left parked are answered to a ghost.
+        ghost = Actor(a.name + "-ghost", a.instance)
+        for token, (owner, what) in list(self.outstanding.items()):
+            if owner is a:
+                self.outstanding[token] = (ghost, what)
+        a.reset()
+        a.join = a.sync = None
+
+    @rule(i=actor_idx, stuck=st.booleans())
+    def hang(self, i: int, stuck: bool) -> None:
+        self.actors[i].stuck = stuck
 
     @rule(rounds=st.integers(1, 12))
     def settle(self, rounds: int) -> None:
@@ -213,7 +227,24 @@ class GroupMachine(RuleBasedStateMachine):
     @rule(i=actor_idx, txn=st.booleans(), offset=st.integers(0, 100), simple=st.booleans())
     def commit(self, i: int, txn: bool, offset: int, simple: bool) -> None:
         a = self.actors[i]
-        gen, mid, iid = (-1, "", None) if simple else (a.generation, a.member_id, a.instance)
+        creds = (-1, "", None) if simple else (a.generation, a.member_id, a.instance)
+        self._commit(*creds, txn=txn, offset=offset)
+
+    @rule(i=actor_idx, txn=st.booleans(), lag=st.integers(1, 3))
+    def lagging_commit(self, i: int, txn: bool, lag: int) -> None:
+        """A thread still holding the group metadata of an older generation (KIP-447)."""
+        a = self.actors[i]
+        if a.generation - lag >= 0:
+            self._commit(a.generation - lag, a.member_id, a.instance, txn=txn, offset=998)
+
+    @precondition(lambda self: self.zombies)
+    @rule(data=st.data(), txn=st.booleans())
+    def zombie_commit(self, data: st.DataObject, txn: bool) -> None:
+        """A restarted process's old incarnation wakes up and commits."""
+        gen, mid, iid = data.draw(st.sampled_from(self.zombies))
+        self._commit(gen, mid, iid, txn=txn, offset=999)
+
+    def _commit(self, gen: int, mid: str, iid: str | None, *, txn: bool, offset: int) -> None:
         group = self.group
         current = group.generation_id if group is not None else 0
         topics = (("t1", (CommitPartition(0, offset),)),)
@@ -226,7 +257,6 @@ class GroupMachine(RuleBasedStateMachine):
             step = self.h.coord.offset_commit(OffsetCommitRequest(G, topics, gen, mid, iid), self.h.now)
         reply = self.run(step)
         ok = reply.topics[0][1][0][1] is E.none  # type: ignore[union-attr]
-        STATS[f"commit txn={txn} simple={simple} ok={ok}"] += 1
         if ok and gen >= 0:
             # Never from an old generation, and only from a current member.
             assert gen == current, (gen, current)
@@ -270,14 +300,11 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def generation_never_decreases(self) -> None:
         group = self.group
-        if group is not None:
-            STATS[f"state:{group.state.value}"] += 1
-            STATS[f"gen:{min(group.generation_id, 6)}"] += 1
-            STATS[f"members:{len(group.members)}"] += 1
-        gen = 0 if group is None else group.generation_id
-        if group is not None:  # (a deleted group may start over)
-            assert gen >= self.max_gen
-        self.max_gen = gen
+        if group is None:
+            self.max_gen = 0  # an expired group starts over
+            return
+        assert group.generation_id >= self.max_gen
+        self.max_gen = group.generation_id
 
     @invariant()
     def stable_members_have_latest_generation(self) -> None:
@@ -304,7 +331,7 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def parked_requests_belong_to_members(self) -> None:
         group = self.group
-        held = set()
+        held: set[int] = set()
         if group is not None:
             for m in group.members.values():
                 held.update(t for t in (m.join_token, m.sync_token) if t is not None)

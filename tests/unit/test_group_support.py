@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.group import (
     CommitPartition,
     CommitReply,
+    Group,
     GroupConfig,
     GroupCoordinator,
     HeartbeatRequest,
@@ -76,6 +77,11 @@ class Harness:
         if isinstance(step.reply, Pending):
             return self.resolved.get(step.reply.token, step.reply)
         return step.reply
+
+    def group(self, group_id: str = "g") -> Group:
+        group = self.coord.group(group_id)
+        assert group is not None, f"no group {group_id}"
+        return group
 
     def answer(self, pending: Any) -> Any:
         """The reply to an earlier parked request, or None while still parked."""

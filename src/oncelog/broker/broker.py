@@ -12,6 +12,7 @@ from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection, Handler
+from oncelog.protocol.framing import FrameProtocol
 from oncelog.broker.topics import Topic, TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.metrics import Registry
@@ -111,19 +112,18 @@ class Broker:
         self.txn.start()
         self._tasks.append(asyncio.create_task(self.txn.expire_forever()))
         host, port = self.listen
-        self._server = await asyncio.start_server(self._on_connect, host, port, backlog=1024)
+        loop = asyncio.get_running_loop()
+        max_size = self.config.get_int("socket.request.max.bytes")
+        self._server = await loop.create_server(lambda: FrameProtocol(max_size, self._on_connect), host, port, backlog=1024)
         sock = self._server.sockets[0].getsockname()
         self.listen = (host, sock[1])
         self._tasks.append(asyncio.create_task(self._housekeeping()))
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _on_connect(self, protocol: FrameProtocol) -> None:
+        """Start the connection's request loop once the transport is attached."""
+        task = asyncio.get_running_loop().create_task(Connection(self, protocol).serve())
         self._connections.add(task)
-        try:
-            await Connection(self, reader, writer).serve()
-        finally:
-            self._connections.discard(task)
+        task.add_done_callback(self._connections.discard)
 
     def on_connection_closed(self, connection_id: int) -> None:
         pass

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.protocol.framing import FrameError, read_frame
+from oncelog.protocol.framing import FrameError, FrameProtocol
 from oncelog.protocol.messages import (
     RequestHeader,
     RequestParseError,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _conn_ids = itertools.count(1)
-WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
 class NoResponse:
@@ -70,39 +69,35 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One client connection: frames in, one request at a time, responses out."""
+
+    def __init__(self, broker: Broker, protocol: FrameProtocol) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
+        self.protocol = protocol
         self.id = next(_conn_ids)
-        peer = writer.get_extra_info("peername")
+        assert protocol.transport is not None
+        peer = protocol.transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
     async def serve(self) -> None:
-        max_size = self.broker.config.get_int("socket.request.max.bytes")
         try:
             while True:
-                frame = await read_frame(self.reader, max_size)
+                frame = await self.protocol.next_frame()
                 if frame is None:
                     break
                 out = await self.dispatch(frame)
                 if out is not None:
-                    self.writer.write(out)
-                    transport = self.writer.transport
-                    if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                        await self.writer.drain()
+                    self.protocol.write(out)
+                    await self.protocol.drain()
         except (FrameError, CloseConnection) as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             self.broker.on_connection_closed(self.id)
-            try:
-                self.writer.close()
-            except Exception:  # already torn down
-                pass
+            self.protocol.close()
 
-    async def dispatch(self, frame: bytes) -> bytes | None:
+    async def dispatch(self, frame: bytes | bytearray) -> bytes | None:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except RequestParseError as exc:

@@ -276,8 +276,9 @@ class Membership:
         group.initial_delay = False
         group.new_member_added = False
         if group.members and not any(m.awaiting_join for m in group.members.values()):
-            # Nobody rejoined: wait another round for joins or session expiries.
-            group.join_deadline_ms = now + group.rebalance_timeout_ms()
+            # Nobody rejoined: wait another round for joins or session expiries (at least
+            # 1 ms, so a zero rebalance timeout cannot spin).
+            group.join_deadline_ms = now + max(group.rebalance_timeout_ms(), 1)
             return
         group.join_deadline_ms = None
         leader = group.members.get(group.leader_id or "")

@@ -28,7 +28,8 @@ class FrameShapeError(Exception):
     pass
 
 
-Walker = Callable[[bytes, int], int]
+Frame = bytes | bytearray | memoryview
+Walker = Callable[[Frame, int], int]
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _FIXED = {
@@ -40,7 +41,7 @@ _FIXED = {
 }  # fmt: skip
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _uvarint(buf: Frame, pos: int) -> tuple[int, int]:
     value = shift = 0
     end = len(buf)
     while True:
@@ -56,7 +57,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise FrameShapeError("varint too long")
 
 
-def _need(buf: bytes, pos: int, n: int) -> int:
+def _need(buf: Frame, pos: int, n: int) -> int:
     end = pos + n
     if n < 0 or end > len(buf):
         raise FrameShapeError(f"length {n} exceeds the {len(buf) - pos} bytes left")
@@ -67,22 +68,22 @@ def _fixed(n: int) -> Walker:
     return lambda buf, pos: _need(buf, pos, n)
 
 
-def _varint(buf: bytes, pos: int) -> int:
+def _varint(buf: Frame, pos: int) -> int:
     return _uvarint(buf, pos)[1]
 
 
-def _compact_bytes(buf: bytes, pos: int) -> int:
+def _compact_bytes(buf: Frame, pos: int) -> int:
     n, pos = _uvarint(buf, pos)
     return pos if n == 0 else _need(buf, pos, n - 1)
 
 
-def _legacy_string(buf: bytes, pos: int) -> int:
+def _legacy_string(buf: Frame, pos: int) -> int:
     _need(buf, pos, 2)
     (n,) = _I16.unpack_from(buf, pos)
     return pos + 2 if n < 0 else _need(buf, pos + 2, n)
 
 
-def _legacy_bytes(buf: bytes, pos: int) -> int:
+def _legacy_bytes(buf: Frame, pos: int) -> int:
     _need(buf, pos, 4)
     (n,) = _I32.unpack_from(buf, pos)
     return pos + 4 if n < 0 else _need(buf, pos + 4, n)
@@ -101,7 +102,7 @@ def _primitive(kafka_type: str, flexible: bool) -> Walker:
 
 
 def _array(item: Walker, flexible: bool) -> Walker:
-    def walk(buf: bytes, pos: int) -> int:
+    def walk(buf: Frame, pos: int) -> int:
         if flexible:
             n, pos = _uvarint(buf, pos)
             n -= 1
@@ -118,7 +119,7 @@ def _array(item: Walker, flexible: bool) -> Walker:
     return walk
 
 
-def _tagged_section(buf: bytes, pos: int) -> int:
+def _tagged_section(buf: Frame, pos: int) -> int:
     count, pos = _uvarint(buf, pos)
     if count > len(buf) - pos:
         raise FrameShapeError("too many tagged fields")
@@ -152,7 +153,7 @@ def entity_walker(cls: type, *, is_header: bool = False) -> Walker:
     if flexible:
         steps.append(_tagged_section)
 
-    def walk(buf: bytes, pos: int) -> int:
+    def walk(buf: Frame, pos: int) -> int:
         for step in steps:
             pos = step(buf, pos)
         return pos
@@ -161,14 +162,14 @@ def entity_walker(cls: type, *, is_header: bool = False) -> Walker:
 
 
 def _nullable_entity(inner: Walker) -> Walker:
-    def walk(buf: bytes, pos: int) -> int:
+    def walk(buf: Frame, pos: int) -> int:
         _need(buf, pos, 1)
         return pos + 1 if buf[pos] == 0xFF else inner(buf, pos + 1)
 
     return walk
 
 
-def check_request(header_cls: Any, body_cls: Any, frame: bytes) -> None:
+def check_request(header_cls: Any, body_cls: Any, frame: Frame) -> None:
     """Raise FrameShapeError unless header and body fit in ``frame``.
 
     Trailing bytes are tolerated, as Kafka does: librdkafka's Metadata v12

@@ -41,7 +41,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): fixed layout in every header version."""
     if len(frame) < _HEADER_PREFIX.size:
         raise RequestParseError("frame shorter than a request header")
@@ -55,8 +55,10 @@ def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
     return entity_reader(header), entity_reader(schema), header, schema
 
 
-def decode_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHeader, Any]:
+def decode_request(frame: bytes | bytearray | memoryview, api_key: int, version: int) -> tuple[RequestHeader, Any]:
     header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
+    if isinstance(frame, bytearray):  # kio reads only read-only buffers; a view avoids a copy
+        frame = memoryview(frame).toreadonly()
     try:
         check_request(header_schema, body_schema, frame)
     except FrameShapeError as exc:
