@@ -468,7 +468,10 @@ def test_leave_group_batch() -> None:
         LeaveMember("zombie", "i2"),  # already gone: unknown
     )
     assert [m.error for m in reply.members] == [
-        E.none, E.none, E.unknown_member_id, E.unknown_member_id,
+        E.none,
+        E.none,
+        E.unknown_member_id,
+        E.unknown_member_id,
     ]
     group = h.group("g")
     assert list(group.members) == [ids[1]] and group.leader_id == ids[1]
@@ -517,9 +520,8 @@ def test_list_and_describe_groups() -> None:
     assert [g.group_id for g in h.coord.list_groups(["stable", "EMPTY"]).groups] == ["a", "simple"]
     assert h.coord.list_groups(types_filter=["consumer"]).groups == ()
     assert len(h.coord.list_groups(types_filter=["Classic"]).groups) == 3
-    a, b, missing, missing6 = (
-        h.coord.describe_groups(["a", "b", "zz"])
-        + h.coord.describe_groups(["zz"], api_version=6)
+    a, b, missing, missing6 = h.coord.describe_groups(["a", "b", "zz"]) + h.coord.describe_groups(
+        ["zz"], api_version=6
     )
     assert (a.state, a.protocol_type, a.protocol_data) == ("Stable", "consumer", "range")
     assert [(m.member_id, m.metadata, m.assignment) for m in a.members] == [

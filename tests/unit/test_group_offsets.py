@@ -31,7 +31,11 @@ def tombstones(h: Harness) -> list[tuple[str, ...]]:
     for _, key, value, _ in h.log:
         if value is None:
             k = decode_record(key, None)[0]
-            out.append((k.group_id, k.topic, str(k.partition)) if isinstance(k, OffsetKey) else (k.group_id,))
+            out.append(
+                (k.group_id, k.topic, str(k.partition))
+                if isinstance(k, OffsetKey)
+                else (k.group_id,)
+            )
     return out
 
 
@@ -43,7 +47,7 @@ def test_simple_commit_creates_a_simple_group() -> None:
     assert h.commit({TP0: 10, TP1: 20}, group="s", metadata="meta") == {TP0: E.none, TP1: E.none}
     reply = h.fetch_reply(TP0, ("t1", 9), group="s")
     assert reply.error is E.none
-    (topic, parts), = reply.topics
+    ((topic, parts),) = reply.topics
     assert topic == "t1"
     assert [(p.partition, p.offset, p.leader_epoch, p.metadata, p.error) for p in parts] == [
         (0, 10, 7, "meta", E.none),
@@ -397,7 +401,9 @@ def test_load_marker_only_settles_groups_of_that_partition() -> None:
     coord.finish_load(h.now)
     h.coord = coord
     assert h.fetch(TP0, group="group-a", require_stable=True) == {TP0: (1, E.none)}
-    assert h.fetch(TP0, group="group-b", require_stable=True) == {TP0: (-1, E.unstable_offset_commit)}
+    assert h.fetch(TP0, group="group-b", require_stable=True) == {
+        TP0: (-1, E.unstable_offset_commit)
+    }
 
 
 def test_static_member_kept_at_an_old_generation_cannot_commit() -> None:

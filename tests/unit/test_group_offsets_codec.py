@@ -32,10 +32,18 @@ i64 = st.integers(-(2**63), 2**63 - 1)
 text = st.text(max_size=20)
 opt_text = st.none() | text
 
-offset_values = st.builds(
-    OffsetValue, i64, i32, text, i64, st.none() | st.integers(0, 2**63 - 1)
+offset_values = st.builds(OffsetValue, i64, i32, text, i64, st.none() | st.integers(0, 2**63 - 1))
+members = st.builds(
+    MemberValue,
+    text,
+    opt_text,
+    text,
+    text,
+    i32,
+    i32,
+    st.binary(max_size=40),
+    st.binary(max_size=40),
 )
-members = st.builds(MemberValue, text, opt_text, text, text, i32, i32, st.binary(max_size=40), st.binary(max_size=40))
 group_values = st.builds(
     GroupValue,
     opt_text,
@@ -60,7 +68,11 @@ def test_offset_record_round_trip() -> None:
 
 def test_group_record_round_trip() -> None:
     v = GroupValue(
-        "consumer", 7, "range", "m-1", 123,
+        "consumer",
+        7,
+        "range",
+        "m-1",
+        123,
         (
             MemberValue("m-1", None, "client", "/10.0.0.1", 300_000, 45_000, b"sub", b"asg"),
             MemberValue("m-2", "instance-2", "client", "/10.0.0.2", 300_000, 45_000, b"", b""),
@@ -76,7 +88,9 @@ def test_group_record_round_trip() -> None:
 
 @given(text, text, i32)
 def test_offset_key_property(group: str, topic: str, partition: int) -> None:
-    assert decode_key(encode_offset_key(group, topic, partition)) == OffsetKey(group, topic, partition)
+    assert decode_key(encode_offset_key(group, topic, partition)) == OffsetKey(
+        group, topic, partition
+    )
 
 
 @given(text)

@@ -138,8 +138,16 @@ class GroupMachine(RuleBasedStateMachine):
         if a.join is not None or a.sync is not None:
             return
         req = JoinGroupRequest(
-            G, a.member_id, "consumer", PROTOCOLS[proto], 10_000, 5_000, a.instance,
-            a.name, "/h", version,
+            G,
+            a.member_id,
+            "consumer",
+            PROTOCOLS[proto],
+            10_000,
+            5_000,
+            a.instance,
+            a.name,
+            "/h",
+            version,
         )
         self.run(self.h.coord.join_group(req, self.h.now), a, "join")
 
@@ -188,7 +196,11 @@ class GroupMachine(RuleBasedStateMachine):
         a = self.actors[i]
         if not a.member_id or a.join is not None or a.sync is not None:
             return
-        who = LeaveMember("", a.instance) if by_instance and a.instance else LeaveMember(a.member_id, a.instance)
+        who = (
+            LeaveMember("", a.instance)
+            if by_instance and a.instance
+            else LeaveMember(a.member_id, a.instance)
+        )
         self.run(self.h.coord.leave_group(LeaveGroupRequest(G, (who,)), self.h.now))
         a.reset()
 
@@ -217,8 +229,10 @@ class GroupMachine(RuleBasedStateMachine):
             self.poll(None)
             self.check()
             group = self.group
-            if group is not None and group.state is S.STABLE and all(
-                a.synced == a.generation >= 0 for a in self.actors if a.member_id
+            if (
+                group is not None
+                and group.state is S.STABLE
+                and all(a.synced == a.generation >= 0 for a in self.actors if a.member_id)
             ):
                 return
             self.advance(1_000)
@@ -254,7 +268,9 @@ class GroupMachine(RuleBasedStateMachine):
                 TxnOffsetCommitRequest("tx", G, pid, 0, topics, gen, mid, iid), self.h.now
             )
         else:
-            step = self.h.coord.offset_commit(OffsetCommitRequest(G, topics, gen, mid, iid), self.h.now)
+            step = self.h.coord.offset_commit(
+                OffsetCommitRequest(G, topics, gen, mid, iid), self.h.now
+            )
         reply = self.run(step)
         ok = reply.topics[0][1][0][1] is E.none  # type: ignore[union-attr]
         if ok and gen >= 0:
@@ -274,15 +290,12 @@ class GroupMachine(RuleBasedStateMachine):
         """The broker restarts: parked requests fail, the state comes back from the log."""
         if dice:
             return  # (rarely: a restart aborts everything in flight)
-        before = None if self.group is None else dict(self.group.offsets)
+        before = _committed(self.group)
         for token, reply in self.h.coord.abandon(E.not_coordinator):
             owner, what = self.outstanding.pop(token)
             self.deliver(owner, what, reply)
-        coord = self.h.reload()
-        group = coord.group(G)
-        after = None if group is None else dict(group.offsets)
-        strip = lambda d: None if d is None else {k: (o.offset, o.metadata) for k, o in d.items()}  # noqa: E731
-        assert strip(before) == strip(after) or (not before and not after)
+        group = self.h.reload().group(G)
+        assert _committed(group) == before
         self.max_gen = 0 if group is None else group.generation_id
         if group is not None:
             for mid in group.members:
@@ -353,6 +366,12 @@ class GroupMachine(RuleBasedStateMachine):
             assert group.join_deadline_ms is not None
         if group.state is not S.COMPLETING_REBALANCE:
             assert all(m.sync_token is None for m in group.members.values())
+
+
+def _committed(group: Group | None) -> dict[tuple[str, int], tuple[int, str]]:
+    if group is None:
+        return {}
+    return {tp: (o.offset, o.metadata) for tp, o in group.offsets.items()}
 
 
 GroupMachine.TestCase.settings = settings(

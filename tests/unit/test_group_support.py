@@ -155,7 +155,12 @@ class Harness:
         pname: str | None = None,
     ) -> Any:
         req = SyncGroupRequest(
-            group, generation, member_id, instance, ptype, pname,
+            group,
+            generation,
+            member_id,
+            instance,
+            ptype,
+            pname,
             tuple((assignments or {}).items()),
         )
         return self.run(self.coord.sync_group(req, self.now))
@@ -163,7 +168,9 @@ class Harness:
     def heartbeat(
         self, member_id: str, generation: int, *, group: str = "g", instance: str | None = None
     ) -> ErrorCode:
-        step = self.coord.heartbeat(HeartbeatRequest(group, generation, member_id, instance), self.now)
+        step = self.coord.heartbeat(
+            HeartbeatRequest(group, generation, member_id, instance), self.now
+        )
         return self.run(step).error  # type: ignore[no-any-return]
 
     def leave(self, *members: LeaveMember, group: str = "g") -> Any:

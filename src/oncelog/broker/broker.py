@@ -12,10 +12,10 @@ from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection, Handler
-from oncelog.protocol.framing import FrameProtocol
 from oncelog.broker.topics import Topic, TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.metrics import Registry
+from oncelog.protocol.framing import FrameProtocol
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,10 @@ class Broker:
         from oncelog.txn.service import TransactionService
 
         self.txn = TransactionService(self)
+        from oncelog.group.service import GroupService
+
+        self.groups = GroupService(self)
+        self.txn.offsets_marker_hook = self.groups.on_offsets_marker
         self._register_metrics()
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -109,8 +113,10 @@ class Broker:
     async def start(self) -> None:
         self.topics.load(now_ms())
         self.producer_ids.load()
+        self.groups.start()  # before transactions: completing prepared ones marks offsets
         self.txn.start()
         self._tasks.append(asyncio.create_task(self.txn.expire_forever()))
+        self._tasks.append(asyncio.create_task(self.groups.tick_forever()))
         host, port = self.listen
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")

@@ -68,6 +68,8 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
+    "offsets.retention.check.interval.ms": (int, 600000),
+    "offset.metadata.max.bytes": (int, 4096),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
     "cluster.id": (str, "oncelog-cluster-0000000"),

@@ -23,7 +23,8 @@ return a ``Step``:
 The coordinator applies a step's state change at once. The shell must therefore:
 
 1. serialize calls: make a call, append its ``appends`` (each batch atomically, durably, in
-   order), and only then make the next mutating call;
+   order), and only then make the next call, reads included (they would otherwise see
+   offsets that are not yet in the log);
 2. send no reply of the step (``reply`` nor ``resolved``) before all its appends succeeded;
 3. if an append fails, answer ``step.failed(error)`` (NOT_COORDINATOR for a storage error),
    then ``abandon(error)`` the coordinator and build a new one from the log with ``load``:
@@ -206,7 +207,9 @@ class GroupCoordinator:
             ),
         )
 
-    def describe_groups(self, group_ids: Iterable[str], api_version: int = 5) -> list[DescribedGroup]:
+    def describe_groups(
+        self, group_ids: Iterable[str], api_version: int = 5
+    ) -> list[DescribedGroup]:
         """v6+ answers GROUP_ID_NOT_FOUND for an unknown group; older versions a Dead group."""
         result = []
         for gid in group_ids:
@@ -339,14 +342,22 @@ class GroupCoordinator:
             group.protocol_name = v.protocol_name
             for mv in v.members:
                 member = Member(
-                    mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
-                    mv.rebalance_timeout_ms, mv.session_timeout_ms, v.protocol_type or "",
-                    [(v.protocol_name, mv.subscription)], mv.assignment,
+                    mv.member_id,
+                    mv.group_instance_id,
+                    mv.client_id,
+                    mv.client_host,
+                    mv.rebalance_timeout_ms,
+                    mv.session_timeout_ms,
+                    v.protocol_type or "",
+                    [(v.protocol_name, mv.subscription)],
+                    mv.assignment,
                 )
                 group.members[mv.member_id] = member
                 if mv.group_instance_id is not None:
                     group.static_members[mv.group_instance_id] = mv.member_id
-            group.leader_id = v.leader_id if v.leader_id in group.members else next(iter(group.members))
+            group.leader_id = (
+                v.leader_id if v.leader_id in group.members else next(iter(group.members))
+            )
             group.state = GroupState.STABLE
         self._reg.groups[group_id] = group
 
@@ -376,12 +387,20 @@ def _describe(group: Group) -> DescribedGroup:
     proto = group.protocol_name or ""
     members = tuple(
         DescribedMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            m.metadata(proto) if stable else b"", m.assignment if stable else b"",
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.metadata(proto) if stable else b"",
+            m.assignment if stable else b"",
         )
         for m in group.members.values()
     )
     return DescribedGroup(
-        E.none, group.group_id, group.state.value, group.protocol_type or "",
-        proto if stable else "", members,
+        E.none,
+        group.group_id,
+        group.state.value,
+        group.protocol_type or "",
+        proto if stable else "",
+        members,
     )

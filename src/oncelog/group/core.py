@@ -79,14 +79,24 @@ class Registry:
             proto = group.protocol_name
             members = tuple(
                 MemberValue(
-                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                    m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(proto), m.assignment,
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(proto),
+                    m.assignment,
                 )
                 for m in group.members.values()
             )
         value = GroupValue(
-            group.protocol_type, group.generation_id, group.protocol_name, group.leader_id,
-            group.state_timestamp_ms, members,
+            group.protocol_type,
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.state_timestamp_ms,
+            members,
         )
         gid = group.group_id
         out.record(self.partition(gid), encode_group_key(gid), encode_group_value(value))
@@ -127,8 +137,12 @@ class Registry:
             return
         self._seq += 1
         committed = CommittedOffset(
-            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
-            value.expire_timestamp_ms, self._seq,
+            value.offset,
+            value.leader_epoch,
+            value.metadata,
+            value.commit_timestamp_ms,
+            value.expire_timestamp_ms,
+            self._seq,
         )
         if producer_id < 0:
             group.offsets[tp] = committed

@@ -156,7 +156,8 @@ class Membership:
         if member.join_token is not None:
             # Superseded by this retry; the old connection has likely given up on it.
             out.resolve(
-                member.join_token, JoinGroupReply(E.rebalance_in_progress, member_id=member.member_id)
+                member.join_token,
+                JoinGroupReply(E.rebalance_in_progress, member_id=member.member_id),
             )
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = _rebalance_timeout(req)
@@ -250,18 +251,16 @@ class Membership:
         self._maybe_complete_join(group, now, out)
 
     def _maybe_complete_join(self, group: Group, now: int, out: Out) -> None:
-        if (
-            group.state is S.PREPARING_REBALANCE
-            and not group.initial_delay
-            and group.all_joined()
-        ):
+        if group.state is S.PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
             self._complete_join(group, now, out)
 
     def _on_join_deadline(self, group: Group, now: int, out: Out) -> None:
         if group.initial_delay and group.new_member_added and group.initial_remaining_ms > 0:
             group.new_member_added = False
             previous = group.initial_delay_ms
-            group.initial_delay_ms = min(self.cfg.initial_rebalance_delay_ms, group.initial_remaining_ms)
+            group.initial_delay_ms = min(
+                self.cfg.initial_rebalance_delay_ms, group.initial_remaining_ms
+            )
             group.initial_remaining_ms = max(group.initial_remaining_ms - previous, 0)
             group.join_deadline_ms = now + group.initial_delay_ms
             return
@@ -317,7 +316,9 @@ class Membership:
             group.pending_sync.add(m.member_id)
         group.sync_deadline_ms = now + group.rebalance_timeout_ms()
 
-    def _propagate_assignment_error(self, group: Group, error: ErrorCode, now: int, out: Out) -> None:
+    def _propagate_assignment_error(
+        self, group: Group, error: ErrorCode, now: int, out: Out
+    ) -> None:
         for m in group.members.values():
             m.assignment = b""
             if m.sync_token is not None:
@@ -369,7 +370,9 @@ class Membership:
         if group.state is S.STABLE:
             self._synced(group, mid)
             member.heartbeat_deadline_ms = now + member.session_timeout_ms
-            return SyncGroupReply(E.none, group.protocol_type, group.protocol_name, member.assignment)
+            return SyncGroupReply(
+                E.none, group.protocol_type, group.protocol_name, member.assignment
+            )
         if group.state is not S.COMPLETING_REBALANCE:
             return SyncGroupReply(E.unknown_member_id)
         if member.sync_token is not None:
@@ -386,7 +389,9 @@ class Membership:
                 if m.sync_token is not None:
                     out.resolve(
                         m.sync_token,
-                        SyncGroupReply(E.none, group.protocol_type, group.protocol_name, m.assignment),
+                        SyncGroupReply(
+                            E.none, group.protocol_type, group.protocol_name, m.assignment
+                        ),
                     )
                     m.sync_token = None
                     m.heartbeat_deadline_ms = now + m.session_timeout_ms
@@ -484,9 +489,7 @@ class Membership:
                 del group.pending_members[mid]
                 self._maybe_complete_join(group, due, out)
             else:
-                member = next(
-                    m for m in group.members.values() if m.heartbeat_deadline_ms == due
-                )
+                member = next(m for m in group.members.values() if m.heartbeat_deadline_ms == due)
                 self._on_session_expired(group, member, due, out)
 
     def _on_session_expired(self, group: Group, member: Member, now: int, out: Out) -> None:

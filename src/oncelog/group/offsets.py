@@ -44,7 +44,10 @@ class Offsets:
         if group is None:
             if req.generation_id >= 0:
                 # A member of a group this coordinator does not know (expired or deleted).
-                return commit_errors(req.topics, E.group_id_not_found if req.api_version >= 9 else E.illegal_generation)
+                return commit_errors(
+                    req.topics,
+                    E.group_id_not_found if req.api_version >= 9 else E.illegal_generation,
+                )
             # Offsets-only use of Kafka: a "simple" group is created implicitly.
             group = self.reg.get_or_create(req.group_id, now)
         error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, txn=False)
@@ -192,7 +195,6 @@ def _commit_time(o: CommittedOffset) -> int:
     return o.commit_timestamp_ms
 
 
-
 def _validate(
     group: Group, generation: int, member_id: str, instance_id: str | None, txn: bool
 ) -> ErrorCode | None:
@@ -220,7 +222,9 @@ def _validate(
 
 
 def commit_errors(topics: Topics, error: ErrorCode) -> CommitReply:
-    return CommitReply(tuple((t, tuple((p.partition, error) for p in parts)) for t, parts in topics))
+    return CommitReply(
+        tuple((t, tuple((p.partition, error) for p in parts)) for t, parts in topics)
+    )
 
 
 def _java_length(s: str) -> int:

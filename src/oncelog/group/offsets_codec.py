@@ -246,14 +246,24 @@ def decode_group_value(data: bytes) -> GroupValue:
         rebalance_ms, session_ms = r.unpack(_TIMEOUTS)
         members.append(
             MemberValue(
-                member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
-                r.raw(), r.raw(),
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_ms,
+                session_ms,
+                r.raw(),
+                r.raw(),
             )
         )
     r.done()
     return GroupValue(
-        protocol_type, generation, protocol_name, leader,
-        None if state_ts == -1 else state_ts, tuple(members),
+        protocol_type,
+        generation,
+        protocol_name,
+        leader,
+        None if state_ts == -1 else state_ts,
+        tuple(members),
     )
 
 

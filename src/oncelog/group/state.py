@@ -116,7 +116,9 @@ class Group:
 
     def transition(self, target: GroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[target]:
-            raise RuntimeError(f"group {self.group_id}: illegal transition {self.state} -> {target}")
+            raise RuntimeError(
+                f"group {self.group_id}: illegal transition {self.state} -> {target}"
+            )
         self.state = target
         self.state_timestamp_ms = now_ms
 

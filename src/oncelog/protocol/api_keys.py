@@ -76,3 +76,19 @@ TXN_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
+
+# Consumer groups, classic protocol (KIP-447 generation fencing in TxnOffsetCommit v3+).
+# OffsetCommit v10 / OffsetFetch v10 switch to topic ids and are not advertised.
+GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
+}

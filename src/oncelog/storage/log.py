@@ -182,10 +182,15 @@ class PartitionLog:
 
     # -- appends ------------------------------------------------------------------------
 
-    def append(self, batch: bytearray, header: BatchHeader, *, now_ms: int) -> AppendResult:
+    def append(
+        self, batch: bytearray, header: BatchHeader, *, now_ms: int, coordinator: bool = False
+    ) -> AppendResult:
         """Append one CRC-validated client batch; duplicates are answered, not written.
 
         Timestamp bounds (message.timestamp.*.max.ms) are the produce handler's check.
+        ``coordinator``: a batch written by a coordinator on a producer's behalf (Kafka's
+        AppendOrigin.COORDINATOR, e.g. transactional offsets): no sequence checks, but a
+        transactional batch still opens the producer's transaction in this partition.
         """
         self._check_open()
         if len(batch) != header.size:
@@ -193,7 +198,7 @@ class PartitionLog:
         if header.is_control:
             raise InvalidRecordError("clients may not write control batches")
         self._check_size(header.size)
-        if header.producer_id >= 0:
+        if header.producer_id >= 0 and not coordinator:
             dup = self.producer_state.check_append(header, log_start_offset=self._log_start)
             if dup is not None:
                 return AppendResult(

@@ -13,11 +13,12 @@ def register_all(broker: Broker) -> None:
         cluster,
         configs,
         fetch,
+        groups,
         offsets,
         produce,
         topics,
         txn,
     )
 
-    for module in (cluster, topics, configs, produce, fetch, offsets, txn):
+    for module in (cluster, topics, configs, produce, fetch, offsets, txn, groups):
         module.register(broker)
