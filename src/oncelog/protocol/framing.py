@@ -142,7 +142,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 self._waiter = None
 
     def write(self, data: bytes) -> None:
-        assert self.transport is not None
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
         self.transport.write(data)
 
     async def drain(self) -> None:

@@ -8,8 +8,10 @@ Run as a process so tests can SIGKILL it. Exits 0 once the input is fully copied
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -58,7 +60,8 @@ def main() -> int:
             "transactional.id": f"copier-{args.partition}",
             "linger.ms": 5,
             "transaction.timeout.ms": 20000,
-            "message.timeout.ms": 60000,
+            "message.timeout.ms": 20000,
+            **({"debug": os.environ["COPIER_DEBUG"]} if os.environ.get("COPIER_DEBUG") else {}),
         }
     )
     producer.init_transactions(60)
@@ -84,9 +87,16 @@ def main() -> int:
             for m in msgs:
                 producer.produce(args.output, key=m.key(), value=m.value(), partition=args.partition)
             next_offset = msgs[-1].offset() + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(args.input, args.partition, next_offset)], consumer.consumer_group_metadata(), 30
-            )
+            # librdkafka can block here forever after a broker restart, ignoring the timeout
+            # (confluentinc/librdkafka#5456, #5511): exit so the supervisor restarts us.
+            watchdog = threading.Timer(45, os._exit, (4,))
+            watchdog.start()
+            try:
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(args.input, args.partition, next_offset)], consumer.consumer_group_metadata(), 30
+                )
+            finally:
+                watchdog.cancel()
             if rng.random() < args.abort_ratio:
                 producer.abort_transaction(30)
                 rewind()

@@ -1,0 +1,294 @@
+"""The driver side of the exactly-once sink: decide, then complete, then clean up.
+
+``commit_batch`` runs in Spark's commit worker on the driver, possibly more than once for
+the same batch and possibly in a fresh process after a crash. It is idempotent:
+
+1. If the decision store already holds a decision for the batch, use it (roll forward).
+   Otherwise check that every prepared task transaction is still open with enough lifetime
+   left, and write the decision durably *before* committing anything.
+2. EndTxn(commit) for every decided transaction. A retried commit of a completed
+   transaction answers NONE; PRODUCER_FENCED / INVALID_PRODUCER_EPOCH is resolved with
+   DescribeTransactions (committed already: done; aborted by the coordinator: see below).
+3. Abort leftovers: Ongoing transactions of this query that are not in the decision (dead
+   or speculative task attempts), by fencing their ids (InitProducerId), so they never pin
+   the last stable offset until ``transaction.timeout.ms``.
+
+If the coordinator aborted decided transactions (they outlived ``transactionTimeoutMs``,
+i.e. the driver was down longer than that between deciding and committing):
+
+* none of the batch's transactions committed: the remaining ones are aborted, the decision
+  is retracted and :class:`TransactionsTimedOut` is raised; after a restart the batch is
+  recomputed and written again, exactly once;
+* some committed: the batch is torn; the rest are committed and :class:`ExactlyOnceViolation`
+  is raised, naming the batch, the lost transactions and the cause. It is raised again on
+  every restart until an operator intervenes (docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.spark.cluster import Cluster
+from oncelog.spark.decisions import (
+    Decision,
+    DecisionError,
+    DecisionStore,
+    Entry,
+    SupersededDecision,
+)
+from oncelog.spark.faults import maybe_kill
+from oncelog.spark.options import WriteOptions
+
+if TYPE_CHECKING:
+    from oncelog.spark.writer import OncelogCommitMessage
+
+log = logging.getLogger("oncelog.spark")
+
+COMMITTED_STATES = ("CompleteCommit", "PrepareCommit")
+
+
+class SinkError(RuntimeError):
+    pass
+
+
+class ExactlyOnceViolation(SinkError):
+    """A decided micro-batch could not be committed completely: its output is torn."""
+
+
+class TransactionsTimedOut(SinkError):
+    """Prepared transactions timed out before the batch committed. Nothing of the batch is
+    visible and it is not decided: restarting the query recomputes it exactly once."""
+
+
+def txn_id(prefix: str, query_id: str, entry: Entry) -> str:
+    return f"{prefix}-{query_id}-{entry[0]}-{entry[1]}"
+
+
+def _query_id(msgs: Sequence[OncelogCommitMessage]) -> str:
+    ids = {m.query_id for m in msgs}
+    if len(ids) != 1 or None in ids:
+        raise SinkError(f"commit messages disagree on the query id: {sorted(map(str, ids))}")
+    return str(ids.pop())
+
+
+def is_committed(state: Any, pid: int, epoch: int) -> bool:
+    # epoch + 1: Kafka's transaction version 2 (KIP-890) bumps the epoch on every commit.
+    return (
+        state is not None
+        and state.transaction_state in COMMITTED_STATES
+        and state.producer_id == pid
+        and state.producer_epoch in (epoch, epoch + 1)
+    )
+
+
+def is_open(state: Any, pid: int, epoch: int) -> bool:
+    return state is not None and state.transaction_state == "Ongoing" and (state.producer_id, state.producer_epoch) == (pid, epoch)
+
+
+def _remaining(state: Any) -> datetime.timedelta:
+    start = state.transaction_start_time
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=datetime.UTC)
+    return start + state.transaction_timeout - datetime.datetime.now(datetime.UTC)
+
+
+def _describe_state(state: Any) -> str:
+    if state is None:
+        return "unknown to the coordinator"
+    return f"{state.transaction_state} (producer id {state.producer_id}, epoch {state.producer_epoch})"
+
+
+class BatchCommitter:
+    def __init__(self, opts: WriteOptions, query_id: str, batch_id: int, cluster: Cluster, store: DecisionStore) -> None:
+        self.opts = opts
+        self.prefix = opts.transactional_id_prefix
+        self.query_id = query_id
+        self.batch_id = batch_id
+        self.cluster = cluster
+        self.store = store
+
+    def tid(self, entry: Entry) -> str:
+        return txn_id(self.prefix, self.query_id, entry)
+
+    @property
+    def margin(self) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=min(30_000, self.opts.transaction_timeout_ms // 4))
+
+    def check_prepared(self, entries: Sequence[Entry]) -> None:
+        """Before deciding: every prepared transaction must still be open, with enough
+        lifetime left to be committed. Otherwise fail the batch (nothing decided, nothing
+        visible) so that it is recomputed."""
+        if not entries:
+            return
+        states = self.cluster.describe_many(self.tid(e) for e in entries)
+        bad = []
+        for e in entries:
+            st = states.get(self.tid(e))
+            if not is_open(st, e[2], e[3]):
+                bad.append(f"{self.tid(e)}: {_describe_state(st)}")
+            elif _remaining(st) < self.margin:
+                bad.append(f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout")
+        if bad:
+            self.abort_entries(entries)
+            raise TransactionsTimedOut(
+                f"batch {self.batch_id} was not committed: task transactions are no longer committable "
+                f"({'; '.join(bad)}). The batch took longer than transactionTimeoutMs ({self.opts.transaction_timeout_ms} ms) "
+                "allows, or a transaction was fenced. Nothing of it is visible; restart the query to recompute it "
+                "(and raise transactionTimeoutMs if batches are this slow)."
+            )
+
+    def abort_entries(self, entries: Iterable[Entry]) -> None:
+        for e in entries:
+            code = self.cluster.end_txn(self.tid(e), e[2], e[3], commit=False)
+            if code != ErrorCode.none:
+                log.info("abort of %s: %s (already ended)", self.tid(e), code.name)
+
+    def roll_forward_check(self, decision: Decision) -> None:
+        """After a restart: make sure every decided transaction is still committable (or
+        committed) before committing any of them."""
+        if not decision.entries:
+            return
+        states = self.cluster.describe_many(self.tid(e) for e in decision.entries)
+        if all(is_open(states.get(self.tid(e)), e[2], e[3]) or is_committed(states.get(self.tid(e)), e[2], e[3]) for e in decision.entries):
+            return
+        self.salvage(decision, states)
+
+    def complete(self, decision: Decision) -> None:
+        for i, e in enumerate(decision.entries):
+            tid = self.tid(e)
+            code = self.cluster.end_txn(tid, e[2], e[3], commit=True)
+            if code != ErrorCode.none:
+                state = self.cluster.describe_txn(tid)
+                if not is_committed(state, e[2], e[3]):
+                    log.error("EndTxn(commit) of %s failed with %s; the transaction is %s", tid, code.name, _describe_state(state))
+                    self.salvage(decision, self.cluster.describe_many(self.tid(x) for x in decision.entries))
+            if i == 0:
+                maybe_kill("commit-mid-endtxn", self.batch_id)
+
+    def salvage(self, decision: Decision, states: dict[str, Any]) -> None:
+        """Some decided transactions were aborted by the coordinator. Never returns."""
+        committed = [e for e in decision.entries if is_committed(states.get(self.tid(e)), e[2], e[3])]
+        live = [e for e in decision.entries if is_open(states.get(self.tid(e)), e[2], e[3])]
+        lost = [e for e in decision.entries if e not in committed and e not in live]
+        lost_text = ", ".join(f"{self.tid(e)} ({_describe_state(states.get(self.tid(e)))})" for e in lost)
+        timeout = self.opts.transaction_timeout_ms
+        if not committed:
+            self.abort_entries(live)
+            self.store.retract(self.batch_id)
+            raise TransactionsTimedOut(
+                f"batch {self.batch_id}: the coordinator aborted decided transactions {lost_text}, most likely because "
+                f"the driver was down longer than transactionTimeoutMs ({timeout} ms) between deciding and committing the "
+                f"batch. None of the batch's transactions was committed, so nothing of it is visible: the decision was "
+                f"retracted. Restart the query: batch {self.batch_id} will be recomputed and written exactly once."
+            )
+        for e in live:
+            self.cluster.end_txn(self.tid(e), e[2], e[3], commit=True)
+        raise ExactlyOnceViolation(
+            f"EXACTLY-ONCE VIOLATION in batch {self.batch_id} of query {self.query_id}: the batch was decided and "
+            f"{len(committed) + len(live)} of its {len(decision.entries)} task transactions are committed, but "
+            f"{lost_text} were aborted by the transaction coordinator, so their records are MISSING from the output. "
+            f"Likely cause: the driver died while committing batch {self.batch_id} and stayed down longer than "
+            f"transactionTimeoutMs ({timeout} ms). The query cannot repair this by itself and will fail again on every "
+            "restart; see 'Recovering from a torn batch' in docs/spark.md."
+        )
+
+    def cleanup(self, keep: set[str]) -> list[str]:
+        return cleanup_leftovers(self.cluster, f"{self.prefix}-{self.query_id}-", keep)
+
+
+def cleanup_leftovers(cluster: Cluster, id_prefix: str, keep: set[str]) -> list[str]:
+    """Abort (by fencing) every Ongoing transaction whose id starts with id_prefix and is not
+    in keep: transactions of dead, failed or speculative task attempts."""
+    aborted = []
+    for t in cluster.list_transactions(("Ongoing",)):
+        if t.transactional_id.startswith(id_prefix) and t.transactional_id not in keep:
+            cluster.fence(t.transactional_id)
+            aborted.append(t.transactional_id)
+    if aborted:
+        log.info("aborted %d leftover transaction(s): %s", len(aborted), ", ".join(aborted))
+    return aborted
+
+
+def commit_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+    msgs = [m for m in messages if m is not None]
+    if not msgs:
+        return
+    query_id = _query_id(msgs)
+    with Cluster(opts.bootstrap) as cluster, DecisionStore(opts.bootstrap, opts.transactional_id_prefix, query_id, opts.producer_conf) as store:
+        c = BatchCommitter(opts, query_id, batch_id, cluster, store)
+        try:
+            decision = store.read(batch_id)
+        except SupersededDecision as exc:
+            log.warning("%s; nothing to commit", exc)
+            return
+        if decision is None:
+            skipped = [m.partition_id for m in msgs if m.skipped]
+            if skipped:
+                raise DecisionError(
+                    f"tasks {skipped} of batch {batch_id} found it decided, but the decision store has no decision for it"
+                )
+            entries = [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id]
+            maybe_kill("commit-before-decision", batch_id)
+            c.check_prepared(entries)
+            decision = store.write(batch_id, entries)
+            maybe_kill("commit-after-decision", batch_id)
+        else:
+            log.warning("batch %d was decided before a restart: rolling its %d transaction(s) forward", batch_id, len(decision.entries))
+            c.roll_forward_check(decision)
+        c.complete(decision)
+        maybe_kill("commit-after-endtxn", batch_id)
+        c.cleanup({c.tid(e) for e in decision.entries})
+
+
+def abort_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+    msgs = [m for m in messages if m is not None]
+    if not msgs:
+        log.warning("batch %d aborted with no commit message: its transactions are cleaned up by the next commit", batch_id)
+        return
+    query_id = _query_id(msgs)
+    with Cluster(opts.bootstrap) as cluster, DecisionStore(opts.bootstrap, opts.transactional_id_prefix, query_id, opts.producer_conf) as store:
+        c = BatchCommitter(opts, query_id, batch_id, cluster, store)
+        try:
+            decision = store.read(batch_id)
+        except SupersededDecision:
+            return
+        if decision is not None:
+            # Decided: its transactions must survive to be rolled forward when the batch is
+            # replayed; only leftovers outside the decision go.
+            log.warning("batch %d is decided; its transactions stay prepared for the replay", batch_id)
+            c.cleanup({c.tid(e) for e in decision.entries})
+            return
+        c.abort_entries([(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id])
+        c.cleanup(set())
+
+
+# -- batch (non-streaming) writes -------------------------------------------------------------
+
+
+def commit_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
+    msgs = [m for m in messages if m is not None and m.transactional_id]
+    with Cluster(opts.bootstrap) as cluster:
+        states = cluster.describe_many(m.transactional_id for m in msgs if m.transactional_id)
+        stale = [m.transactional_id for m in msgs if not is_open(states.get(m.transactional_id or ""), m.producer_id, m.producer_epoch)]
+        if stale:
+            abort_job(opts, messages, id_prefix)
+            raise SinkError(f"write job not committed: task transactions {stale} are no longer open (timed out or fenced); nothing was written")
+        for m in msgs:
+            assert m.transactional_id is not None
+            code = cluster.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
+            if code != ErrorCode.none and not is_committed(cluster.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch):
+                raise SinkError(f"commit of task transaction {m.transactional_id} failed: {code.name}; the job's output is partial")
+        cleanup_leftovers(cluster, id_prefix, {m.transactional_id for m in msgs if m.transactional_id})
+
+
+def abort_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
+    with Cluster(opts.bootstrap) as cluster:
+        for m in messages:
+            if m is not None and m.transactional_id:
+                cluster.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=False)
+        cleanup_leftovers(cluster, id_prefix, set())

@@ -1,0 +1,76 @@
+"""Offsets of the ``oncelog`` source (pure: no Spark, no sockets).
+
+Spark stores a source's offset as JSON. Ours is Spark's Kafka format: the *next* offset to
+read per topic-partition, ``{"topic": {"0": 23, "1": 7}}``. Spark compares offsets by their
+JSON text, so every offset this module emits is canonical: topics sorted, partitions in
+numeric order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(offsets):
+        out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+    return out
+
+
+def from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
+    if not data:
+        return {}
+    out: Offsets = {}
+    for topic, parts in data.items():
+        for partition, offset in parts.items():
+            out[(topic, int(partition))] = int(offset)
+    return out
+
+
+def canonical(data: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    return to_json(from_json(data))
+
+
+def distribute(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int) -> Offsets:
+    """Cap the range start..end at ``limit`` offsets in total.
+
+    Every partition with a backlog first gets one offset (so none starves while a big one
+    drains), the rest of the budget is split in proportion to the remaining backlogs
+    (largest remainder). The total is exactly ``min(limit, backlog)``: every micro-batch is
+    bounded. Partitions missing from ``start`` have no backlog and keep their end offset.
+    """
+    if limit <= 0:
+        raise ValueError("limit must be positive")
+    sizes = {tp: end[tp] - start[tp] for tp in end if tp in start and end[tp] > start[tp]}
+    total = sum(sizes.values())
+    if total <= limit:
+        return dict(end)
+    if limit < len(sizes):
+        # Fewer offsets than partitions with a backlog: one each to the biggest backlogs.
+        chosen = sorted(sizes, key=lambda tp: (-sizes[tp], tp))[:limit]
+        alloc = {tp: (1 if tp in chosen else 0) for tp in sizes}
+    else:
+        alloc = dict.fromkeys(sizes, 1)
+        budget = limit - len(sizes)
+        rest = {tp: size - 1 for tp, size in sizes.items()}
+        rest_total = sum(rest.values())
+        remainders: list[tuple[int, int, TopicPartition]] = []
+        for tp, size in rest.items():
+            quota, remainder = divmod(budget * size, rest_total)
+            alloc[tp] += quota
+            remainders.append((-remainder, -size, tp))
+        left = limit - sum(alloc.values())
+        for _, _, tp in sorted(remainders)[:left]:
+            alloc[tp] += 1
+    out = dict(end)
+    for tp, n in alloc.items():
+        out[tp] = start[tp] + n
+    return out
+
+
+def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> int:
+    return sum(max(0, end[tp] - start.get(tp, end[tp])) for tp in end)

@@ -1,0 +1,381 @@
+"""Option parsing for the ``oncelog`` Spark data source (pure: no Spark, no sockets).
+
+Option names mirror Spark's built-in Kafka source and sink
+(https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html) so users
+already know them. Spark hands options over lower-cased (``CaseInsensitiveDict``); every
+parser here lower-cases keys itself, so plain dicts work too. Every error names the option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+EARLIEST, LATEST = -2, -1
+
+#: The offsets an option asks for: "earliest", "latest", or {topic: {partition: offset}}
+#: where offset -2 means earliest and -1 latest.
+OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
+
+
+class OncelogOptionError(ValueError):
+    """A bad or conflicting data source option; the message names the option."""
+
+
+# Options Spark itself adds to a sink's or source's option map.
+_SPARK_INJECTED = frozenset({"checkpointlocation", "path", "queryname"})
+
+_READ_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+        "startingoffsets",
+        "endingoffsets",
+        "maxoffsetspertrigger",
+        "failondataloss",
+        "includeheaders",
+        "kafkaconsumer.polltimeoutms",
+    }
+)
+_WRITE_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "topic",
+        "exactlyonce",
+        "transactionalidprefix",
+        "transactiontimeoutms",
+    }
+)
+# Spark Kafka options we know but do not implement: a clear error beats silently ignoring them.
+_UNSUPPORTED = {
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "minpartitions": "minPartitions",
+    "maxrecordsperpartition": "maxRecordsPerPartition",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "startingtimestamp": "startingTimestamp",
+    "endingtimestamp": "endingTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+    "groupidprefix": "groupIdPrefix",
+    "fetchoffset.numretries": "fetchOffset.numRetries",
+    "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
+}
+# Display names (the case users write) for error messages.
+_DISPLAY = {
+    "subscribepattern": "subscribePattern",
+    "startingoffsets": "startingOffsets",
+    "endingoffsets": "endingOffsets",
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "failondataloss": "failOnDataLoss",
+    "includeheaders": "includeHeaders",
+    "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
+    "exactlyonce": "exactlyOnce",
+    "transactionalidprefix": "transactionalIdPrefix",
+    "transactiontimeoutms": "transactionTimeoutMs",
+}
+# kafka.* client settings the data source owns: the user sets them through source options.
+_READ_OWNED = {
+    "kafka.auto.offset.reset": "use the option 'startingOffsets'",
+    "kafka.enable.auto.commit": "the source never commits consumer offsets (Spark checkpoints them)",
+    "kafka.enable.partition.eof": "the reader needs partition EOF events to finish a range",
+    "kafka.key.deserializer": "keys are always returned as binary",
+    "kafka.value.deserializer": "values are always returned as binary",
+}
+_WRITE_OWNED = {
+    "kafka.transactional.id": "use the option 'transactionalIdPrefix'",
+    "kafka.transaction.timeout.ms": "use the option 'transactionTimeoutMs'",
+    "kafka.key.serializer": "keys are written as binary/string",
+    "kafka.value.serializer": "values are written as binary/string",
+}
+
+DEFAULT_TXN_PREFIX = "oncelog-spark"
+DEFAULT_TXN_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
+_TXN_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+def display(key: str) -> str:
+    return _DISPLAY.get(key, key)
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise OncelogOptionError(f"option '{display(key)}' must be true or false, got {raw!r}")
+
+
+def _positive_int(opts: dict[str, str], key: str) -> int | None:
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OncelogOptionError(f"option '{display(key)}' must be a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise OncelogOptionError(f"option '{display(key)}' must be a positive integer, got {raw!r}")
+    return value
+
+
+def _bootstrap(opts: dict[str, str]) -> str:
+    a, b = opts.get("kafka.bootstrap.servers"), opts.get("bootstrap.servers")
+    if a and b and a != b:
+        raise OncelogOptionError("options 'kafka.bootstrap.servers' and 'bootstrap.servers' conflict; set only one")
+    servers = (a or b or "").strip()
+    if not servers:
+        raise OncelogOptionError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
+    for server in servers.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise OncelogOptionError(f"option 'kafka.bootstrap.servers': expected host:port, got {server.strip()!r}")
+    return servers
+
+
+def _check_keys(opts: dict[str, str], allowed: frozenset[str], other: frozenset[str], role: str, other_role: str) -> None:
+    for key in opts:
+        if key in allowed or key in _SPARK_INJECTED or key.startswith("kafka."):
+            continue
+        if key in _UNSUPPORTED:
+            raise OncelogOptionError(f"option '{_UNSUPPORTED[key]}' is not supported by the oncelog data source")
+        if key in other:
+            raise OncelogOptionError(f"option '{display(key)}' applies to {other_role}, not to {role}")
+        known = ", ".join(sorted(display(k) for k in allowed))
+        raise OncelogOptionError(f"unknown option '{key}' for {role}; known options: {known}, kafka.*")
+
+
+def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str]:
+    """kafka.* options with the prefix removed, for the librdkafka client."""
+    out: dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka.") or key == "kafka.bootstrap.servers":
+            continue
+        if key in owned:
+            raise OncelogOptionError(f"option '{key}' is not allowed: {owned[key]}")
+        out[key[len("kafka."):]] = value
+    return out
+
+
+_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "client.", "broker.", "api.version", "reconnect.", "metadata.", "enable.ssl", "enable.sasl")
+
+
+def connection_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The subset of librdkafka settings about reaching the cluster (security, sockets), for
+    the auxiliary clients (decision store, admin) that share a producer's or consumer's conf."""
+    return {k: v for k, v in conf.items() if k.startswith(_CONNECTION_PREFIXES)}
+
+
+def parse_offset_spec(raw: str, key: str) -> OffsetSpec:
+    """'earliest', 'latest' or JSON {"topic": {"0": 23, "1": -2}} (-2 earliest, -1 latest)."""
+    text = raw.strip()
+    if text.lower() in ("earliest", "latest"):
+        return "earliest" if text.lower() == "earliest" else "latest"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OncelogOptionError(
+            f"option '{display(key)}' must be 'earliest', 'latest' or JSON like "
+            f'{{"topic":{{"0":23,"1":-2}}}}; cannot parse {raw!r}: {exc.msg}'
+        ) from None
+    if not isinstance(data, dict) or not data:
+        raise OncelogOptionError(f"option '{display(key)}': expected a JSON object of topics, got {raw!r}")
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise OncelogOptionError(f"option '{display(key)}': topic {topic!r} must map partitions to offsets, got {parts!r}")
+        out[topic] = {}
+        for p, off in parts.items():
+            if not isinstance(p, str) or not p.isdigit():
+                raise OncelogOptionError(f"option '{display(key)}': partition {p!r} of topic {topic!r} is not a non-negative integer")
+            if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
+                raise OncelogOptionError(
+                    f"option '{display(key)}': offset {off!r} of {topic}-{p} must be an integer >= 0, or -2 (earliest) / -1 (latest)"
+                )
+            out[topic][int(p)] = off
+    return out
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Exactly one of subscribe / subscribePattern / assign."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+
+    def describe(self) -> str:
+        if self.pattern is not None:
+            return f"subscribePattern={self.pattern!r}"
+        if self.assign is not None:
+            return f"assign={self.assign!r}"
+        return f"subscribe={','.join(self.topics)!r}"
+
+    def select(self, cluster: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+        """The topic-partitions to read, given {topic: partition count} from Metadata."""
+        if self.assign is not None:
+            return {t: ps for t, ps in self.assign.items()}
+        if self.pattern is not None:
+            rx = re.compile(self.pattern)
+            return {t: tuple(range(n)) for t, n in sorted(cluster.items()) if not t.startswith("__") and rx.fullmatch(t)}
+        return {t: tuple(range(cluster[t])) for t in self.topics if t in cluster}
+
+
+def _subscription(opts: dict[str, str]) -> Subscription:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k, "").strip()]
+    if len(given) != 1:
+        what = "none was given" if not given else "got " + ", ".join(display(k) for k in given)
+        raise OncelogOptionError(f"exactly one of the options 'subscribe', 'subscribePattern', 'assign' is required; {what}")
+    key = given[0]
+    raw = opts[key].strip()
+    if key == "subscribe":
+        topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+        if not topics:
+            raise OncelogOptionError(f"option 'subscribe' names no topic: {raw!r}")
+        return Subscription(topics=tuple(dict.fromkeys(topics)))
+    if key == "subscribepattern":
+        try:
+            re.compile(raw)
+        except re.error as exc:
+            raise OncelogOptionError(f"option 'subscribePattern' is not a valid regular expression: {exc}") from None
+        return Subscription(pattern=raw)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OncelogOptionError(f'option \'assign\' must be JSON like {{"topic":[0,1]}}; cannot parse {raw!r}: {exc.msg}') from None
+    if not isinstance(data, dict) or not data:
+        raise OncelogOptionError(f'option \'assign\' must be a JSON object like {{"topic":[0,1]}}, got {raw!r}')
+    assign: dict[str, tuple[int, ...]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, list) or not parts or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
+            raise OncelogOptionError(f"option 'assign': topic {topic!r} needs a non-empty list of partition numbers, got {parts!r}")
+        assign[topic] = tuple(sorted(set(parts)))
+    return Subscription(assign=assign)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    bootstrap: str
+    subscription: Subscription
+    starting: OffsetSpec = "latest"
+    ending: OffsetSpec | None = None
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    isolation_level: str = "read_committed"
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    consumer_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    opts = _lower(options)
+    _check_keys(opts, _READ_OPTIONS, _WRITE_OPTIONS, "reading", "writing")
+    bootstrap = _bootstrap(opts)
+    subscription = _subscription(opts)
+    isolation = opts.get("kafka.isolation.level", "read_committed").strip().lower()
+    if isolation not in ("read_committed", "read_uncommitted"):
+        raise OncelogOptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}")
+    consumer = client_conf({k: v for k, v in opts.items() if k != "kafka.isolation.level"}, _READ_OWNED)
+
+    default_start = "latest" if streaming else "earliest"
+    starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingoffsets")
+    ending: OffsetSpec | None = None
+    if "endingoffsets" in opts:
+        if streaming:
+            raise OncelogOptionError("option 'endingOffsets' is for batch queries only; a streaming query reads until stopped")
+        ending = parse_offset_spec(opts["endingoffsets"], "endingoffsets")
+    elif not streaming:
+        ending = "latest"
+    if not streaming:
+        if starting == "latest" or (isinstance(starting, dict) and any(o == LATEST for ps in starting.values() for o in ps.values())):
+            raise OncelogOptionError("option 'startingOffsets': 'latest' (-1) is not allowed for batch queries")
+        if ending == "earliest" or (isinstance(ending, dict) and any(o == EARLIEST for ps in ending.values() for o in ps.values())):
+            raise OncelogOptionError("option 'endingOffsets': 'earliest' (-2) is not allowed for batch queries")
+    for key, spec in (("startingoffsets", starting), ("endingoffsets", ending)):
+        if isinstance(spec, dict):
+            _check_spec_topics(spec, subscription, key)
+
+    max_offsets = _positive_int(opts, "maxoffsetspertrigger")
+    if max_offsets is not None and not streaming:
+        raise OncelogOptionError("option 'maxOffsetsPerTrigger' applies to streaming queries only")
+    return ReadOptions(
+        bootstrap=bootstrap,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        max_offsets_per_trigger=max_offsets,
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        include_headers=_bool(opts, "includeheaders", False),
+        isolation_level=isolation,
+        poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
+        consumer_conf=consumer,
+    )
+
+
+def _check_spec_topics(spec: dict[str, dict[int, int]], sub: Subscription, key: str) -> None:
+    for topic, parts in spec.items():
+        if sub.assign is not None:
+            if topic not in sub.assign:
+                raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which is not in 'assign'")
+            extra = sorted(set(parts) - set(sub.assign[topic]))
+            if extra:
+                raise OncelogOptionError(f"option '{display(key)}' names partitions {extra} of {topic!r}, which are not in 'assign'")
+        elif sub.pattern is not None:
+            if not re.fullmatch(sub.pattern, topic):
+                raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which does not match 'subscribePattern'")
+        elif topic not in sub.topics:
+            raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which is not in 'subscribe'")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap: str
+    topic: str | None = None
+    exactly_once: bool = True
+    transactional_id_prefix: str = DEFAULT_TXN_PREFIX
+    transaction_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
+    producer_conf: dict[str, str] = field(default_factory=dict)
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = _lower(options)
+    _check_keys(opts, _WRITE_OPTIONS, _READ_OPTIONS, "writing", "reading")
+    bootstrap = _bootstrap(opts)
+    exactly_once = _bool(opts, "exactlyonce", True)
+    producer = client_conf(opts, _WRITE_OWNED)
+    idem = producer.get("enable.idempotence")
+    if exactly_once and idem is not None and idem.strip().lower() in ("false", "0"):
+        raise OncelogOptionError("option 'kafka.enable.idempotence=false' conflicts with 'exactlyOnce=true'")
+    prefix = opts.get("transactionalidprefix", DEFAULT_TXN_PREFIX).strip()
+    if not _TXN_PREFIX_RE.match(prefix):
+        raise OncelogOptionError(
+            f"option 'transactionalIdPrefix' must be 1-100 characters of letters, digits, '.', '_' or '-', got {prefix!r}"
+        )
+    timeout = _positive_int(opts, "transactiontimeoutms") or DEFAULT_TXN_TIMEOUT_MS
+    topic = opts.get("topic", "").strip() or None
+    return WriteOptions(
+        bootstrap=bootstrap,
+        topic=topic,
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=timeout,
+        producer_conf=producer,
+    )

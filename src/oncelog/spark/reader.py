@@ -1,0 +1,374 @@
+"""Readers of the ``oncelog`` data source: batch (``spark.read``) and streaming
+(``spark.readStream``), with Spark's Kafka source schema and options.
+
+Planning (offsets, partitions) runs on the driver through the Kafka protocol (Metadata,
+ListOffsets). Each input partition is one topic-partition range ``[start, end)``, read on
+an executor by a confluent-kafka consumer that is *assigned* (no group membership, no
+offset commits). Under ``read_committed`` (the default) the end of a range is at most the
+last stable offset (LSO), librdkafka drops aborted records and control markers, and a range
+whose last offsets are a control marker or aborted records still completes: the read stops
+at the first record at or beyond ``end``, or at a partition-EOF event at or beyond ``end``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from oncelog.spark.cluster import EARLIEST_TS, LATEST_TS, READ_COMMITTED, READ_UNCOMMITTED, Cluster
+from oncelog.spark.faults import trace
+from oncelog.spark.offsets import Offsets, TopicPartition, distribute, from_json, to_json
+from oncelog.spark.options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    OncelogOptionError,
+    ReadOptions,
+    display,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger("oncelog.spark")
+
+ARROW_BATCH_ROWS = 10_000
+READER_GROUP_ID = "oncelog-spark-reader"  # librdkafka requires one; never joined or committed
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone (retention, deleted topic); failOnDataLoss=true."""
+
+
+def kafka_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+class KafkaInputPartition(InputPartition):
+    """One topic-partition offset range [start, end)."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KafkaInputPartition) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+# -- reading one range on an executor --------------------------------------------------------
+
+# confluent-kafka timestamp types -> Kafka's TimestampType ids, as Spark reports them
+_TS_TYPE = {0: -1, 1: 0, 2: 1}
+
+
+def consumer_config(opts: ReadOptions) -> dict[str, Any]:
+    return {
+        "group.id": READER_GROUP_ID,
+        "enable.sparse.connections": False,
+        # A range usually ends at the end of the log (the LSO): the EOF event that finishes it
+        # needs an empty fetch, which the broker would otherwise hold for 500 ms.
+        "fetch.wait.max.ms": 10,
+        **opts.consumer_conf,
+        "bootstrap.servers": opts.bootstrap,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "isolation.level": opts.isolation_level,
+        "auto.offset.reset": "error" if opts.fail_on_data_loss else "earliest",
+    }
+
+
+def read_range(opts: ReadOptions, part: KafkaInputPartition, schema: StructType, batch_rows: int = ARROW_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow record batches (Spark's Kafka schema) of the records in [start, end)."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as KTP
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    headers_type = arrow_schema.field("headers").type if opts.include_headers else None
+    ts_type = arrow_schema.field("timestamp").type
+    topic, partition, end = part.topic, part.partition, part.end
+
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    stamps: list[int] = []
+    stamp_types: list[int] = []
+    headers: list[Any] = []
+
+    def flush() -> pa.RecordBatch:
+        n = len(offsets)
+        arrays = [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(stamps, pa.int64()).cast(ts_type),
+            pa.array(stamp_types, pa.int32()),
+        ]
+        if headers_type is not None:
+            arrays.append(pa.array(headers, headers_type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+        for col in (keys, values, offsets, stamps, stamp_types, headers):
+            col.clear()
+        return batch
+
+    trace(f"read start {topic}-{partition} [{part.start}, {end})")
+    consumer = Consumer(consumer_config(opts))
+    try:
+        consumer.assign([KTP(topic, partition, part.start)])
+        poll_timeout = opts.poll_timeout_ms / 1000.0
+        last_progress = time.monotonic()
+        done = False
+        while not done:
+            # consume() returns when it has batch_rows messages or the timeout passed: keep
+            # the timeout short, or every range pays it at its end.
+            msgs = consumer.consume(num_messages=batch_rows, timeout=0.05)
+            if not msgs:
+                if time.monotonic() - last_progress > poll_timeout:
+                    raise TimeoutError(
+                        f"no data from {topic}-{partition} for {opts.poll_timeout_ms} ms while reading offsets "
+                        f"[{part.start}, {end}) (position {offsets[-1] + 1 if offsets else part.start}); see kafkaConsumer.pollTimeoutMs"
+                    )
+                continue
+            last_progress = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                offset = m.offset() or 0
+                if err is not None:
+                    code = err.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        if offset >= end:
+                            done = True
+                            break
+                        continue
+                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        raise DataLossError(
+                            f"offset {part.start} of {topic}-{partition} is out of range (deleted by retention?); "
+                            "set failOnDataLoss=false to skip lost data"
+                        )
+                    if err.fatal() or not err.retriable() and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                        raise KafkaException(err)
+                    continue
+                if offset >= end:
+                    done = True
+                    break
+                keys.append(m.key())
+                values.append(m.value())
+                offsets.append(offset)
+                ts_type_id, ts = m.timestamp()
+                stamps.append(ts * 1000)
+                stamp_types.append(_TS_TYPE.get(ts_type_id, -1))
+                if headers_type is not None:
+                    h: Any = m.headers()
+                    headers.append([{"key": kv[0], "value": kv[1]} for kv in h] if h else None)
+            if len(offsets) >= batch_rows:
+                yield flush()
+        if offsets:
+            yield flush()
+        trace(f"read done {topic}-{partition}")
+    finally:
+        consumer.close()
+
+
+# -- planning on the driver -----------------------------------------------------------------
+
+
+class _Planner:
+    """Offset resolution shared by the batch and the streaming reader."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.cluster = Cluster(opts.bootstrap)
+
+    @property
+    def isolation(self) -> int:
+        return READ_COMMITTED if self.opts.read_committed else READ_UNCOMMITTED
+
+    def discover(self) -> list[TopicPartition]:
+        cluster = self.cluster.topics()
+        selected = self.opts.subscription.select(cluster)
+        return sorted((t, p) for t, ps in selected.items() for p in ps if p < cluster.get(t, 0))
+
+    def latest(self, tps: Sequence[TopicPartition]) -> Offsets:
+        return self.cluster.list_offsets(tps, LATEST_TS, self.isolation) if tps else {}
+
+    def earliest(self, tps: Sequence[TopicPartition]) -> Offsets:
+        return self.cluster.list_offsets(tps, EARLIEST_TS, self.isolation) if tps else {}
+
+    def resolve(self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int) -> Offsets:
+        """Offsets for 'earliest' / 'latest' / JSON specs; JSON-unlisted partitions get
+        ``unlisted`` (-2 earliest / -1 latest)."""
+        if spec == "earliest":
+            return self.earliest(tps)
+        if spec == "latest":
+            return self.latest(tps)
+        assert isinstance(spec, dict)
+        present = set(tps)
+        for topic, parts in spec.items():
+            for p in parts:
+                if (topic, p) not in present:
+                    raise OncelogOptionError(f"option '{display(key)}' names {topic}-{p}, which does not exist (or is not subscribed)")
+        wanted = {tp: spec.get(tp[0], {}).get(tp[1], unlisted) for tp in tps}
+        need_e = [tp for tp, o in wanted.items() if o == EARLIEST]
+        need_l = [tp for tp, o in wanted.items() if o == LATEST]
+        resolved = {**self.earliest(need_e), **self.latest(need_l)}
+        return {tp: resolved.get(tp, o) for tp, o in wanted.items()}
+
+    def plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
+        """Input partitions for start..end; partitions new in ``end`` start at earliest.
+        Checks for data loss against the log start offsets."""
+        live = set(self.discover())
+        ranges = [tp for tp in end if tp not in start or end[tp] > start[tp]]
+        earliest = self.earliest([tp for tp in ranges if tp in live])
+        out: list[KafkaInputPartition] = []
+        for tp in sorted(ranges):
+            topic, p = tp
+            stop = end[tp]
+            if tp not in live:
+                self._lost(f"{topic}-{p} no longer exists; offsets up to {stop} cannot be read")
+                continue
+            begin = start.get(tp, earliest[tp])
+            if begin < earliest[tp]:
+                self._lost(f"{topic}-{p}: offsets {begin}..{earliest[tp] - 1} were deleted (log start offset {earliest[tp]})")
+                begin = earliest[tp]
+            if stop > begin:
+                out.append(KafkaInputPartition(topic, p, begin, stop))
+        for tp in sorted(set(start) & set(end)):
+            if end[tp] < start[tp]:
+                self._lost(f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)")
+        return out
+
+    def _lost(self, what: str) -> None:
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"{what}. Some data may have been lost; set failOnDataLoss=false to continue past it")
+        log.warning("oncelog source: %s; skipping (failOnDataLoss=false)", what)
+
+
+class OncelogBatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        planner = _Planner(self.opts, self.schema)
+        try:
+            tps = planner.discover()
+            assert self.opts.ending is not None
+            start = planner.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST)
+            end = planner.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
+            parts: Sequence[InputPartition] = planner.plan(start, end)
+        finally:
+            planner.cluster.close()
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        yield from read_range(self.opts, partition, self.schema)
+
+
+class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader. Offsets: {"topic": {"partition": next offset}}."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._planner: _Planner | None = None
+        self._target: Offsets | None = None  # Trigger.AvailableNow: never read beyond this
+        self._latest: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts, "schema": self.schema, "_planner": None, "_target": None, "_latest": None}
+
+    @property
+    def planner(self) -> _Planner:
+        if self._planner is None:
+            self._planner = _Planner(self.opts, self.schema)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        tps = self.planner.discover()
+        return to_json(self.planner.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.planner.latest(self.planner.discover())
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_json(start)
+        if self._target is not None:
+            available = dict(self._target)
+        else:
+            available = self.planner.latest(self.planner.discover())
+            self._latest = dict(available)
+        end: Offsets = dict(begin)
+        new = [tp for tp in available if tp not in begin]
+        for tp, offset in available.items():
+            end[tp] = max(begin[tp], offset) if tp in begin else offset
+        if isinstance(limit, ReadMaxRows):
+            origin = {**self.planner.earliest(new), **begin}
+            end = distribute(origin, end, limit.max_rows)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self.planner.plan(from_json(start), from_json(end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        yield from read_range(self.opts, partition, self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: Spark checkpoints the offsets; no consumer group is used."""
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.cluster.close()

@@ -1,0 +1,45 @@
+"""The ``oncelog`` PySpark data source: Kafka-protocol reads and exactly-once writes.
+
+    spark.dataSource.register(OncelogDataSource)
+    spark.readStream.format("oncelog").option("kafka.bootstrap.servers", "...")...
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from oncelog.spark.options import _bool, _lower, parse_read_options, parse_write_options
+from oncelog.spark.reader import OncelogBatchReader, OncelogStreamReader, kafka_schema
+from oncelog.spark.writer import OncelogBatchWriter, OncelogStreamWriter
+
+FORMAT = "oncelog"
+
+
+class OncelogDataSource(DataSource):
+    """Format "oncelog": Spark's Kafka source/sink options over the Kafka protocol."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return kafka_schema(_bool(_lower(self.options), "includeheaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return OncelogBatchReader(parse_read_options(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return OncelogStreamReader(parse_read_options(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return OncelogBatchWriter(parse_write_options(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return OncelogStreamWriter(parse_write_options(self.options), schema)

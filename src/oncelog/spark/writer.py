@@ -1,0 +1,359 @@
+"""Writers of the ``oncelog`` data source: executor side.
+
+Input columns are those of Spark's Kafka sink: ``value`` (binary or string, required),
+``key`` (binary or string), ``topic`` (string; the ``topic`` option overrides it),
+``partition`` (int; null or absent: librdkafka's partitioner) and ``headers``
+(array<struct<key:string,value:binary>>). Other columns are ignored, as Spark does.
+
+Exactly-once writes *prepare* on the executor: a transactional producer per task (id
+``{prefix}-{queryId}-{partitionId}-{attempt}``) begins a transaction, produces the task's
+rows, flushes, learns its producer id and epoch (DescribeTransactions) and returns them in
+its commit message, leaving the transaction open. The driver commits (see
+:mod:`oncelog.spark.commit`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from oncelog.spark import commit as protocol
+from oncelog.spark.cluster import Cluster
+from oncelog.spark.decisions import DecisionStore
+from oncelog.spark.faults import maybe_kill, trace
+from oncelog.spark.options import OncelogOptionError, WriteOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger("oncelog.spark")
+
+INIT_TIMEOUT_S = 60.0
+FLUSH_TIMEOUT_S = 300.0
+
+
+class WriteError(RuntimeError):
+    pass
+
+
+@dataclass
+class OncelogCommitMessage(WriterCommitMessage):
+    """What a write task hands to the driver's commit: its prepared transaction."""
+
+    partition_id: int
+    attempt: int
+    records: int
+    transactional_id: str | None = None  # None: no transaction (empty task, or at-least-once)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    query_id: str | None = None
+    batch_id: int = -1
+    skipped: bool = False  # the batch was already decided: nothing written (replay)
+
+
+def transactional_id(prefix: str, query_id: str, partition_id: int, attempt: int) -> str:
+    return f"{prefix}-{query_id}-{partition_id}-{attempt}"
+
+
+# -- input validation (driver, at planning) -------------------------------------------------
+
+_HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
+
+
+def _same(a: DataType, b: DataType) -> bool:
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return _same(a.elementType, b.elementType)
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return [f.name for f in a.fields] == [f.name for f in b.fields] and all(_same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields, strict=True))
+    return type(a) is type(b)
+
+
+def validate_input(schema: StructType, opts: WriteOptions) -> None:
+    cols = {f.name.lower(): f.dataType for f in schema.fields}
+    rules: dict[str, tuple[tuple[DataType, ...], str]] = {
+        "value": ((BinaryType(), StringType()), "binary or string"),
+        "key": ((BinaryType(), StringType()), "binary or string"),
+        "topic": ((StringType(),), "string"),
+        "partition": ((IntegerType(),), "int"),
+        "headers": ((_HEADERS,), "array<struct<key:string,value:binary>>"),
+    }
+    if "value" not in cols:
+        raise OncelogOptionError(f"the oncelog sink needs a 'value' column (binary or string); the input has {schema.simpleString()}")
+    for name, (types, text) in rules.items():
+        if name in cols and not any(_same(cols[name], t) for t in types):
+            raise OncelogOptionError(f"column '{name}' must be {text}, got {cols[name].simpleString()}")
+    if opts.topic is None and "topic" not in cols:
+        raise OncelogOptionError("no topic: set the option 'topic' or provide a 'topic' column")
+
+
+# -- producing Arrow batches ------------------------------------------------------------------
+
+
+class BatchProducer:
+    """Produces Spark's Kafka-sink rows from Arrow record batches with one librdkafka
+    producer, created lazily on the first row (an empty task opens no transaction)."""
+
+    def __init__(self, opts: WriteOptions, conf: dict[str, Any], txn_id: str | None) -> None:
+        self.opts = opts
+        self.txn_id = txn_id
+        self.errors: list[str] = []
+        self.conf = {
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            # Connect to every broker at once: with sparse connections librdkafka often
+            # waits for its 500 ms coordinator timer before InitProducerId.
+            "enable.sparse.connections": False,
+            **opts.producer_conf,
+            **conf,
+            "bootstrap.servers": opts.bootstrap,
+            "delivery.report.only.error": True,
+            "on_delivery": self._on_delivery,
+        }
+        self.producer: Any = None
+        self.records = 0
+        self.on_start: Callable[[], None] | None = None
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and len(self.errors) < 20:
+            self.errors.append(f"{msg.topic()}-{msg.partition()}: {err}")
+
+    def _start(self) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(self.conf)
+        if self.txn_id is not None:
+            self.producer.init_transactions(INIT_TIMEOUT_S)
+            if self.on_start is not None:
+                self.on_start()
+            self.producer.begin_transaction()
+
+    def produce(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        if self.producer is None:
+            self._start()
+        names = [name.lower() for name in batch.schema.names]
+        col = {name: batch.column(i) for i, name in enumerate(names)}
+        values = col["value"].to_pylist()
+        keys = col["key"].to_pylist() if "key" in col else [None] * n
+        fixed = self.opts.topic
+        topics = None if fixed is not None else col["topic"].to_pylist()
+        parts = col["partition"].to_pylist() if "partition" in col else None
+        headers = col["headers"].to_pylist() if "headers" in col else None
+        produce = self.producer.produce
+        poll = self.producer.poll
+        for i in range(n):
+            topic = fixed if topics is None else topics[i]
+            if topic is None:
+                raise WriteError("a row has a null 'topic' and no 'topic' option is set")
+            kwargs: dict[str, Any] = {}
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            if headers is not None and headers[i]:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            while True:
+                try:
+                    produce(topic, values[i], keys[i], **kwargs)
+                    break
+                except BufferError:
+                    poll(0.05)
+        self.records += n
+        poll(0)
+
+    def flush(self) -> None:
+        if self.producer is None:
+            return
+        left = self.producer.flush(FLUSH_TIMEOUT_S)
+        if left:
+            raise WriteError(f"{left} records not delivered within {FLUSH_TIMEOUT_S:.0f} s")
+        if self.errors:
+            raise WriteError(f"delivery failed: {'; '.join(self.errors)}")
+
+    def abort_quietly(self) -> None:
+        """After a failure: abort the open transaction now rather than leave it to a later
+        commit's clean-up (best effort; never used on the success path)."""
+        if self.producer is not None and self.txn_id is not None:
+            try:
+                self.producer.abort_transaction(10)
+            except Exception as exc:  # noqa: BLE001 - best effort
+                log.info("abort of %s after a failed task: %s", self.txn_id, exc)
+
+    def drop(self) -> None:
+        """Destroy the producer *without* ending the transaction: it stays open (prepared)
+        for the driver to commit."""
+        self.producer = None
+
+
+def _txn_config(opts: WriteOptions, txn_id: str) -> dict[str, Any]:
+    return {"transactional.id": txn_id, "transaction.timeout.ms": opts.transaction_timeout_ms, "enable.idempotence": True}
+
+
+def _idempotent_config() -> dict[str, Any]:
+    return {"enable.idempotence": True}
+
+
+def write_at_least_once(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    producer = BatchProducer(opts, _idempotent_config(), None)
+    for batch in batches:
+        producer.produce(batch)
+    producer.flush()
+    return producer.records
+
+
+def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.RecordBatch], *, kill_batch: int | None = None) -> tuple[int, int, int]:
+    """Produce every row in one open transaction of ``txn_id`` and flush it; return
+    (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
+    producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
+    cluster = Cluster(opts.bootstrap)
+    initial: list[Any] = []
+
+    def on_start() -> None:
+        # Our incarnation, right after InitProducerId: whoever holds the id later fenced us.
+        initial.append(cluster.describe_txn(txn_id))
+
+    producer.on_start = on_start
+    try:
+        for batch in batches:
+            producer.produce(batch)
+        if producer.records == 0:
+            return 0, -1, -1
+        producer.flush()
+        state = cluster.describe_txn(txn_id)
+        first = initial[0] if initial else None
+        if (
+            state is None
+            or first is None
+            or state.transaction_state != "Ongoing"
+            or (state.producer_id, state.producer_epoch) != (first.producer_id, first.producer_epoch)
+        ):
+            got = "unknown" if state is None else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
+            raise WriteError(f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})")
+        if kill_batch is not None:
+            maybe_kill("task-after-flush", kill_batch)
+        result = (producer.records, int(state.producer_id), int(state.producer_epoch))
+    except BaseException:
+        producer.abort_quietly()
+        raise
+    finally:
+        cluster.close()
+    producer.drop()
+    return result
+
+
+# -- Spark writer classes ---------------------------------------------------------------------
+
+
+def _task_context() -> Any:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise WriteError("the oncelog sink must run inside a Spark task (no TaskContext)")
+    return ctx
+
+
+class OncelogStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: exactly-once by default (see docs/spark.md)."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        validate_input(schema, opts)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OncelogCommitMessage:
+        ctx = _task_context()
+        partition_id, attempt = ctx.partitionId(), ctx.attemptNumber()
+        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId") or -1)
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        trace(f"write start batch={batch_id} partition={partition_id} attempt={attempt}")
+        if not self.opts.exactly_once:
+            n = write_at_least_once(self.opts, iterator)
+            return OncelogCommitMessage(partition_id, attempt, n, query_id=query_id, batch_id=batch_id)
+        if query_id is None or batch_id < 0:
+            raise WriteError("no streaming query id / batch id in the task's local properties")
+        with DecisionStore(self.opts.bootstrap, self.opts.transactional_id_prefix, query_id, self.opts.producer_conf) as store:
+            decided = store.decided_through()
+        if decided >= batch_id:
+            # A replay of a batch whose decision survived a driver crash: its transactions
+            # are prepared and will be rolled forward by commit(); touching the transactional
+            # ids now (InitProducerId) would abort them.
+            for _ in iterator:
+                pass
+            log.info("batch %d already decided (through %d): task %d writes nothing", batch_id, decided, partition_id)
+            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id, skipped=True)
+        txn_id = transactional_id(self.opts.transactional_id_prefix, query_id, partition_id, attempt)
+        trace(f"write decided_through={decided} batch={batch_id} partition={partition_id}")
+        n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator, kill_batch=batch_id if partition_id == 0 else None)
+        trace(f"write prepared batch={batch_id} partition={partition_id} records={n}")
+        if n == 0:
+            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id)
+        return OncelogCommitMessage(partition_id, attempt, n, txn_id, pid, epoch, query_id, batch_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        trace(f"commit start batch={batchId}")
+        if self.opts.exactly_once:
+            protocol.commit_batch(self.opts, _ours(messages), batchId)
+        trace(f"commit done batch={batchId}")
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            protocol.abort_batch(self.opts, _ours(messages), batchId)
+
+
+class OncelogBatchWriter(DataSourceArrowWriter):
+    """Batch sink (``df.write``): one transaction per task, all committed by the driver
+    after every task succeeded; a failed job commits nothing."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        validate_input(schema, opts)
+        self.opts = opts
+        self.job_id = uuid.uuid4().hex[:16]
+
+    @property
+    def txn_prefix(self) -> str:
+        return f"{self.opts.transactional_id_prefix}-job-{self.job_id}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OncelogCommitMessage:
+        ctx = _task_context()
+        partition_id, attempt = ctx.partitionId(), ctx.attemptNumber()
+        if not self.opts.exactly_once:
+            return OncelogCommitMessage(partition_id, attempt, write_at_least_once(self.opts, iterator))
+        txn_id = f"{self.txn_prefix}-{partition_id}-{attempt}"
+        n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator)
+        if n == 0:
+            return OncelogCommitMessage(partition_id, attempt, 0)
+        return OncelogCommitMessage(partition_id, attempt, n, txn_id, pid, epoch)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            protocol.commit_job(self.opts, _ours(messages), self.txn_prefix + "-")
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            protocol.abort_job(self.opts, _ours(messages), self.txn_prefix + "-")
+
+
+def _ours(messages: list[WriterCommitMessage | None]) -> list[OncelogCommitMessage | None]:
+    out: list[OncelogCommitMessage | None] = []
+    for m in messages:
+        if m is not None and not isinstance(m, OncelogCommitMessage):
+            raise WriteError(f"unexpected commit message {m!r}")
+        out.append(m)
+    return out
