@@ -285,7 +285,9 @@ class ReadOptions:
         return self.isolation_level == "read_committed"
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
+    """Validate and parse reader options; streaming=None (mode not known yet, e.g. when Spark
+    asks for the schema at load()) skips the checks that depend on the mode."""
     opts = _lower(options)
     _check_keys(opts, _READ_OPTIONS, _WRITE_OPTIONS, "reading", "writing")
     bootstrap = _bootstrap(opts)
@@ -295,16 +297,16 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise OncelogOptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}")
     consumer = client_conf({k: v for k, v in opts.items() if k != "kafka.isolation.level"}, _READ_OWNED)
 
-    default_start = "latest" if streaming else "earliest"
+    default_start = "earliest" if streaming is False else "latest"
     starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingoffsets")
     ending: OffsetSpec | None = None
     if "endingoffsets" in opts:
-        if streaming:
+        if streaming is True:
             raise OncelogOptionError("option 'endingOffsets' is for batch queries only; a streaming query reads until stopped")
         ending = parse_offset_spec(opts["endingoffsets"], "endingoffsets")
-    elif not streaming:
+    elif streaming is False:
         ending = "latest"
-    if not streaming:
+    if streaming is False:
         if starting == "latest" or (isinstance(starting, dict) and any(o == LATEST for ps in starting.values() for o in ps.values())):
             raise OncelogOptionError("option 'startingOffsets': 'latest' (-1) is not allowed for batch queries")
         if ending == "earliest" or (isinstance(ending, dict) and any(o == EARLIEST for ps in ending.values() for o in ps.values())):
@@ -314,7 +316,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             _check_spec_topics(spec, subscription, key)
 
     max_offsets = _positive_int(opts, "maxoffsetspertrigger")
-    if max_offsets is not None and not streaming:
+    if max_offsets is not None and streaming is False:
         raise OncelogOptionError("option 'maxOffsetsPerTrigger' applies to streaming queries only")
     return ReadOptions(
         bootstrap=bootstrap,

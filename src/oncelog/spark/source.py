@@ -15,7 +15,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from oncelog.spark.options import _bool, _lower, parse_read_options, parse_write_options
+from oncelog.spark.options import parse_read_options, parse_write_options
 from oncelog.spark.reader import OncelogBatchReader, OncelogStreamReader, kafka_schema
 from oncelog.spark.writer import OncelogBatchWriter, OncelogStreamWriter
 
@@ -30,7 +30,9 @@ class OncelogDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return kafka_schema(_bool(_lower(self.options), "includeheaders", False))
+        # Spark asks for the schema at load(): validate the reader options now, so that a bad
+        # option fails the load() call itself rather than a streaming query later.
+        return kafka_schema(parse_read_options(self.options, streaming=None).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return OncelogBatchReader(parse_read_options(self.options, streaming=False), schema)
