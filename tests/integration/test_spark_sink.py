@@ -114,8 +114,8 @@ def test_batch_write_and_read_round_trip(spark: Any, spark_broker: EmbeddedBroke
         spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", f"{t1},{t2}")
         .option("includeHeaders", "true").load().collect()
     )
-    got = sorted((r.key, r.value.decode(), r.topic, tuple((h.key, h.value) for h in r.headers or ())) for r in back)
-    want = sorted((k, v, t, tuple(h or ())) for k, v, t, _, h in rows)
+    got = sorted(((r.key, r.value.decode(), r.topic, tuple((h.key, h.value) for h in r.headers or ())) for r in back), key=repr)
+    want = sorted(((k, v, t, tuple(h or ())) for k, v, t, _, h in rows), key=repr)
     assert got == want
     by_value = {r.value.decode(): r.partition for r in back}
     assert all(by_value[v] == p for _, v, _, p, _ in rows if p is not None)

@@ -1,0 +1,167 @@
+"""Seed 003's "EOS performance" workload: a consume-transform-produce loop.
+
+Each instance consumes its group-assigned input partitions and writes to the
+output topic; in exactly-once mode it commits input offsets inside the
+transaction (send_offsets_to_transaction, KIP-447), in at-least-once mode it
+commits them with a plain OffsetCommit after flushing. Runs 1 and 3 instances
+of both modes in the same run and reports records/s and commit latency.
+
+    python bench/eos.py [--records 200000] [--record-size 1024] [--transaction-duration-ms 100]
+    python bench/eos.py --worker --bootstrap-server ... --input-topic ... (one instance)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from oncelog.embedded import EmbeddedBroker
+
+
+def worker(args: argparse.Namespace) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "group.id": args.consumer_group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    conf: dict[str, object] = {"bootstrap.servers": args.bootstrap_server, "linger.ms": 5, "enable.idempotence": True}
+    eos = args.mode == "eos"
+    if eos:
+        conf["transactional.id"] = args.transactional_id
+    producer = Producer(conf)
+    if eos:
+        producer.init_transactions(30)
+    consumer.subscribe([args.input_topic])
+    commits: list[float] = []
+    copied = 0
+    idle_since = time.monotonic()
+    last_commit = 0.0
+    in_txn = False
+    positions: dict[int, int] = {}
+    txn_start = time.monotonic()
+
+    def commit() -> None:
+        nonlocal in_txn, positions, last_commit
+        offsets = [TopicPartition(args.input_topic, p, o) for p, o in positions.items()]
+        t0 = time.perf_counter()
+        if eos:
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            consumer.commit(offsets=offsets, asynchronous=False)
+        commits.append((time.perf_counter() - t0) * 1000)
+        last_commit = time.time()
+        in_txn, positions = False, {}
+
+    while time.monotonic() - idle_since < args.idle_exit_s:
+        msgs = consumer.consume(1000, args.poll_timeout)
+        for m in msgs:
+            if m.error():
+                continue
+            if eos and not in_txn:
+                producer.begin_transaction()
+                in_txn, txn_start = True, time.monotonic()
+            elif not in_txn:
+                in_txn, txn_start = True, time.monotonic()
+            producer.produce(args.output_topic, value=m.value(), partition=m.partition())
+            positions[m.partition()] = m.offset() + 1
+            copied += 1
+        if msgs:
+            idle_since = time.monotonic()
+        producer.poll(0)
+        if in_txn and (time.monotonic() - txn_start) * 1000 >= args.transaction_duration_ms:
+            commit()
+    if in_txn:
+        commit()
+    consumer.close()
+    print(json.dumps({"copied": copied, "commits": commits, "last_commit": last_commit}))
+
+
+def run(bootstrap: str, mode: str, instances: int, records: int, record_size: int, txn_ms: int, tag: str) -> dict[str, float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for t in (f"in-{tag}", f"out-{tag}"):
+        admin.create_topics([NewTopic(t, 6, 1)])[t].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    payload = os.urandom(record_size)
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(f"in-{tag}", payload, partition=i % 6)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(60)
+    start = time.time()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--mode", mode, "--bootstrap-server", bootstrap,
+             "--input-topic", f"in-{tag}", "--output-topic", f"out-{tag}", "--consumer-group-id", f"g-{tag}",
+             "--transactional-id", f"eos-{tag}-{i}", "--transaction-duration-ms", str(txn_ms)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for i in range(instances)
+    ]
+    stats = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    copied = sum(s["copied"] for s in stats)
+    end = max(s["last_commit"] for s in stats)
+    latencies = sorted(x for s in stats for x in s["commits"])
+    return {
+        "copied": copied,
+        "rec_s": copied / (end - start),
+        "p50": statistics.median(latencies),
+        "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--mode", choices=["eos", "alo"], default="eos")
+    ap.add_argument("--bootstrap-server")
+    ap.add_argument("--input-topic")
+    ap.add_argument("--output-topic")
+    ap.add_argument("--consumer-group-id")
+    ap.add_argument("--transactional-id", default="eos-bench")
+    ap.add_argument("--poll-timeout", type=float, default=0.1)
+    ap.add_argument("--transaction-duration-ms", type=int, default=100)
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--idle-exit-s", type=float, default=3.0)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="oncelog-eos-") as tmp:
+        with EmbeddedBroker(Path(tmp) / "data", settings={"group.initial.rebalance.delay.ms": "0"}, log_level="WARNING") as b:
+            bootstrap = args.bootstrap_server or b.bootstrap
+            for instances in (1, 3):
+                for mode in ("alo", "eos"):
+                    results[(mode, instances)] = run(bootstrap, mode, instances, args.records, args.record_size, args.transaction_duration_ms, f"{mode}{instances}")
+    print(f"consume-transform-produce, {args.records} x {args.record_size} B records, 6 partitions, commit every {args.transaction_duration_ms} ms")
+    print("  mode            instances   records/s   commit p50 ms   commit p99 ms")
+    for (mode, instances), r in results.items():
+        name = "exactly-once" if mode == "eos" else "at-least-once"
+        print(f"  {name:15} {instances:9d} {r['rec_s']:11.0f} {r['p50']:15.2f} {r['p99']:15.2f}")
+    for instances in (1, 3):
+        ratio = results[("eos", instances)]["rec_s"] / results[("alo", instances)]["rec_s"]
+        print(f"  exactly-once / at-least-once with {instances} instance(s): {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()
