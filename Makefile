@@ -3,11 +3,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast demo lint bench clean
+.PHONY: install test test-slow test-fast demo lint bench clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	bash scripts/ensure-java.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -15,7 +16,12 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q tests
+
+# The full-size soak/chaos variants (100,000-record copier, longer Spark kills).
+test-slow: install
+	ONCELOG_SLOW=1 $(BIN)/python -m pytest -q tests
 
 test-fast: install
 	$(BIN)/python -m pytest -q tests/unit
