@@ -22,29 +22,16 @@ from oncelog.group.offsets_codec import (
     encode_offset_value,
 )
 from oncelog.group.state import CommittedOffset, Group, GroupState
+from oncelog.txn.hashing import partition_for as txn_partition_for
 
 # Process-wide, so tokens of an abandoned coordinator never collide with its successor's.
 _TOKENS = itertools.count(1)
-_MASK = 0xFFFFFFFF
-_INT_MIN = -0x80000000
-
-
-def java_string_hashcode(s: str) -> int:
-    """``java.lang.String.hashCode()``: over UTF-16 code units, wrapping at 32 bits."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def partition_for(group_id: str, n: int = 50) -> int:
-    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % n``, where
-    Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0. Clients compute the same."""
-    if n <= 0:
-        raise ValueError("number of partitions must be positive")
-    h = java_string_hashcode(group_id)
-    return (0 if h == _INT_MIN else abs(h)) % n
+    """The ``__consumer_offsets`` partition of a group: Kafka's ``Utils.abs(hashCode) % n``,
+    the same formula the transaction coordinator uses for AddOffsetsToTxn."""
+    return txn_partition_for(group_id, n)
 
 
 class Registry:
