@@ -329,6 +329,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner
 
     def initialOffset(self) -> dict:
+        trace("initialOffset")
         tps = self.planner.discover()
         return to_json(self.planner.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST))
 
@@ -341,6 +342,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self.planner.latest(self.planner.discover())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        trace("latestOffset")
         begin = from_json(start)
         if self._target is not None:
             available = dict(self._target)
@@ -360,6 +362,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        trace("partitions")
         return self.planner.plan(from_json(start), from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     from oncelog.spark import faults, spark_session
 
     faults.arm()
+    faults.trace("driver app starting Spark")
     spark = spark_session("oncelog-eos-test", master=args.master)
+    faults.trace("Spark session ready")
     df = (
         spark.readStream.format("oncelog")
         .option("kafka.bootstrap.servers", args.bootstrap)
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = writer.option("checkpointLocation", args.checkpoint)
     writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime="0 seconds")
     q = writer.start()
+    faults.trace("query started")
     seen = -1
     while q.isActive:
         p = q.lastProgress
