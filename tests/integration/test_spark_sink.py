@@ -154,7 +154,9 @@ def test_failed_and_retried_task_leaves_no_duplicates(spark: Any, spark_broker: 
     b, src, dst = spark_broker.bootstrap, unique("src"), unique("dst")
     create_topic(b, src, 2)
     create_topic(b, dst, 2)
-    values = [b"r-%04d" % i for i in range(600)]
+    # 1 KB values: the UDF worker's output buffer (64 KB) fills and flushes rows on to the
+    # writer while the UDF still runs.
+    values = [b"r-%04d-" % i + b"x" * 1000 for i in range(600)]
     produce_plain(b, src, values, 2)
 
     @F.udf(BinaryType())

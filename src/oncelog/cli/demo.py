@@ -19,8 +19,19 @@ console = Console()
 def demo(
     records: Annotated[int, typer.Option("--records", "-n", min=1)] = 50_000,
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 3,
+    broker_only: Annotated[bool, typer.Option("--broker-only", help="Only the idempotent produce/consume round trip, no Spark.")] = False,
 ) -> None:
-    """Run the embedded-broker demo and verify exactly-once delivery."""
+    """The main job on embedded defaults: an exactly-once Spark pipeline whose driver
+    is killed mid-run and restarted, then verified."""
+    if not broker_only:
+        from oncelog.spark.demo import run_demo
+
+        raise typer.Exit(run_demo(records))
+    broker_round_trip(records, partitions)
+
+
+def broker_round_trip(records: int, partitions: int) -> None:
+    """Produce idempotently and read back with confluent-kafka; verify exactly-once."""
     from confluent_kafka import Consumer, KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -81,15 +81,20 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(OncelogDataSource)
 
 
-def spark_session(app_name: str = "oncelog", master: str = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
+def spark_session(app_name: str = "oncelog", master: str | None = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession with the oncelog data source registered. Python workers run this
-    interpreter (so they see pyarrow and confluent-kafka); Java is checked first."""
-    require_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    interpreter (so they see pyarrow and confluent-kafka); Java is checked first. Under
+    spark-submit (master None), the master given to spark-submit is kept."""
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: the JVM exists
+    if not submitted:
+        require_java()
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None and not submitted:
+        builder = builder.master(master)
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

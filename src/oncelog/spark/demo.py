@@ -182,7 +182,9 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
             notes: list[str] = []
             with _progress(console) as progress:
                 gen = progress.add_task("generate orders", total=records, note="transactional, ~20% aborted")
-                stats = generate_orders(bootstrap, records, on_progress=lambda s: progress.update(gen, completed=s.committed))
+                # ~10 minutes of event time whatever the size, so that windows close
+                step = max(1, 600_000 * 4 // (records * 5))
+                stats = generate_orders(bootstrap, records, event_step_ms=step, on_progress=lambda s: progress.update(gen, completed=s.committed))
                 notes.append(
                     f"generated {stats.committed} committed orders in {stats.transactions - stats.aborted_transactions} transactions, "
                     f"and {stats.aborted} aborted orders in {stats.aborted_transactions} aborted transactions"

@@ -10,9 +10,9 @@ Both queries read with the oncelog source (read_committed: aborted orders never 
 write with the oncelog sink (exactly-once). Run it against any Kafka-protocol cluster:
 
     python -m oncelog.spark.pipeline --bootstrap HOST:PORT --checkpoint DIR [--available-now]
+    spark-submit --master local[2] examples/orders_pipeline.py --bootstrap HOST:PORT --checkpoint DIR
 
-(or ``spark-submit --master local[2] -m``-style: ``spark-submit src/oncelog/spark/pipeline.py
---bootstrap ...``; the data source is pure Python).
+(the data source is pure Python: no --packages / Kafka jar is needed).
 """
 
 from __future__ import annotations
@@ -69,10 +69,12 @@ def generate_orders(
     abort_ratio: float = 0.2,
     seed: int = 7,
     transactional_id: str = "orders-generator",
+    event_step_ms: int = EVENT_STEP_MS,
     on_progress: Callable[[GeneratorStats], None] | None = None,
 ) -> GeneratorStats:
     """Write orders in transactions until exactly ``records`` orders are committed; about
-    ``abort_ratio`` of the transactions (with their orders) are aborted."""
+    ``abort_ratio`` of the transactions (with their orders) are aborted. Event times follow
+    a simulated clock, ``event_step_ms`` apart, so that event-time windows close."""
     from confluent_kafka import Producer
 
     rng = random.Random(seed)
@@ -93,7 +95,7 @@ def generate_orders(
         n = txn_size if abort else min(txn_size, records - stats.committed)
         producer.begin_transaction()
         for _ in range(n):
-            order = make_order(seq, rng, base_ms + seq * EVENT_STEP_MS)
+            order = make_order(seq, rng, base_ms + seq * event_step_ms)
             seq += 1
             payload = json.dumps(order, separators=(",", ":")).encode()
             while True:
@@ -280,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m oncelog.spark.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
     ap.add_argument("--checkpoint", required=True, help="checkpoint directory (one sub-directory per query)")
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--master", default="local[2]", help="Spark master (ignored under spark-submit, which sets its own)")
     ap.add_argument("--orders", default=ORDERS)
     ap.add_argument("--enriched", default=ENRICHED)
     ap.add_argument("--totals", default=TOTALS)
