@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 # The full-size soak/chaos variants (100,000-record copier, longer Spark kills).
 test-slow: install

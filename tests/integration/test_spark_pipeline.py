@@ -18,7 +18,14 @@ from oncelog.spark.pipeline import (
     generate_orders,
     start_queries,
 )
-from oncelog.spark.verify import check_window_totals, compare, open_transactions, order_ids, read_topic, stable
+from oncelog.spark.verify import (
+    check_window_totals,
+    compare,
+    open_transactions,
+    order_ids,
+    read_topic,
+    stable,
+)
 
 from .apps.spark_common import spark, spark_broker, unique
 

@@ -53,7 +53,8 @@ def committed_reference(bootstrap: str, topic: str, partitions: int) -> set[tupl
     """What an ordinary read_committed consumer sees: (partition, offset, key, value, headers)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ref", "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, eof = set(), set()
+    out: set[tuple[Any, ...]] = set()
+    eof: set[int | None] = set()
     deadline = time.monotonic() + 30
     while len(eof) < partitions and time.monotonic() < deadline:
         for m in c.consume(1000, 0.2):

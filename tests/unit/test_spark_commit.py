@@ -281,3 +281,18 @@ def test_multi_chunk_decision_commits_chunk_zero_last(world: SimpleNamespace) ->
     assert commits[-1] == [0] and 0 not in commits[0]
     assert store.read(12).entries == tuple(entries)
     assert store.decided_through() == 12
+
+
+def test_torn_batch_recovery_procedure(world: SimpleNamespace) -> None:
+    """docs/spark.md: after an ExactlyOnceViolation, an operator accepts the loss by
+    replacing the decision with an empty one; the replay then commits nothing."""
+    msgs = prepared(world, 2, range(2))
+    world.store().write(2, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.coord.end_txn(tid(0), 100, 5, True)
+    world.coord.time_out(tid(1))
+    skipped: list[OncelogCommitMessage | None] = [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=2, skipped=True)]
+    with pytest.raises(ExactlyOnceViolation):
+        protocol.commit_batch(OPTS, skipped, 2)
+    world.store().write(2, [])
+    protocol.commit_batch(OPTS, skipped, 2)
+    assert world.store().decided_through() == 2

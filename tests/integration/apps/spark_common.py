@@ -74,7 +74,7 @@ def produce_transactions(
     for commit, records in txns:
         p.begin_transaction()
         for r in records:
-            p.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=r.headers)
+            p.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=r.headers)  # type: ignore[arg-type]
         p.flush(30)
         if commit:
             p.commit_transaction(30)
