@@ -125,6 +125,7 @@ def main() -> None:
         tmp = Path(tmp_s)
         with EmbeddedBroker(tmp / "data", log_level="WARNING") as b:
             spark = spark_session("oncelog-bench")
+            throughput(spark, b.bootstrap, tmp, 5000, args.record_size, True, 5000, "warmup")  # JVM/JIT warm-up, discarded
             rows = []
             for mo in sweep:
                 for eo in (False, True):  # alternate modes so drift hits both alike
