@@ -25,6 +25,17 @@ _BIG_ENDIAN = sys.byteorder == "big"
 assert array("i").itemsize == 4 and array("q").itemsize == 8
 
 
+def read_entries(path: Path, entry_size: int) -> bytes:
+    """The raw entries of an index file; IndexCorruptError if missing or torn."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise IndexCorruptError(f"{path.name} is missing") from None
+    if len(data) % entry_size:
+        raise IndexCorruptError(f"{path.name} has a partial entry")
+    return data
+
+
 class IndexCorruptError(Exception):
     """An index file that cannot be trusted; the segment rebuilds it from the log."""
 
@@ -89,14 +100,7 @@ class _IndexFile:
         self._rewrite = False
 
     def _read_file(self) -> bytes:
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise IndexCorruptError(f"{self.path.name} is missing") from None
-        if len(data) % self.entry_size:
-            raise IndexCorruptError(f"{self.path.name} has a partial entry")
-        return data
+        return read_entries(self.path, self.entry_size)
 
     def _loaded(self) -> None:
         self._persisted = len(self)

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .index import IndexCorruptError
+from .index import IndexCorruptError, read_entries
 
 _ENTRY = struct.Struct(">hqqqq")
 VERSION = 0
@@ -41,13 +41,7 @@ class TransactionIndex:
         return len(self.entries)
 
     def load(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise IndexCorruptError(f"{self.path.name} is missing") from None
-        if len(data) % _ENTRY.size:
-            raise IndexCorruptError(f"{self.path.name} has a partial entry")
+        data = read_entries(self.path, _ENTRY.size)
         entries: list[AbortedTxn] = []
         for version, pid, first, last, lso in _ENTRY.iter_unpack(data):
             if version != VERSION or first > last:

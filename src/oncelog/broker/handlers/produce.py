@@ -17,7 +17,7 @@ from oncelog.broker.server import NO_RESPONSE, CloseConnection, RequestContext
 from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import BROKER_API_VERSIONS, ApiKey
 from oncelog.protocol.messages import make
-from oncelog.records.batch import MAGIC_V2, CorruptRecordError, parse_header, validate_batch
+from oncelog.records.batch import MAGIC_V2, OFFSET_MAGIC, CorruptRecordError, validate_batch
 from oncelog.storage.log import RecordTooLargeError
 from oncelog.storage.producer_state import ProducerStateError
 
@@ -40,14 +40,11 @@ def check_batch(records: bytes | None, version: int) -> Any:
     """ProduceRequest validation: exactly one well-formed magic-v2 batch."""
     if not records:
         raise ProduceError(ErrorCode.invalid_record, f"Produce requests with version {version} must have at least one record batch per partition")
-    try:
-        header = parse_header(records)
-    except CorruptRecordError as exc:
-        raise ProduceError(ErrorCode.corrupt_message, str(exc)) from exc
-    if header.magic != MAGIC_V2:
+    # Magic first: Kafka answers a non-v2 batch with INVALID_RECORD, not CORRUPT_MESSAGE.
+    if len(records) > OFFSET_MAGIC and records[OFFSET_MAGIC] != MAGIC_V2:
         raise ProduceError(ErrorCode.invalid_record, f"Produce requests with version {version} are only allowed to contain record batches with magic version 2")
     try:
-        header = validate_batch(records)
+        header = validate_batch(records)  # header, length and CRC-32C in one pass
     except CorruptRecordError as exc:
         raise ProduceError(ErrorCode.corrupt_message, str(exc)) from exc
     if header.size != len(records):
