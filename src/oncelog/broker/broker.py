@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
 
+from oncelog.broker.apis.registry import build_registry
+from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.config import BrokerConfig, parse_host_port
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
-from oncelog.broker.server import Connection, Handler
+from oncelog.broker.server import Connection
 from oncelog.broker.topics import Topic, TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.metrics import Registry
-from oncelog.protocol.framing import FrameProtocol
+from oncelog.protocol.frame_protocol import FrameProtocol
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
-        self.apis: dict[int, tuple[int, int, Handler]] = {}
+        self.apis: dict[int, ApiSpec] = build_registry()
         from oncelog.txn.service import TransactionService
 
         self.txn = TransactionService(self)
@@ -55,9 +56,6 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
-        from oncelog.broker.handlers import register_all
-
-        register_all(self)
 
     def _register_metrics(self) -> None:
         """KIP-98's transaction metrics, read by a later HTTP exporter."""
@@ -77,17 +75,6 @@ class Broker:
         self.metrics.gauge("ongoing_transactions", lambda: self.txn.coordinator.num_ongoing)
         self.metrics.gauge("last_stable_offset", lambda: {k: lso for k, (_, lso) in partitions().items()})
         self.metrics.gauge("last_stable_offset_lag", lambda: {k: hw - lso for k, (hw, lso) in partitions().items()})
-
-    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
-        self.apis[api_key] = (versions[0], versions[1], handler)
-
-    def api_version_entries(self, mod: Any) -> tuple[Any, ...]:
-        from oncelog.protocol.messages import make
-
-        return tuple(
-            make(mod.ApiVersion, api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi, _) in sorted(self.apis.items())
-        )
 
     @property
     def advertised_address(self) -> tuple[str, int]:

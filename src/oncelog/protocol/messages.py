@@ -22,10 +22,10 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from oncelog.protocol.framing import begin_frame, end_frame
 from oncelog.protocol.guard import FrameShapeError, check_request
 
 _HEADER_PREFIX = struct.Struct(">hhi")
-_SIZE = struct.Struct(">i")
 ZERO_MS = datetime.timedelta(0)
 
 
@@ -90,13 +90,10 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     """Size-prefixed response frame, with the header version kio's schema names."""
     header_writer, body_writer, header_schema = _response_writer(api_key, version)
     buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
+    begin_frame(buf)
     header_writer(buf, header_schema(correlation_id=correlation_id))
     body_writer(buf, response)
-    data = buf.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    del data
-    return buf.getvalue()
+    return end_frame(buf)
 
 
 @cache

@@ -46,6 +46,7 @@ from .recovery import load_log
 from .retention import size_breached, start_breached, time_breached
 from .segment import LogSegment
 from .txn_index import aborted_entry
+from .validator import check_size
 
 __all__ = [
     "AppendResult",
@@ -187,7 +188,8 @@ class PartitionLog:
     ) -> AppendResult:
         """Append one CRC-validated client batch; duplicates are answered, not written.
 
-        Timestamp bounds (message.timestamp.*.max.ms) are the produce handler's check.
+        A client batch has passed ``validator.validate_produce_batch`` first; the size
+        rule is checked again here because coordinators append without it.
         ``coordinator``: a batch written by a coordinator on a producer's behalf (Kafka's
         AppendOrigin.COORDINATOR, e.g. transactional offsets): no sequence checks, but a
         transactional batch still opens the producer's transaction in this partition.
@@ -197,7 +199,7 @@ class PartitionLog:
             raise CorruptRecordError("the buffer must hold exactly one record batch")
         if header.is_control:
             raise InvalidRecordError("clients may not write control batches")
-        self._check_size(header.size)
+        check_size(header.size, self.config)
         if header.producer_id >= 0 and not coordinator:
             dup = self.producer_state.check_append(header, log_start_offset=self._log_start)
             if dup is not None:
@@ -235,17 +237,6 @@ class PartitionLog:
             )
         self._apply_flush_policy(now_ms)
         return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
-
-    def _check_size(self, size: int) -> None:
-        if size > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes is larger than max.message.bytes "
-                f"{self.config.max_message_bytes}"
-            )
-        if size > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"batch of {size} bytes is larger than segment.bytes {self.config.segment_bytes}"
-            )
 
     def _write(
         self, batch: bytearray, header: BatchHeader, now_ms: int

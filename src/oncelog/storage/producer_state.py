@@ -17,6 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.records.batch import BatchHeader
 
+from .errors import LogError
+
 SEQ_MOD = 0x80000000  # sequences are non-negative int32 and wrap to 0 after 2**31-1
 NO_SEQUENCE = -1
 NO_EPOCH = -1
@@ -28,7 +30,7 @@ _ENTRY = struct.Struct(">qhiqqB")  # pid, epoch, coord epoch, last ts, txn first
 _BATCH = struct.Struct(">iiqqq")
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(LogError):
     """A batch or marker the producer state rejects; ``error_code`` goes into the response."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:

@@ -1,22 +1,19 @@
-"""ListOffsets and DeleteRecords."""
+"""ListOffsets (API 2): earliest, latest, max-timestamp or by-timestamp offsets."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.server import RequestContext
-from oncelog.protocol.api_keys import BROKER_API_VERSIONS, ApiKey
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import READ_COMMITTED
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-from oncelog.storage.log import OffsetOutOfRangeError
-
-if TYPE_CHECKING:
-    from oncelog.broker.broker import Broker
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-READ_COMMITTED = 1
 
 
 def list_offsets(ctx: RequestContext, req: Any) -> Any:
@@ -65,32 +62,4 @@ def list_offsets(ctx: RequestContext, req: Any) -> Any:
     return make(r.ListOffsetsResponse, topics=tuple(topics))
 
 
-def delete_records(ctx: RequestContext, req: Any) -> Any:
-    broker = ctx.broker
-    r = ctx.response
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code, low = ErrorCode.none, -1
-            part = broker.topics.partition(t.name, p.partition_index)
-            if part is None:
-                code = ErrorCode.unknown_topic_or_partition
-            else:
-                target = part.high_watermark if p.offset == -1 else p.offset
-                if target < 0 or target > part.high_watermark:
-                    code = ErrorCode.offset_out_of_range
-                else:
-                    try:
-                        low = part.delete_records_before(target)
-                    except OffsetOutOfRangeError:
-                        code = ErrorCode.offset_out_of_range
-            parts.append(make(r.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low, error_code=code))
-        topics.append(make(r.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
-    return make(r.DeleteRecordsResponse, topics=tuple(topics))
-
-
-def register(broker: Broker) -> None:
-    v = BROKER_API_VERSIONS
-    broker.register(ApiKey.LIST_OFFSETS, v[ApiKey.LIST_OFFSETS], list_offsets)
-    broker.register(ApiKey.DELETE_RECORDS, v[ApiKey.DELETE_RECORDS], delete_records)
+API = ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, list_offsets)

@@ -1,4 +1,4 @@
-"""Fetch: byte ranges straight from segment files, long polling, sessions."""
+"""Fetch (API 1): byte ranges straight from segment files, long polling, sessions."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import READ_COMMITTED
 from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
-from oncelog.broker.server import RequestContext
-from oncelog.protocol.api_keys import BROKER_API_VERSIONS, ApiKey
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.storage.log import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
-
-READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -32,7 +32,14 @@ class PartitionResult:
 
 
 def read_partition(
-    broker: Broker, key: PartitionKey, offset: int, max_bytes: int, *, committed: bool, min_one: bool, leader_epoch: int
+    broker: Broker,
+    key: PartitionKey,
+    offset: int,
+    max_bytes: int,
+    *,
+    committed: bool,
+    min_one: bool,
+    leader_epoch: int,
 ) -> PartitionResult:
     part = broker.topics.partition(*key)
     if part is None:
@@ -55,14 +62,23 @@ def read_partition(
 
 
 def _fetch_all(
-    broker: Broker, wanted: list[tuple[PartitionKey, int, int, int]], max_bytes: int, committed: bool
+    broker: Broker,
+    wanted: list[tuple[PartitionKey, int, int, int]],
+    max_bytes: int,
+    committed: bool,
 ) -> tuple[list[PartitionResult], int]:
     results = []
     remaining = max_bytes
     total = 0
     for key, offset, part_max, epoch in wanted:
         res = read_partition(
-            broker, key, offset, min(part_max, max(remaining, 0)), committed=committed, min_one=total == 0, leader_epoch=epoch
+            broker,
+            key,
+            offset,
+            min(part_max, max(remaining, 0)),
+            committed=committed,
+            min_one=total == 0,
+            leader_epoch=epoch,
         )
         size = len(res.records)
         total += size
@@ -83,7 +99,9 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             key = (t.topic, p.partition)
             epochs[key] = getattr(p, "current_leader_epoch", -1)
             requested.append((key, p.fetch_offset, p.partition_max_bytes))
-    forgotten = [(t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions]
+    forgotten = [
+        (t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions
+    ]
     session: FetchSession | None = None
     try:
         session, to_fetch = broker.fetch_sessions.resolve(
@@ -106,7 +124,12 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     for res in results:
         if session is not None:
             changed = session.changed(
-                res.key, res.high_watermark, res.last_stable_offset, res.log_start_offset, bool(res.records), res.error
+                res.key,
+                res.high_watermark,
+                res.last_stable_offset,
+                res.log_start_offset,
+                bool(res.records),
+                res.error,
             )
             if incremental and not changed:
                 continue
@@ -120,7 +143,10 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 log_start_offset=res.log_start_offset,
                 aborted_transactions=None
                 if res.aborted is None
-                else tuple(make(r.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in res.aborted),
+                else tuple(
+                    make(r.AbortedTransaction, producer_id=pid, first_offset=first)
+                    for pid, first in res.aborted
+                ),
                 preferred_read_replica=-1,
                 records=res.records,
             )
@@ -129,9 +155,11 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         r.FetchResponse,
         error_code=ErrorCode.none,
         session_id=session.id if session is not None else 0,
-        responses=tuple(make(r.FetchableTopicResponse, topic=name, partitions=tuple(ps)) for name, ps in by_topic.items()),
+        responses=tuple(
+            make(r.FetchableTopicResponse, topic=name, partitions=tuple(ps))
+            for name, ps in by_topic.items()
+        ),
     )
 
 
-def register(broker: Broker) -> None:
-    broker.register(ApiKey.FETCH, BROKER_API_VERSIONS[ApiKey.FETCH], fetch)
+API = ApiSpec(ApiKey.FETCH, 4, 12, fetch)

@@ -1,34 +1,23 @@
-"""ApiVersions, Metadata and DescribeCluster."""
+"""Metadata (API 3): topics, partitions and this one broker; auto-creates topics."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.server import RequestContext
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import OPS_UNKNOWN
+from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
 from oncelog.clock import now_ms
-from oncelog.protocol.api_keys import BROKER_API_VERSIONS, ApiKey
+from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-
-if TYPE_CHECKING:
-    from oncelog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
-OPS_UNKNOWN = -(2**31)
-
-
-def api_versions(ctx: RequestContext, req: Any) -> Any:
-    r = ctx.response
-    return make(
-        r.ApiVersionsResponse,
-        error_code=ErrorCode.none,
-        api_keys=ctx.broker.api_version_entries(r),
-    )
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
@@ -58,7 +47,9 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
     )
 
 
-def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None) -> Any:
+def _error_entry(
+    ctx: RequestContext, name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> Any:
     return make(
         ctx.response.MetadataResponseTopic,
         error_code=code,
@@ -115,7 +106,9 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     host, port = broker.advertised_address
     return make(
         r.MetadataResponse,
-        brokers=(make(r.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
+        brokers=(
+            make(r.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),
+        ),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(entries),
@@ -123,33 +116,4 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-def describe_cluster(ctx: RequestContext, req: Any) -> Any:
-    broker = ctx.broker
-    r = ctx.response
-    host, port = broker.advertised_address
-    if getattr(req, "endpoint_type", 1) not in (1,):
-        return make(
-            r.DescribeClusterResponse,
-            error_code=ErrorCode.unsupported_endpoint_type,
-            error_message="only broker endpoints are served",
-            cluster_id=broker.cluster_id,
-            controller_id=-1,
-            brokers=(),
-            cluster_authorized_operations=OPS_UNKNOWN,
-        )
-    return make(
-        r.DescribeClusterResponse,
-        error_code=ErrorCode.none,
-        endpoint_type=1,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(make(r.DescribeClusterBroker, broker_id=broker.node_id, host=host, port=port, rack=None),),
-        cluster_authorized_operations=OPS_UNKNOWN,
-    )
-
-
-def register(broker: Broker) -> None:
-    v = BROKER_API_VERSIONS
-    broker.register(ApiKey.API_VERSIONS, v[ApiKey.API_VERSIONS], api_versions)
-    broker.register(ApiKey.METADATA, v[ApiKey.METADATA], metadata)
-    broker.register(ApiKey.DESCRIBE_CLUSTER, v[ApiKey.DESCRIBE_CLUSTER], describe_cluster)
+API = ApiSpec(ApiKey.METADATA, 0, 12, metadata)
