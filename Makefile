@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
@@ -31,10 +33,12 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy src
 
 bench: install
 	$(BIN)/python bench/produce.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
