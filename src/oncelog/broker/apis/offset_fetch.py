@@ -21,6 +21,28 @@ def _fetch_one(
     )
 
 
+def _topics(reply: gm.OffsetFetchReply, topic_cls: type, partition_cls: type) -> tuple[Any, ...]:
+    """The per-topic results; v8+ and older versions name the classes differently."""
+    return tuple(
+        make(
+            topic_cls,
+            name=t,
+            partitions=tuple(
+                make(
+                    partition_cls,
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata,
+                    error_code=p.error,
+                )
+                for p in parts
+            ),
+        )
+        for t, parts in reply.topics
+    )
+
+
 def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     if hasattr(req, "groups"):  # v8+: several groups
@@ -32,23 +54,8 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
                     r.OffsetFetchResponseGroup,
                     group_id=g.group_id,
                     error_code=reply.error,
-                    topics=tuple(
-                        make(
-                            r.OffsetFetchResponseTopics,
-                            name=t,
-                            partitions=tuple(
-                                make(
-                                    r.OffsetFetchResponsePartitions,
-                                    partition_index=p.partition,
-                                    committed_offset=p.offset,
-                                    committed_leader_epoch=p.leader_epoch,
-                                    metadata=p.metadata,
-                                    error_code=p.error,
-                                )
-                                for p in parts
-                            ),
-                        )
-                        for t, parts in reply.topics
+                    topics=_topics(
+                        reply, r.OffsetFetchResponseTopics, r.OffsetFetchResponsePartitions
                     ),
                 )
             )
@@ -57,24 +64,7 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     return make(
         r.OffsetFetchResponse,
         error_code=reply.error,
-        topics=tuple(
-            make(
-                r.OffsetFetchResponseTopic,
-                name=t,
-                partitions=tuple(
-                    make(
-                        r.OffsetFetchResponsePartition,
-                        partition_index=p.partition,
-                        committed_offset=p.offset,
-                        committed_leader_epoch=p.leader_epoch,
-                        metadata=p.metadata,
-                        error_code=p.error,
-                    )
-                    for p in parts
-                ),
-            )
-            for t, parts in reply.topics
-        ),
+        topics=_topics(reply, r.OffsetFetchResponseTopic, r.OffsetFetchResponsePartition),
     )
 
 
