@@ -55,7 +55,9 @@ def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
     return entity_reader(header), entity_reader(schema), header, schema
 
 
-def decode_request(frame: bytes | bytearray | memoryview, api_key: int, version: int) -> tuple[RequestHeader, Any]:
+def decode_request(
+    frame: bytes | bytearray | memoryview, api_key: int, version: int
+) -> tuple[RequestHeader, Any]:
     header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
     if isinstance(frame, bytearray):  # kio reads only read-only buffers; a view avoids a copy
         frame = memoryview(frame).toreadonly()
