@@ -17,7 +17,7 @@ from oncelog.txn.actions import (
     WriteMarkers,
 )
 from oncelog.txn.coordinator import CoordinatorProtocolError, TransactionCoordinator
-from oncelog.txn.hashing import partition_for
+from oncelog.coordinator.placement import partition_for
 from oncelog.txn.log_codec import decode_value, encode_key, encode_value
 from oncelog.txn.metadata import TransactionMetadata, TxnState, TxnStateError
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncelog.txn.hashing import java_abs, java_string_hashcode, partition_for
+from oncelog.coordinator.placement import java_abs, java_string_hashcode, partition_for
 from oncelog.txn.log_codec import (
     TxnLogCodecError,
     decode_key,

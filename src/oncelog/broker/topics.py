@@ -13,11 +13,13 @@ import logging
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.log import PartitionLog
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class TopicError(Exception):
@@ -162,6 +164,17 @@ class TopicRegistry:
         self._index(topic)
         self._save()
         return topic
+
+    def ensure_internal_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], *, now_ms: int
+    ) -> list[PartitionLog]:
+        """A coordinator's topic, created on first start (its partition logs)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.create(name, partitions, dict(configs), now_ms=now_ms)
+            assert topic is not None
+            log.info("created internal topic %s with %d partitions", name, partitions)
+        return topic.partitions
 
     def delete(self, name: str) -> None:
         topic = self.topics.get(name)

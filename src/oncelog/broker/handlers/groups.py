@@ -7,11 +7,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.server import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import GROUP_API_VERSIONS, ApiKey
 from oncelog.protocol.messages import make
-from oncelog.txn.metadata import TxnState
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -25,22 +23,19 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     session = _ms(req.session_timeout)
     rebalance = _ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
-    reply: gm.JoinGroupReply = await groups.call(
-        groups.coordinator.join_group(
-            gm.JoinGroupRequest(
-                group_id=req.group_id,
-                member_id=req.member_id,
-                protocol_type=req.protocol_type,
-                protocols=tuple((p.name, p.metadata) for p in req.protocols),
-                session_timeout_ms=session,
-                rebalance_timeout_ms=rebalance,
-                group_instance_id=getattr(req, "group_instance_id", None),
-                client_id=ctx.header.client_id or "",
-                client_host="/" + ctx.peer.rpartition(":")[0],
-                api_version=ctx.version,
-                reason=getattr(req, "reason", None),
-            ),
-            now_ms(),
+    reply = await groups.join(
+        gm.JoinGroupRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            protocol_type=req.protocol_type,
+            protocols=tuple((p.name, p.metadata) for p in req.protocols),
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            group_instance_id=getattr(req, "group_instance_id", None),
+            client_id=ctx.header.client_id or "",
+            client_host="/" + ctx.peer.rpartition(":")[0],
+            api_version=ctx.version,
+            reason=getattr(req, "reason", None),
         )
     )
     r = ctx.response
@@ -62,18 +57,15 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
 
 async def sync_group(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
-    reply: gm.SyncGroupReply = await groups.call(
-        groups.coordinator.sync_group(
-            gm.SyncGroupRequest(
-                group_id=req.group_id,
-                generation_id=req.generation_id,
-                member_id=req.member_id,
-                group_instance_id=getattr(req, "group_instance_id", None),
-                protocol_type=getattr(req, "protocol_type", None),
-                protocol_name=getattr(req, "protocol_name", None),
-                assignments=tuple((a.member_id, a.assignment) for a in req.assignments),
-            ),
-            now_ms(),
+    reply = await groups.sync(
+        gm.SyncGroupRequest(
+            group_id=req.group_id,
+            generation_id=req.generation_id,
+            member_id=req.member_id,
+            group_instance_id=getattr(req, "group_instance_id", None),
+            protocol_type=getattr(req, "protocol_type", None),
+            protocol_name=getattr(req, "protocol_name", None),
+            assignments=tuple((a.member_id, a.assignment) for a in req.assignments),
         )
     )
     return make(ctx.response.SyncGroupResponse, error_code=reply.error, protocol_type=reply.protocol_type, protocol_name=reply.protocol_name, assignment=reply.assignment)
@@ -81,12 +73,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
 
 async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
-    reply: gm.HeartbeatReply = await groups.call(
-        groups.coordinator.heartbeat(
-            gm.HeartbeatRequest(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)),
-            now_ms(),
-        )
-    )
+    reply = await groups.heartbeat(gm.HeartbeatRequest(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)))
     return make(ctx.response.HeartbeatResponse, error_code=reply.error)
 
 
@@ -97,7 +84,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
         members = tuple(gm.LeaveMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members)
     else:
         members = (gm.LeaveMember(req.member_id),)
-    reply: gm.LeaveGroupReply = await groups.call(groups.coordinator.leave_group(gm.LeaveGroupRequest(req.group_id, members), now_ms()))
+    reply = await groups.leave(gm.LeaveGroupRequest(req.group_id, members))
     if not hasattr(r, "MemberResponse"):  # v0-v2: one error
         error = reply.error if reply.error != ErrorCode.none or not reply.members else reply.members[0].error
         return make(r.LeaveGroupResponse, error_code=error)
@@ -133,60 +120,42 @@ def _commit_response(r: Any, prefix: str, reply: gm.CommitReply) -> Any:
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
-    reply: gm.CommitReply = await groups.call(
-        groups.coordinator.offset_commit(
-            gm.OffsetCommitRequest(
-                group_id=req.group_id,
-                topics=_commit_topics(req),
-                generation_id=generation,
-                member_id=getattr(req, "member_id", ""),
-                group_instance_id=getattr(req, "group_instance_id", None),
-                retention_time_ms=_ms(req.retention_time) if hasattr(req, "retention_time") else -1,
-                api_version=ctx.version,
-            ),
-            now_ms(),
+    reply = await groups.commit_offsets(
+        gm.OffsetCommitRequest(
+            group_id=req.group_id,
+            topics=_commit_topics(req),
+            generation_id=generation,
+            member_id=getattr(req, "member_id", ""),
+            group_instance_id=getattr(req, "group_instance_id", None),
+            retention_time_ms=_ms(req.retention_time) if hasattr(req, "retention_time") else -1,
+            api_version=ctx.version,
         )
     )
     return _commit_response(ctx.response, "OffsetCommit", reply)
 
 
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
-    broker = ctx.broker
-    groups = broker.groups
+    groups = ctx.broker.groups
     topics = _commit_topics(req)
-    # KIP-98: the producer must hold the transaction and have added the group's offsets partition.
-    meta = broker.txn.coordinator.describe(req.transactional_id)
-    error = ErrorCode.none
-    if meta is None or meta.producer_id != req.producer_id:
-        error = ErrorCode.invalid_producer_id_mapping
-    elif req.producer_epoch != meta.producer_epoch:
-        error = ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch
-    elif meta.state is not TxnState.ONGOING or ("__consumer_offsets", groups.coordinator.partition_for(req.group_id)) not in meta.partitions:
-        error = ErrorCode.invalid_txn_state
-    if error != ErrorCode.none:
-        reply = gm.CommitReply(tuple((t, tuple((p.partition, error) for p in parts)) for t, parts in topics))
-    else:
-        reply = await groups.call(
-            groups.coordinator.txn_offset_commit(
-                gm.TxnOffsetCommitRequest(
-                    transactional_id=req.transactional_id,
-                    group_id=req.group_id,
-                    producer_id=req.producer_id,
-                    producer_epoch=req.producer_epoch,
-                    topics=topics,
-                    generation_id=getattr(req, "generation_id", -1),
-                    member_id=getattr(req, "member_id", ""),
-                    group_instance_id=getattr(req, "group_instance_id", None),
-                ),
-                now_ms(),
-            )
-        )
+    reply = await groups.txn_commit_offsets(
+        gm.TxnOffsetCommitRequest(
+            transactional_id=req.transactional_id,
+            group_id=req.group_id,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch,
+            topics=topics,
+            generation_id=getattr(req, "generation_id", -1),
+            member_id=getattr(req, "member_id", ""),
+            group_instance_id=getattr(req, "group_instance_id", None),
+        ),
+        fenced=ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch,
+    )
     return _commit_response(ctx.response, "TxnOffsetCommit", reply)
 
 
 def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> gm.OffsetFetchReply:
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    return ctx.broker.groups.coordinator.offset_fetch(gm.OffsetFetchRequest(group_id, wanted, require_stable))
+    return ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
 
 
 def offset_fetch(ctx: RequestContext, req: Any) -> Any:
@@ -224,7 +193,7 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
 
 def list_groups(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    reply = ctx.broker.groups.coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
+    reply = ctx.broker.groups.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
     return make(
         r.ListGroupsResponse,
         error_code=reply.error,
@@ -234,7 +203,7 @@ def list_groups(ctx: RequestContext, req: Any) -> Any:
 
 def describe_groups(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    described = ctx.broker.groups.coordinator.describe_groups(req.groups, ctx.version)
+    described = ctx.broker.groups.describe_groups(req.groups, ctx.version)
     return make(
         r.DescribeGroupsResponse,
         groups=tuple(
@@ -260,18 +229,15 @@ def describe_groups(ctx: RequestContext, req: Any) -> Any:
 async def delete_groups(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     r = ctx.response
-    reply: gm.DeleteGroupsReply = await groups.call(groups.coordinator.delete_groups(req.groups_names, now_ms()))
+    reply = await groups.delete_groups(req.groups_names)
     return make(r.DeleteGroupsResponse, results=tuple(make(r.DeletableGroupResult, group_id=g, error_code=e) for g, e in reply.results))
 
 
 async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     r = ctx.response
-    reply: gm.OffsetDeleteReply = await groups.call(
-        groups.coordinator.offset_delete(
-            gm.OffsetDeleteRequest(req.group_id, tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics)),
-            now_ms(),
-        )
+    reply = await groups.delete_offsets(
+        gm.OffsetDeleteRequest(req.group_id, tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics))
     )
     return make(
         r.OffsetDeleteResponse,

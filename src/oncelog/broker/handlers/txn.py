@@ -10,11 +10,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64
 
 from oncelog.broker.server import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import TXN_API_VERSIONS, ApiKey
 from oncelog.protocol.messages import make
-from oncelog.txn.actions import Reply
-from oncelog.txn.markers import write_marker
+from oncelog.txn.messages import Reply
 from oncelog.txn.metadata import TxnState
 
 if TYPE_CHECKING:
@@ -68,19 +66,11 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
 async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     broker = ctx.broker
-    if req.transactional_id is None:
-        # Like Kafka, an idempotent producer always gets a fresh id (also on the
-        # KIP-360 form that names its old id and epoch): sequences restart at 0.
-        return make(r.InitProducerIdResponse, error_code=ErrorCode.none, producer_id=broker.producer_ids.allocate(), producer_epoch=0)
-    coord = broker.txn.coordinator
-    reply = await broker.txn.call(
-        coord.init_producer_id(
-            req.transactional_id,
-            int(req.transaction_timeout.total_seconds() * 1000),
-            getattr(req, "producer_id", -1),
-            getattr(req, "producer_epoch", -1),
-            now_ms=now_ms(),
-        )
+    reply = await broker.txn.init_producer_id(
+        req.transactional_id,
+        int(req.transaction_timeout.total_seconds() * 1000),
+        getattr(req, "producer_id", -1),
+        getattr(req, "producer_epoch", -1),
     )
     return make(
         r.InitProducerIdResponse,
@@ -104,15 +94,8 @@ def _partition_results(r: Any, topics: Any, reply: Reply, ctx: RequestContext) -
 
 
 async def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool) -> Reply:
-    broker = ctx.broker
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp: ErrorCode.unknown_topic_or_partition for tp in partitions if broker.topics.partition(*tp) is None}
-    if unknown:
-        # Kafka rejects the whole request: bad partitions get their error, the rest OPERATION_NOT_ATTEMPTED.
-        errors = {tp: unknown.get(tp, ErrorCode.operation_not_attempted) for tp in partitions}
-        return Reply(ErrorCode.none, partition_errors=errors)
-    coord = broker.txn.coordinator
-    return await broker.txn.call(coord.add_partitions(txn_id, pid, epoch, partitions, now_ms=now_ms(), verify_only=verify_only))
+    return await ctx.broker.txn.add_partitions(txn_id, pid, epoch, partitions, verify_only=verify_only)
 
 
 async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
@@ -129,17 +112,13 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
 
 async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
-    reply = await broker.txn.call(
-        broker.txn.coordinator.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, now_ms=now_ms())
-    )
+    reply = await broker.txn.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
     return make(ctx.response.AddOffsetsToTxnResponse, error_code=client_error(ctx, reply.error))
 
 
 async def end_txn(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
-    reply = await broker.txn.call(
-        broker.txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, now_ms=now_ms())
-    )
+    reply = await broker.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return make(ctx.response.EndTxnResponse, error_code=client_error(ctx, reply.error))
 
 
@@ -148,22 +127,14 @@ def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results = []
-    now = now_ms()
     for marker in req.markers:
         topics = []
         for t in marker.topics:
             parts = []
             for p in t.partition_indexes:
-                part = broker.topics.partition(t.name, p)
-                if part is None:
-                    code = ErrorCode.unknown_topic_or_partition
-                else:
-                    code = write_marker(
-                        part, marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                        marker.coordinator_epoch, now_ms=now, only_if_written=False,
-                    )
-                    if code == ErrorCode.none:
-                        broker.notifier.notify((t.name, p))
+                code = broker.txn.write_marker(
+                    t.name, p, marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch
+                )
                 parts.append(make(r.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code))
             topics.append(make(r.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(parts)))
         results.append(make(r.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=tuple(topics)))
@@ -172,10 +143,8 @@ def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
 
 def describe_transactions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    coord = ctx.broker.txn.coordinator
     states = []
-    for txn_id in req.transactional_ids:
-        meta = coord.describe(txn_id)
+    for txn_id, meta in ctx.broker.txn.describe_transactions(req.transactional_ids):
         if meta is None:
             states.append(make(r.TransactionState, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
                                transaction_state="", transaction_timeout=_ms(0), transaction_start_time=_ts(-1),
@@ -202,7 +171,6 @@ def describe_transactions(ctx: RequestContext, req: Any) -> Any:
 
 def list_transactions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    coord = ctx.broker.txn.coordinator
     known = {s.kafka_name for s in TxnState}
     unknown = tuple(s for s in req.state_filters if s not in known)
     wanted = [s for s in req.state_filters if s in known]
@@ -210,7 +178,7 @@ def list_transactions(ctx: RequestContext, req: Any) -> Any:
     if req.state_filters and not wanted:
         metas = []
     else:
-        metas = coord.list(wanted or None, req.producer_id_filters or None, duration if duration >= 0 else None, now_ms=now_ms())
+        metas = ctx.broker.txn.list_transactions(wanted or None, req.producer_id_filters or None, duration if duration >= 0 else None)
     return make(
         r.ListTransactionsResponse,
         error_code=ErrorCode.none,
