@@ -15,8 +15,8 @@ from kio.schema.offset_fetch.v7 import request as of
 
 from oncelog.client.txn_admin import ClusterAdmin
 from oncelog.client.wire import WireClient
-from oncelog.embedded import EmbeddedBroker
 from oncelog.coordinator.placement import partition_for
+from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic, produce
 from .test_transactions import READ_COMMITTED, READ_UNCOMMITTED, end_offsets, read_all, txn_producer

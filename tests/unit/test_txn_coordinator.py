@@ -8,12 +8,12 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
+from oncelog.coordinator.placement import partition_for
 from oncelog.coordinator.runtime import Append, Pending
 from oncelog.txn.config import TxnConfig
-from oncelog.txn.messages import Reply, TxnStep, WriteMarkers
 from oncelog.txn.coordinator import CoordinatorProtocolError, TransactionCoordinator
-from oncelog.coordinator.placement import partition_for
 from oncelog.txn.log_codec import decode_value, encode_key, encode_value
+from oncelog.txn.messages import Reply, TxnStep, WriteMarkers
 from oncelog.txn.metadata import TransactionMetadata, TxnState, TxnStateError
 
 E = ErrorCode

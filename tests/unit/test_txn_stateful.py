@@ -22,10 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.coordinator.runtime import Append, Pending
 from oncelog.txn.config import TxnConfig
-from oncelog.txn.messages import Reply, WriteMarkers
-from oncelog.txn.messages import TxnStep as Step
 from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.log_codec import decode_value
+from oncelog.txn.messages import Reply, WriteMarkers
+from oncelog.txn.messages import TxnStep as Step
 from oncelog.txn.metadata import TransactionMetadata, TxnState
 
 E = ErrorCode
