@@ -258,13 +258,6 @@ class GroupCoordinator:
             self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
         return GroupStep(None, out.appends(), out.resolved)
 
-    def expire_offsets(self, now_ms: int) -> GroupStep:
-        """Run offset retention now (what ``tick`` does at each check interval)."""
-        out = Out()
-        if self._loaded:
-            self._offsets.expire(now_ms, out)
-        return GroupStep(None, out.appends(), out.resolved)
-
     def next_deadline(self) -> int | None:
         """The earliest time ``tick`` has something to do, or None."""
         times = [d for g in self._reg.groups.values() if (d := g.next_deadline()) is not None]

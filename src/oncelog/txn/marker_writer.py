@@ -27,6 +27,7 @@ from oncelog.coordinator.internal_topics import (
 from oncelog.records.batch import parse_header
 from oncelog.records.control import build_end_txn_marker
 from oncelog.storage.producer_state import ProducerStateError
+from oncelog.txn.messages import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,7 @@ class MarkerWriter:
         self,
         topic: str,
         partition: int,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
+        marker: TxnMarker,
         *,
         now_ms: int,
         only_if_written: bool = False,
@@ -64,20 +62,24 @@ class MarkerWriter:
         if part is None:
             return ErrorCode.unknown_topic_or_partition
         if only_if_written:
-            entry = part.producer_state.producer(producer_id)
+            entry = part.producer_state.producer(marker.producer_id)
             if entry is None or entry.current_txn_first_offset is None:
                 return ErrorCode.none
         batch = bytearray(
             build_end_txn_marker(
-                producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms=now_ms
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.commit,
+                marker.coordinator_epoch,
+                timestamp_ms=now_ms,
             )
         )
         try:
             part.append_control(batch, parse_header(batch), now_ms=now_ms)
         except ProducerStateError as exc:
-            log.warning("marker for producer %d rejected: %s", producer_id, exc)
+            log.warning("marker for producer %d rejected: %s", marker.producer_id, exc)
             return exc.error_code
         self._appends.notify((topic, partition))
         if topic == CONSUMER_OFFSETS_TOPIC and self.offsets_listener is not None:
-            self.offsets_listener(partition, producer_id, commit)
+            self.offsets_listener(partition, marker.producer_id, marker.commit)
         return ErrorCode.none

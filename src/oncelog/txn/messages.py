@@ -16,6 +16,16 @@ from oncelog.txn.metadata import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One COMMIT/ABORT control batch of a producer's transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class WriteMarkers:
     """Write a COMMIT/ABORT control batch for ``producer_id``/``producer_epoch`` to every
     partition (retrying until each is written or no longer exists), then call
@@ -27,6 +37,10 @@ class WriteMarkers:
     commit: bool
     partitions: frozenset[TopicPartition]
     coordinator_epoch: int
+
+    @property
+    def marker(self) -> TxnMarker:
+        return TxnMarker(self.producer_id, self.producer_epoch, self.commit, self.coordinator_epoch)
 
 
 @dataclass(frozen=True, slots=True)

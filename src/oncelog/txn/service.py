@@ -30,7 +30,7 @@ from oncelog.storage.replay import iter_log
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.marker_writer import MarkerWriter
-from oncelog.txn.messages import Reply, TxnStep, WriteMarkers
+from oncelog.txn.messages import Reply, TxnMarker, TxnStep, WriteMarkers
 from oncelog.txn.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -191,26 +191,10 @@ class TransactionService:
             step, timeout_s=self.config.blocking_max_wait_ms / 1000, cancel=self.coordinator.cancel
         )
 
-    def write_marker(
-        self,
-        topic: str,
-        partition: int,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-    ) -> ErrorCode:
+    def write_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
         """WriteTxnMarkers for one partition (admin tools abort hanging transactions)."""
         try:
-            return self._markers.write(
-                topic,
-                partition,
-                producer_id,
-                producer_epoch,
-                commit,
-                coordinator_epoch,
-                now_ms=self._clock(),
-            )
+            return self._markers.write(topic, partition, marker, now_ms=self._clock())
         except OSError:
             log.exception("marker write to %s-%d failed", topic, partition)
             return ErrorCode.kafka_storage_error
@@ -285,14 +269,7 @@ class TransactionService:
                 # half-marked. Producer-state rejections (an obsolete marker) are final.
                 try:
                     self._markers.write(
-                        topic,
-                        index,
-                        action.producer_id,
-                        action.producer_epoch,
-                        action.commit,
-                        action.coordinator_epoch,
-                        now_ms=now,
-                        only_if_written=True,
+                        topic, index, action.marker, now_ms=now, only_if_written=True
                     )
                     break
                 except OSError:

@@ -12,7 +12,7 @@ from kio.static.primitive import i64
 from oncelog.broker.server import RequestContext
 from oncelog.protocol.api_keys import TXN_API_VERSIONS, ApiKey
 from oncelog.protocol.messages import make
-from oncelog.txn.messages import Reply
+from oncelog.txn.messages import Reply, TxnMarker
 from oncelog.txn.metadata import TxnState
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
             parts = []
             for p in t.partition_indexes:
                 code = broker.txn.write_marker(
-                    t.name, p, marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch
+                    t.name, p, TxnMarker(marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch)
                 )
                 parts.append(make(r.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code))
             topics.append(make(r.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(parts)))
