@@ -15,6 +15,7 @@ from oncelog.txn.coordinator import CoordinatorProtocolError, TransactionCoordin
 from oncelog.txn.log_codec import decode_value, encode_key, encode_value
 from oncelog.txn.messages import Reply, TxnStep, WriteMarkers
 from oncelog.txn.metadata import TransactionMetadata, TxnState, TxnStateError
+from tests.unit.test_txn_support import Action, acts, key, value
 
 E = ErrorCode
 S = TxnState
@@ -101,28 +102,6 @@ def ok(pid: int = -1, epoch: int = -1) -> Reply:
 
 def err(code: ErrorCode) -> Reply:
     return Reply(code)
-
-
-Action = Append | WriteMarkers
-
-
-def acts(step: TxnStep) -> list[Action]:
-    """The step's side effects in the order a shell performs them: appends, then markers."""
-    out: list[Action] = [*step.appends]
-    for effect in step.effects:
-        assert isinstance(effect, WriteMarkers)
-        out.append(effect)
-    return out
-
-
-def key(a: Action) -> bytes:
-    assert isinstance(a, Append) and len(a.records) == 1
-    return a.records[0][0]
-
-
-def value(a: Action) -> bytes | None:
-    assert isinstance(a, Append) and len(a.records) == 1
-    return a.records[0][1]
 
 
 def kinds(actions: list[Action]) -> list[object]:

@@ -27,6 +27,7 @@ from oncelog.txn.log_codec import decode_value
 from oncelog.txn.messages import Reply, WriteMarkers
 from oncelog.txn.messages import TxnStep as Step
 from oncelog.txn.metadata import TransactionMetadata, TxnState
+from tests.unit.test_txn_support import Action, acts, key, owner, value
 
 E = ErrorCode
 S = TxnState
@@ -43,32 +44,6 @@ class Req:
     epoch: int = -1
     commit: bool = False
     parts: frozenset[tuple[str, int]] = frozenset()
-
-
-Action = Append | WriteMarkers
-
-
-def acts(step: Step) -> list[Action]:
-    """The step's side effects in the order a shell performs them: appends, then markers."""
-    out: list[Action] = [*step.appends]
-    for effect in step.effects:
-        assert isinstance(effect, WriteMarkers)
-        out.append(effect)
-    return out
-
-
-def owner(a: Action) -> str:
-    return a.owner if isinstance(a, Append) else a.transactional_id
-
-
-def key(a: Append) -> bytes:
-    assert len(a.records) == 1
-    return a.records[0][0]
-
-
-def value(a: Append) -> bytes | None:
-    assert len(a.records) == 1
-    return a.records[0][1]
 
 
 class CoordinatorMachine(RuleBasedStateMachine):
