@@ -45,7 +45,9 @@ class Broker:
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.notifier = AppendNotifier()
-        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots")
+        )
         self.apis: dict[int, tuple[int, int, Handler]] = {}
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)
@@ -104,7 +106,9 @@ class Broker:
         host, port = self.listen
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")
-        self._server = await loop.create_server(lambda: FrameProtocol(max_size, self._on_connect), host, port, backlog=1024)
+        self._server = await loop.create_server(
+            lambda: FrameProtocol(max_size, self._on_connect), host, port, backlog=1024
+        )
         sock = self._server.sockets[0].getsockname()
         self.listen = (host, sock[1])
         self._tasks.append(asyncio.create_task(self._housekeeping()))

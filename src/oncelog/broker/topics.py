@@ -43,12 +43,12 @@ def topic_name_error(name: str | None) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_TOPIC_NAME:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
     if not _LEGAL.match(name):
         return (
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None
@@ -67,7 +67,9 @@ class Topic:
 
 
 class TopicRegistry:
-    def __init__(self, data_dir: Path, topic_defaults: dict[str, str], *, producer_id_expiration_ms: int) -> None:
+    def __init__(
+        self, data_dir: Path, topic_defaults: dict[str, str], *, producer_id_expiration_ms: int
+    ) -> None:
         self.data_dir = data_dir
         self.meta_path = data_dir / "meta" / "topics.json"
         self.topic_defaults = topic_defaults
@@ -94,7 +96,11 @@ class TopicRegistry:
         doc = {
             "version": 1,
             "topics": {
-                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                t.name: {
+                    "id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
                 for t in self.topics.values()
             },
         }
@@ -180,7 +186,8 @@ class TopicRegistry:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(
-                ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
             )
         del self.topics[name]
         del self.by_id[topic.topic_id]
@@ -188,11 +195,14 @@ class TopicRegistry:
         for part in topic.partitions:
             part.delete()
 
-    def add_partitions(self, name: str, total: int, *, now_ms: int, validate_only: bool = False) -> None:
+    def add_partitions(
+        self, name: str, total: int, *, now_ms: int, validate_only: bool = False
+    ) -> None:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(
-                ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
             )
         current = len(topic.partitions)
         if total < current:
@@ -211,13 +221,13 @@ class TopicRegistry:
             topic.partitions.append(self._open_partition(name, p, cfg, now_ms))
         self._save()
 
-    def set_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+    def set_configs(
+        self, name: str, configs: dict[str, str], *, validate_only: bool = False
+    ) -> None:
         """Replace a topic's overrides (AlterConfigs semantics)."""
         topic = self.topics.get(name)
         if topic is None:
-            raise TopicError(
-                ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist."
-            )
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
         cfg = self.log_config(configs)
         if validate_only:
             return
