@@ -124,6 +124,11 @@ class Broker:
         sock = self._server.sockets[0].getsockname()
         self.listen = (host, sock[1])
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
+
+        settings = CleanerSettings.from_config(self.config)
+        self.log_cleaner = LogCleaner(settings, lambda: partition_logs(self.topics.topics))
+        self.log_cleaner.start()
 
     def _on_connect(self, protocol: FrameProtocol) -> None:
         """Start the connection's request loop once the transport is attached."""
@@ -141,6 +146,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         await self.txn.stop()
+        if hasattr(self, "log_cleaner"):
+            await asyncio.to_thread(self.log_cleaner.stop)
         self.topics.close()
 
     async def _housekeeping(self) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
+
 LONG_MAX = 2**63 - 1
 
 
@@ -27,7 +29,7 @@ def _bool(v: str) -> bool:
 
 # name -> (parser, default). Only settings the broker acts on, plus a few
 # accepted for compatibility with existing server.properties files.
-_SCHEMA: dict[str, tuple[type | object, object]] = {
+_SCHEMA: dict[str, tuple[object, object]] = {
     "node.id": (int, 0),
     "broker.id": (int, 0),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
@@ -86,6 +88,7 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "transaction.state.log.replication.factor": (int, 1),
     "transaction.state.log.min.isr": (int, 1),
     "min.insync.replicas": (int, 1),
+    **CLEANER_CONFIGS,
 }
 
 
@@ -187,6 +190,7 @@ class BrokerConfig:
             "max.message.bytes": str(self.get_int("message.max.bytes")),
             "cleanup.policy": self.get_str("log.cleanup.policy"),
             "min.insync.replicas": str(self.get_int("min.insync.replicas")),
+            **cleaner_topic_defaults(self),
         }
 
 

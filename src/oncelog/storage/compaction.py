@@ -42,8 +42,14 @@ def compact_log(
         for cleaned in clean(plan, stats, pace):
             on_stage("cleaned")
             segment_swap.stage(plan.directory, cleaned.base_offset)
-            on_stage("swap")
-            if not log.swap_cleaned(cleaned, now_ms=now_ms):
+            try:
+                on_stage("swap")
+                swapped = log.swap_cleaned(cleaned, now_ms=now_ms)
+            except BaseException:
+                # Not swapped in: unstage, so a restart does not complete it either.
+                segment_swap.discard(plan.directory, cleaned.base_offset)
+                raise
+            if not swapped:
                 segment_swap.discard(plan.directory, cleaned.base_offset)
                 return None
         completed = True

@@ -190,6 +190,10 @@ class PartitionLog:
     # -- offsets ------------------------------------------------------------------------
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def log_start_offset(self) -> int:
         return self._log_start
 
