@@ -18,6 +18,7 @@ from oncelog.records.control import build_end_txn_marker
 from oncelog.storage import segment_swap
 from oncelog.storage.checkpoint import list_snapshots
 from oncelog.storage.cleaner import CleanerStats, clean
+from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
 from oncelog.storage.log import PartitionLog
 
@@ -418,3 +419,47 @@ def test_model_latest_committed_value_per_key(
     assert data_records(reopened) == got
     assert reopened.last_stable_offset == reopened.log_end_offset
     reopened.close()
+
+
+def test_child_process_pass_equals_in_thread_pass(tmp_path: Path) -> None:
+    logs = []
+    for name in ("thread", "process"):
+        log = open_log(tmp_path / name / "t-0", CFG)
+        w = Writer(log)
+        for i in range(200):
+            w.put([(f"k{i % 7}".encode(), str(i).encode())], pid=11)
+            if i % 50 == 0:
+                w.put([(b"t", b"aborted")], pid=12, transactional=True)
+                w.end(12, commit=False)
+        w.roll()
+        logs.append(log)
+    worker = CleanerProcess()
+    try:
+        a = compact_log(logs[0], now_ms=NOW + 5_000, dedupe_buffer_bytes=DEDUPE)
+        b = compact_log(logs[1], now_ms=NOW + 5_000, dedupe_buffer_bytes=DEDUPE, run=worker.run)
+        assert a is not None and b is not None
+        assert (b.records_kept, b.records_removed, b.map_end_offset) == (
+            a.records_kept,
+            a.records_removed,
+            a.map_end_offset,
+        )
+        assert read_batches(logs[1]) == read_batches(logs[0])
+        # The worker is reused, and a pass stopped mid-swap leaves no files behind.
+        w = Writer(logs[1], now=NOW + 10_000)
+        for i in range(200):
+            w.put([(f"k{i % 7}".encode(), str(i).encode())])
+        w.roll()
+
+        def stop(stage: str) -> None:
+            if stage == "swap":
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            compact_log(
+                logs[1], now_ms=w.now, dedupe_buffer_bytes=DEDUPE, run=worker.run, on_stage=stop
+            )
+        d = tmp_path / "process" / "t-0"
+        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
+        assert compact_log(logs[1], now_ms=w.now, dedupe_buffer_bytes=DEDUPE, run=worker.run)
+    finally:
+        worker.close()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from oncelog.storage.cleaner_manager import horizon_due, is_due
+from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
 from oncelog.storage.log import PartitionLog
 
@@ -172,17 +173,21 @@ class LogCleaner:
     # -- one thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            picked = self._grab()
-            if picked is None:
-                self._stop.wait(self.settings.backoff_ms / 1000)
-                continue
-            name, plog = picked
-            try:
-                self._clean(name, plog)
-            finally:
-                with self._lock:
-                    self._in_progress.discard(id(plog))
+        worker = CleanerProcess()  # the pass itself runs there, off this process's GIL
+        try:
+            while not self._stop.is_set():
+                picked = self._grab()
+                if picked is None:
+                    self._stop.wait(self.settings.backoff_ms / 1000)
+                    continue
+                name, plog = picked
+                try:
+                    self._clean(name, plog, worker)
+                finally:
+                    with self._lock:
+                        self._in_progress.discard(id(plog))
+        finally:
+            worker.close()
 
     def _grab(self) -> tuple[str, PartitionLog] | None:
         """The filthiest due log no other thread is cleaning (Kafka's grabFilthiestCompactedLog)."""
@@ -209,7 +214,7 @@ class LogCleaner:
                 self._in_progress.add(id(picked[1]))
         return picked
 
-    def _clean(self, name: str, plog: PartitionLog) -> None:
+    def _clean(self, name: str, plog: PartitionLog, worker: CleanerProcess) -> None:
         started = time.monotonic()
         try:
             stats = compact_log(
@@ -218,6 +223,7 @@ class LogCleaner:
                 dedupe_buffer_bytes=self.settings.dedupe_buffer_bytes // self.settings.threads,
                 pace=self._throttle,
                 on_stage=self._on_stage,
+                run=worker.run,
             )
         except _Stopped:
             return

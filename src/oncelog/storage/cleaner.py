@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -257,7 +257,7 @@ def group_segments(
 
 def clean(
     plan: CleaningPlan, stats: CleanerStats | None = None, pace: Pace = _no_pace
-) -> Iterator[CleanedSegment]:
+) -> Generator[CleanedSegment, None, None]:
     """Run the pass, yielding each group once its ``.cleaned`` files are durable.
 
     The caller swaps a group in before resuming the generator, so at most one

@@ -687,7 +687,7 @@ class PartitionLog:
         for seg in self._segments[i : i + k]:
             seg.mark_deleted()
             self._pending_deletes.append((seg, None))
-        segment_swap.finish(self.directory, cleaned.base_offset)
+        segment_swap.finish(self.directory, cleaned.base_offset, sync=False)
         new = LogSegment.open(
             self.directory,
             cleaned.base_offset,

@@ -60,8 +60,12 @@ def stage(directory: Path, base: int) -> None:
     fsync_dir(directory)
 
 
-def finish(directory: Path, base: int) -> None:
-    """``.swap`` -> final names; the old files must already be out of the way."""
+def finish(directory: Path, base: int, *, sync: bool = True) -> None:
+    """``.swap`` -> final names; the old files must already be out of the way.
+
+    ``sync=False`` leaves the directory fsync to the caller (done outside the log's
+    lock): a crash before it finds the swap staged or half-finished, both recoverable.
+    """
     for suffix in _INDEXES:
         # Absent only when a crash fell inside an earlier finish(): already renamed.
         with contextlib.suppress(FileNotFoundError):
@@ -69,7 +73,8 @@ def finish(directory: Path, base: int) -> None:
     os.replace(_path(directory, base, LOG_SUFFIX, SWAP_SUFFIX), _path(directory, base, LOG_SUFFIX))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_path(directory, base, RANGE_SUFFIX, SWAP_SUFFIX))
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
 
 
 def discard(directory: Path, base: int) -> None:
