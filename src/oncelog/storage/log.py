@@ -601,14 +601,13 @@ class PartitionLog:
         only for the first dirty segment (all max.compaction.lag.ms looks at)."""
         out: list[SegmentFacts] = []
         segs = self._segments
+        looked = False
         for seg, nxt in zip(segs, segs[1:], strict=False):
             first_ts = -1
-            if (
-                nxt.base_offset > first_dirty
-                and seg.size >= HEADER_SIZE
-                and not any(f.end_offset > first_dirty for f in out)
-            ):
-                first_ts = parse_header(seg.pread(0, HEADER_SIZE)).max_timestamp
+            if nxt.base_offset > first_dirty and not looked:
+                looked = True
+                if seg.size >= HEADER_SIZE:
+                    first_ts = parse_header(seg.pread(0, HEADER_SIZE)).max_timestamp
             out.append(
                 SegmentFacts(
                     seg.base_offset, nxt.base_offset, seg.size, seg.largest_timestamp(), first_ts
@@ -638,8 +637,17 @@ class PartitionLog:
         d = self.dirtiness(now_ms)
         if d is None or d.cleanable_bytes == 0:
             return None
-        sources = [s for s in self._segments[:-1] if s.base_offset < d.end_offset]
-        ends = [*(s.base_offset for s in self._segments[1 : len(sources) + 1])]
+        # Whole segments below the cleanable end, and never one reaching the LSO.
+        lso = self.last_stable_offset
+        sources: list[LogSegment] = []
+        ends: list[int] = []
+        for seg, nxt in zip(self._segments, self._segments[1:], strict=False):
+            if seg.base_offset >= d.end_offset or nxt.base_offset > lso:
+                break
+            sources.append(seg)
+            ends.append(nxt.base_offset)
+        if not sources:
+            return None
         self._cleaning_sources = {s.base_offset: s for s in sources}
         aborted = sorted(
             (t for s in self._segments for t in s.txn_index.entries), key=lambda t: t.last_offset
