@@ -8,6 +8,7 @@ watermark, the way a changelog restore reads it.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,8 +55,11 @@ def high_watermark(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def read_confluent(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> list[Record]:
-    """Every record from offset 0 up to the end (the LSO for read_committed)."""
+def read_confluent(
+    bootstrap: str, topic: str, isolation: str = "read_uncommitted", *, partial_after: float = 0
+) -> list[Record]:
+    """Every record from offset 0 up to the end (the LSO for read_committed); with
+    ``partial_after``, what was read by then if the end keeps moving away."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -68,8 +72,11 @@ def read_confluent(bootstrap: str, topic: str, isolation: str = "read_uncommitte
     c.assign([TopicPartition(topic, 0, 0)])
     out: list[Record] = []
     deadline = time.monotonic() + 30
+    partial = time.monotonic() + partial_after if partial_after else None
     try:
         while time.monotonic() < deadline:
+            if partial is not None and time.monotonic() > partial:
+                return out
             msg = c.poll(0.5)
             if msg is None:
                 continue
@@ -111,7 +118,9 @@ def wait_for(check: Callable[[], object], timeout: float = 45.0) -> object:
         time.sleep(0.3)
 
 
-def produce_all(producer: Producer, items: list[tuple[bytes, bytes | None]], topic: str) -> list[int]:
+def produce_all(
+    producer: Producer, items: list[tuple[bytes, bytes | None]], topic: str
+) -> list[int]:
     offsets: list[int] = []
     errors: list[object] = []
 
@@ -161,10 +170,34 @@ def roll_with_invisible_marker(bootstrap: str, topic: str) -> None:
 
 def test_latest_value_per_key_and_no_tombstones(broker: EmbeddedBroker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, 1, COMPACTED)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2, "batch.num.messages": 20})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "batch.num.messages": 20,
+        }
+    )
     keys = [f"key-{k:02d}".encode() for k in range(20)]
     items = [(k, f"{k.decode()}=v{v}".encode()) for v in range(300) for k in keys]
-    acked = produce_all(producer, items, topic_name)
+    # A reader fetches from offset 0 over and over while the cleaner swaps segments.
+    stop = threading.Event()
+    background: list[list[Record]] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            background.append(read_confluent(broker.bootstrap, topic_name, partial_after=0.5))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    acked: list[int] = []
+    try:
+        for i in range(0, len(items), 300):  # paced, so cleaning passes overlap the reads
+            acked += produce_all(producer, items[i : i + 300], topic_name)
+            time.sleep(0.15)
+    finally:
+        stop.set()
+        thread.join()
     assert acked == list(range(6000))
     produce_all(producer, [(k, None) for k in keys[:5]], topic_name)  # tombstones
     time.sleep(1.2)  # segment.ms
@@ -172,10 +205,26 @@ def test_latest_value_per_key_and_no_tombstones(broker: EmbeddedBroker, topic_na
     # key i's last version went to offset 5980 + i.
     expected = [(5980 + i, k, f"{k.decode()}=v299".encode()) for i, k in enumerate(keys) if i >= 5]
 
+    written = {o: (k, v) for o, (k, v) in zip(acked, items, strict=True)}
+    written.update({6000 + i: (k, None) for i, k in enumerate(keys[:5])})
+    reads = [0]
+
     def cleaned() -> bool:
-        return read_confluent(broker.bootstrap, topic_name) == expected
+        # Read while segments are being swapped: every read is a consistent view.
+        got = read_confluent(broker.bootstrap, topic_name)
+        reads[0] += 1
+        offsets = [o for o, _, _ in got]
+        assert offsets == sorted(set(offsets))
+        assert all(written[o] == (k, v) for o, k, v in got)
+        assert {r for r in expected} <= set(got)  # nothing kept is ever missing
+        return got == expected
 
     wait_for(cleaned)  # one pass removes the old versions, a later one the tombstones
+    assert len(background) >= 3
+    for got in background:
+        offsets = [o for o, _, _ in got]
+        assert offsets == sorted(set(offsets))
+        assert all(written[o] == (k, v) for o, k, v in got)
     assert high_watermark(broker.bootstrap, topic_name) == 6006
     # The same log through kafka-python's fetcher.
     assert read_kafka_python(broker.bootstrap, topic_name) == expected
@@ -191,8 +240,20 @@ def test_latest_value_per_key_and_no_tombstones(broker: EmbeddedBroker, topic_na
 def test_transactions_on_a_compacted_topic(broker: EmbeddedBroker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, 1, COMPACTED)
     keys = [f"k{i}".encode() for i in range(10)]
-    a = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-a", "linger.ms": 1})
-    b = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-b", "linger.ms": 1})
+    a = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": f"{topic_name}-a",
+            "linger.ms": 1,
+        }
+    )
+    b = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": f"{topic_name}-b",
+            "linger.ms": 1,
+        }
+    )
     a.init_transactions(10)
     b.init_transactions(10)
     aborted_values: set[bytes] = set()
@@ -225,9 +286,11 @@ def test_transactions_on_a_compacted_topic(broker: EmbeddedBroker, topic_name: s
     def settled() -> bool:
         uncommitted = read_confluent(broker.bootstrap, topic_name)
         # The B9 commit marker (its data remains) and the last A commit (active segment) stay.
-        return {k: v for _, k, v in uncommitted} == expected and len(uncommitted) == 11 and len(
-            control_batches(partition_dir)
-        ) == 2
+        return (
+            {k: v for _, k, v in uncommitted} == expected
+            and len(uncommitted) == 11
+            and len(control_batches(partition_dir)) == 2
+        )
 
     wait_for(settled)
     uncommitted = read_confluent(broker.bootstrap, topic_name)
@@ -243,15 +306,27 @@ def test_transactions_on_a_compacted_topic(broker: EmbeddedBroker, topic_name: s
         producer.begin_transaction()
         producer.produce(topic_name, key=b"after", value=b"ok", partition=0)
         producer.commit_transaction(10)
-    assert read_confluent(broker.bootstrap, topic_name, "read_committed")[-1][1:] == (b"after", b"ok")
+    assert read_confluent(broker.bootstrap, topic_name, "read_committed")[-1][1:] == (
+        b"after",
+        b"ok",
+    )
 
 
 # -- 3. idempotent producer after compaction ----------------------------------------------------------
 
 
-def test_idempotent_producer_continues_after_compaction(broker: EmbeddedBroker, topic_name: str) -> None:
+def test_idempotent_producer_continues_after_compaction(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name, 1, COMPACTED)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2, "batch.num.messages": 20})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "batch.num.messages": 20,
+        }
+    )
     keys = [f"k{i}".encode() for i in range(5)]
     produce_all(producer, [(k, f"{v}".encode()) for v in range(200) for k in keys], topic_name)
     time.sleep(1.2)
@@ -277,7 +352,10 @@ def _alter(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,
         topic,
-        incremental_configs=[ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()],
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
     )
     for fut in admin.incremental_alter_configs([resource]).values():
         fut.result(15)
@@ -289,9 +367,20 @@ def test_sigkill_during_segment_swap(tmp_path: Path, topic_name: str, stage: str
     b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
     try:
         create_topic(b.bootstrap, topic_name, 1, {**COMPACTED, "cleanup.policy": "delete"})
-        producer = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 2, "batch.num.messages": 20})
+        producer = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "batch.num.messages": 20,
+            }
+        )
         keys = [f"k{i}".encode() for i in range(7)]
-        produce_all(producer, [(k, f"{k.decode()}-{v}".encode()) for v in range(150) for k in keys], topic_name)
+        produce_all(
+            producer,
+            [(k, f"{k.decode()}-{v}".encode()) for v in range(150) for k in keys],
+            topic_name,
+        )
         time.sleep(1.2)
         produce_all(producer, [(b"roll", b"r")], topic_name)
         written = read_confluent(b.bootstrap, topic_name)

@@ -8,6 +8,7 @@ import pytest
 
 from oncelog.broker.config import BrokerConfig, BrokerConfigError
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner
+from oncelog.storage.cleaner_manager import SegmentFacts, horizon_due, is_due, measure
 from oncelog.storage.compaction import compact_log
 from oncelog.storage.config import LogConfig
 
@@ -81,3 +82,58 @@ def test_picks_the_dirtiest_due_log(tmp_path: Path) -> None:
     # Dirtiest first; a log being cleaned is not handed out twice; c is clean, d not compacted.
     picked = [cleaner._grab() for _ in range(3)]
     assert [p[0] if p else None for p in picked] == ["b-0", "a-0", None]
+
+
+def _facts(*specs: tuple[int, int, int, int]) -> list[SegmentFacts]:
+    """(base, end, largest_ts, first_ts) with 100 bytes each."""
+    return [SegmentFacts(b, e, 100, ts, first) for b, e, ts, first in specs]
+
+
+def test_dirtiness_bounds_and_compaction_lags() -> None:
+    segs = _facts((0, 10, 1_000, 900), (10, 20, 2_000, 1_900), (20, 30, 3_000, 2_900))
+    cfg = config(cleanup_policy="compact")
+    d = measure(
+        segs, first_dirty_offset=10, last_stable_offset=99, active_base=30, config=cfg, now_ms=5_000
+    )
+    assert (d.end_offset, d.clean_bytes, d.dirty_bytes, d.overdue) == (30, 100, 200, False)
+    assert is_due(d, cfg) and d.ratio == 200 / 300
+    # The LSO inside segment 20-30: that segment is not cleanable.
+    d = measure(
+        segs, first_dirty_offset=10, last_stable_offset=25, active_base=30, config=cfg, now_ms=5_000
+    )
+    assert (d.end_offset, d.dirty_bytes) == (20, 100)
+    # min.compaction.lag.ms: the first dirty segment younger than the lag bounds the range.
+    lag = config(cleanup_policy="compact", min_compaction_lag_ms=2_500)
+    d = measure(
+        segs, first_dirty_offset=10, last_stable_offset=99, active_base=30, config=lag, now_ms=5_000
+    )
+    assert (d.end_offset, d.dirty_bytes) == (20, 100)
+    # max.compaction.lag.ms: overdue even below min.cleanable.dirty.ratio.
+    strict = config(
+        cleanup_policy="compact", max_compaction_lag_ms=3_000, min_cleanable_dirty_ratio="0.99"
+    )
+    d = measure(
+        segs,
+        first_dirty_offset=10,
+        last_stable_offset=99,
+        active_base=30,
+        config=strict,
+        now_ms=5_000,
+    )
+    assert d.overdue and is_due(d, strict)
+    d = measure(
+        segs,
+        first_dirty_offset=10,
+        last_stable_offset=99,
+        active_base=30,
+        config=strict,
+        now_ms=4_800,
+    )
+    assert not d.overdue and not is_due(d, strict)
+    # Nothing dirty: only a passed delete horizon makes a pass worthwhile.
+    d = measure(
+        segs, first_dirty_offset=30, last_stable_offset=99, active_base=30, config=cfg, now_ms=5_000
+    )
+    assert not is_due(d, cfg)
+    assert horizon_due(d, 4_000, 5_000) and not horizon_due(d, 6_000, 5_000)
+    assert not horizon_due(d, None, 5_000)
