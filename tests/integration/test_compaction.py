@@ -347,6 +347,19 @@ def test_idempotent_producer_continues_after_compaction(
 # -- 4. SIGKILL during a segment swap -----------------------------------------------------------------
 
 
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
 def _alter(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(
@@ -395,7 +408,12 @@ def test_sigkill_during_segment_swap(tmp_path: Path, topic_name: str, stage: str
         if stage == "swap":
             swap_end = int((d / f"{swap_base:020d}.range.swap").read_text().split()[1])
         active_base = max(int(n.split(".")[0]) for n in os.listdir(d) if n.endswith(".log"))
+        assert b.proc is not None
+        workers = children(b.proc.pid)
+        assert workers  # the pass runs in a child process
         b.kill()
+        # The orphaned worker notices at once (EOF on its pipe) and exits.
+        wait_for(lambda: not [pid for pid in workers if Path(f"/proc/{pid}").exists()], 10)
         b.settings = {**CLEANER, "log.cleaner.enable": "false"}
         b.start()
         after = read_confluent(b.bootstrap, topic_name)
