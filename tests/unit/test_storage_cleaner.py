@@ -473,3 +473,52 @@ def test_child_process_pass_equals_in_thread_pass(tmp_path: Path) -> None:
         assert compact_log(logs[1], now_ms=w.now, dedupe_buffer_bytes=DEDUPE, run=worker.run)
     finally:
         worker.close()
+
+
+def test_cleaned_segments_have_consistent_indexes(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", CFG)
+    w = Writer(log)
+    for i in range(300):
+        w.now = NOW + i  # distinct timestamps, so the time index has work to do
+        w.put([(f"k{i % 40}".encode(), str(i).encode())])
+        if i % 60 == 0:
+            w.put([(b"x", b"aborted")], pid=8, transactional=True)
+            w.end(8, commit=False)
+    w.roll()
+    # The first pass keeps the abort markers (and entries) of the data it removes.
+    full_compaction(log, w.now)
+    log.close()
+    reopened = open_log(tmp_path / "t-0", CFG)
+    for seg in reopened.segments[:-1]:
+        seg.ensure_indexes()
+        index_entries = list(
+            zip(seg.offset_index._offsets, seg.offset_index._positions, strict=True)
+        )
+        rebuilt = {pos: h for pos, h in seg.scan(0)}
+        for rel, pos in index_entries:  # each entry: a batch start and that batch's last offset
+            assert rebuilt[pos].last_offset == seg.base_offset + rel
+        if not rebuilt:
+            assert len(seg.time_index) == 0  # an emptied segment: nothing indexed
+            continue
+        ts, off = seg.time_index.last_entry()
+        assert ts == max(h.max_timestamp for h in rebuilt.values())
+        assert (
+            off
+            == max(rebuilt.values(), key=lambda h: (h.max_timestamp, -h.base_offset)).last_offset
+        )
+    batches = [h for seg in reopened.segments for _, h in seg.scan(0)]
+    entries = [t for seg in reopened.segments for t in seg.txn_index.entries]
+    # Only pid 8's last (aborted) batch is left, as its tail: kept empty, with its entry.
+    assert [(t.producer_id, t.first_offset) for t in entries] == [(8, 249)]
+    for txn in entries:  # only aborted txns that still have a batch
+        assert any(
+            h.producer_id == txn.producer_id and txn.first_offset <= h.base_offset < txn.last_offset
+            for h in batches
+            if not h.is_control
+        )
+    assert data_records(reopened) == expected_after_cleaning(w, max(w.written))
+    kept = [r for h, rs in read_batches(reopened) if not h.is_control for r in rs]
+    for r in kept:  # every kept record is found by offset and by timestamp
+        sl = reopened.read(r.offset, 1)
+        assert sl is not None and r.offset in [x.offset for x in decode_batch(sl.read())[1]]
+        assert reopened.offset_for_timestamp(r.timestamp) == (r.offset, r.timestamp)
