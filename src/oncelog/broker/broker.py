@@ -10,6 +10,7 @@ from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.config import BrokerConfig, parse_host_port
 from oncelog.broker.fetch_sessions import FetchSessionCache
+from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection
@@ -68,6 +69,9 @@ class Broker:
         )
         # Markers on __consumer_offsets settle the group's transactional offsets.
         self.markers.offsets_listener = self.groups.on_offsets_marker
+        self.log_cleaner = LogCleaner(
+            CleanerSettings.from_config(config), lambda: partition_logs(self.topics.topics)
+        )
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -99,6 +103,7 @@ class Broker:
         sock = self._server.sockets[0].getsockname()
         self.listen = (host, sock[1])
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self.log_cleaner.start()
 
     def _on_connect(self, protocol: FrameProtocol) -> None:
         """Start the connection's request loop once the transport is attached."""
@@ -117,6 +122,7 @@ class Broker:
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         await self.txn.stop()
         await self.groups.stop()
+        await asyncio.to_thread(self.log_cleaner.stop)
         self.topics.close()
 
     async def _housekeeping(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
 from oncelog.coordinator.settings import property_defaults
 from oncelog.group.config import GroupConfig
 from oncelog.txn.config import TxnConfig
@@ -31,7 +32,7 @@ def _bool(v: str) -> bool:
 
 # name -> (parser, default). Only settings the broker acts on, plus a few
 # accepted for compatibility with existing server.properties files.
-_SCHEMA: dict[str, tuple[type | object, object]] = {
+_SCHEMA: dict[str, tuple[object, object]] = {
     "node.id": (int, 0),
     "broker.id": (int, 0),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
@@ -73,6 +74,7 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "transaction.state.log.replication.factor": (int, 1),
     "transaction.state.log.min.isr": (int, 1),
     "min.insync.replicas": (int, 1),
+    **CLEANER_CONFIGS,
 }
 # The coordinators' settings: names and defaults come from their typed configs.
 for _typed in (TxnConfig, GroupConfig):
@@ -178,6 +180,7 @@ class BrokerConfig:
             "max.message.bytes": str(self.get_int("message.max.bytes")),
             "cleanup.policy": self.get_str("log.cleanup.policy"),
             "min.insync.replicas": str(self.get_int("min.insync.replicas")),
+            **cleaner_topic_defaults(self),
         }
 
 
