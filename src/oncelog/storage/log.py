@@ -251,7 +251,7 @@ class PartitionLog:
             raise InvalidRecordError("clients may not write control batches")
         check_size(header.size, self.config)
         if header.producer_id >= 0 and not coordinator:
-            dup = self.producer_state.check_append(header, log_start_offset=self._log_start)
+            dup = self.producer_state.check_append(header)
             if dup is not None:
                 return AppendResult(
                     dup.first_offset, dup.last_offset, -1, self._log_start, duplicate=True
