@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
 from oncelog.embedded import EmbeddedBroker
 from oncelog.spark import spark_session
 
@@ -28,9 +29,8 @@ PARTITIONS = 3
 
 
 def topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name in names:
-        admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        admin.create_topics(names, PARTITIONS, exist_ok=False)
 
 
 def preload(bootstrap: str, topic: str, n: int, size: int) -> None:

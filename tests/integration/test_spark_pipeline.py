@@ -1,4 +1,4 @@
-"""The example orders pipeline (oncelog.spark.pipeline) and the demo (oncelog.spark.demo)."""
+"""The example orders pipeline (oncelog.demo.pipeline) and the demo (oncelog.demo.spark_demo)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from oncelog.embedded import EmbeddedBroker
-from oncelog.spark.pipeline import (
+from oncelog.demo.pipeline import (
     TAX_RATE,
     WATERMARK_MS,
     WINDOW_MS,
@@ -18,7 +17,8 @@ from oncelog.spark.pipeline import (
     generate_orders,
     start_queries,
 )
-from oncelog.spark.verify import (
+from oncelog.embedded import EmbeddedBroker
+from oncelog.testing.verify import (
     check_window_totals,
     compare,
     open_transactions,
@@ -78,7 +78,7 @@ def test_update_mode_is_rejected_by_spark_for_python_sinks(spark: Any, spark_bro
 def test_demo_verifies_exactly_once(capsys: pytest.CaptureFixture[str]) -> None:
     from rich.console import Console
 
-    from oncelog.spark.demo import run_demo
+    from oncelog.demo.spark_demo import run_demo
 
     code = run_demo(4000, max_offsets=1500, console=Console(width=160))
     out = capsys.readouterr().out

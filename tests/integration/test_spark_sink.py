@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from oncelog.client.admin import LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
 from oncelog.embedded import EmbeddedBroker
-from oncelog.spark.cluster import Cluster
-from oncelog.spark.verify import open_transactions, read_topic, stable
+from oncelog.testing.verify import open_transactions, read_topic, stable
 
 from .apps.spark_common import (
     DriverProcess,
@@ -168,9 +170,9 @@ def test_failed_and_retried_task_leaves_no_duplicates(spark: Any, spark_broker: 
             # Fail only once the attempt's transaction holds records (the rows before this
             # one flow on to the writer while this UDF waits), so that the failed attempt
             # leaves written-but-uncommitted output behind.
-            with Cluster(b) as cluster:
+            with Admin(ClientConfig(b)) as admin:
                 deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and sum(cluster.list_offsets([(dst, 0), (dst, 1)], -1, 0).values()) == 0:
+                while time.monotonic() < deadline and sum(admin.list_offsets([(dst, 0), (dst, 1)], LATEST, read_committed=False).values()) == 0:
                     time.sleep(0.1)
             raise RuntimeError("injected failure of attempt 0")
         return value
@@ -182,8 +184,8 @@ def test_failed_and_retried_task_leaves_no_duplicates(spark: Any, spark_broker: 
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert_exactly_once(b, dst, values)
     no_leftovers(b, dst, f"{PREFIX}-{q.id}-")
-    with Cluster(b) as cluster:
-        ids = {t.transactional_id for t in cluster.list_transactions(("CompleteCommit",))}
+    with TxnAdmin(ClientConfig(b)) as txns:
+        ids = {t.transactional_id for t in txns.list_transactions(("CompleteCommit",))}
     assert f"{PREFIX}-{q.id}-0-1" in ids, "the retried attempt (attempt 1) committed partition 0"
     aborted = len(read_topic(b, dst, isolation="read_uncommitted")) - len(values)
     assert aborted > 0, "attempt 0 should have written (then lost) some records"
@@ -227,8 +229,8 @@ def test_at_least_once_mode_uses_no_transactions(spark: Any, spark_broker: Embed
     produce_plain(b, src, values, 2)
     q = run_stream(spark, b, src, tmp_path / "ck", {"topic": dst, "exactlyOnce": "false", "transactionalIdPrefix": "alo"})
     assert sorted(r.value or b"" for r in read_topic(b, dst)) == sorted(values)
-    with Cluster(b) as cluster:
-        assert not [t for t in cluster.list_transactions(()) if t.transactional_id.startswith(f"alo-{q.id}")]
+    with TxnAdmin(ClientConfig(b)) as txns:
+        assert not [t for t in txns.list_transactions(()) if t.transactional_id.startswith(f"alo-{q.id}")]
 
 
 # -- the driver killed: subprocesses --------------------------------------------------------

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from oncelog.embedded import EmbeddedBroker
-from oncelog.spark.verify import read_topic
+from oncelog.testing.verify import read_topic
 
 from .apps.spark_common import (
     Sent,

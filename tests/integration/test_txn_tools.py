@@ -10,7 +10,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
 from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic
@@ -41,7 +42,7 @@ def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> 
         out = cli("transactions", "find-hanging", "-b", b.bootstrap, "--topic", topic_name, "--max-transaction-timeout-ms", "0")
         assert out.returncode == 0, out.stderr
         assert topic_name in out.stdout
-        with ClusterAdmin(b.bootstrap) as admin:
+        with TxnAdmin(ClientConfig(b.bootstrap)) as admin:
             hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
         assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0
         out = cli("transactions", "abort", "-b", b.bootstrap, "--topic", topic_name, "--partition", "0", "--producer-id", str(hanging[0].producer_id))

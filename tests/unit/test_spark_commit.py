@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from oncelog.client.config import ClientConfig
 from oncelog.spark import commit as protocol
-from oncelog.spark.commit import ExactlyOnceViolation, TransactionsTimedOut
+from oncelog.spark.commit import ExactlyOnceViolation, OncelogCommitMessage, TransactionsTimedOut
 from oncelog.spark.decisions import (
     DECISIONS_TOPIC,
     MAX_METADATA_BYTES,
@@ -22,7 +23,6 @@ from oncelog.spark.decisions import (
     encode_chunks,
 )
 from oncelog.spark.options import parse_write_options
-from oncelog.spark.writer import OncelogCommitMessage
 
 PREFIX, QUERY = "oncelog-spark", "q1"
 OPTS = parse_write_options({"kafka.bootstrap.servers": "fake:1", "topic": "out"})
@@ -108,7 +108,7 @@ class FakeCoordinator:
         t = self.txns[tid]
         t.transaction_state, t.producer_epoch = "CompleteAbort", t.producer_epoch + 1
 
-    # Cluster API used by oncelog.spark.commit
+    # TxnAdmin API used by oncelog.spark.commit
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
         self.calls.append(("commit" if commit else "abort", tid))
         t = self.txns.get(tid)
@@ -157,10 +157,10 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         s._consumer = FakeGroupConsumer(group)
         return s
 
-    monkeypatch.setattr(protocol, "Cluster", lambda *a, **k: coordinator)
+    monkeypatch.setattr(protocol, "TxnAdmin", lambda *a, **k: coordinator)
     monkeypatch.setattr(protocol, "DecisionStore", store)
     monkeypatch.setattr("oncelog.spark.decisions.ensure_decisions_topic", lambda *a, **k: None)
-    return SimpleNamespace(coord=coordinator, group=group, store=lambda: store("fake:1", PREFIX, QUERY))
+    return SimpleNamespace(coord=coordinator, group=group, store=lambda: store(ClientConfig("fake:1"), PREFIX, QUERY))
 
 
 def tid(p: int, a: int = 0) -> str:

@@ -24,7 +24,7 @@ def demo(
     """The main job on embedded defaults: an exactly-once Spark pipeline whose driver
     is killed mid-run and restarted, then verified."""
     if not broker_only:
-        from oncelog.spark.demo import run_demo
+        from oncelog.demo.spark_demo import run_demo
 
         raise typer.Exit(run_demo(records))
     broker_round_trip(records, partitions)

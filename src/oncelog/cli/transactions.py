@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from oncelog.client.txn_admin import AdminError, ClusterAdmin
+from oncelog.client.admin import LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.retry import RetryPolicy
+from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")]
 console = Console()
+# An operator waits at most this long for an unreachable or busy cluster.
+POLICY = RetryPolicy(deadline_s=30.0)
 
 
-def _admin(bootstrap: str) -> ClusterAdmin:
-    try:
-        return ClusterAdmin(bootstrap)
-    except OSError as exc:
-        typer.echo(f"error: cannot reach {bootstrap}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+def _admin(bootstrap: str) -> TxnAdmin:
+    return TxnAdmin(ClientConfig(bootstrap), policy=POLICY)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(1)
 
@@ -40,7 +42,7 @@ def list_(
     with _admin(bootstrap) as admin:
         try:
             rows = admin.list_transactions(tuple(state or ()), tuple(producer_id or ()), min_duration_ms)
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
     table = Table("transactional id", "producer id", "state")
     for r in rows:
@@ -53,9 +55,11 @@ def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> 
     """Show one transaction: state, producer, timeout, partitions."""
     with _admin(bootstrap) as admin:
         try:
-            s = admin.describe_transaction(transactional_id)
-        except AdminError as exc:
+            s = admin.describe_txn(transactional_id)
+        except ClientError as exc:
             _fail(exc)
+    if s is None:
+        _fail(ClientError(f"cannot describe {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND"))
     start = s.transaction_start_time
     console.print(f"transactional id  {s.transactional_id}")
     console.print(f"state             {s.transaction_state}")
@@ -72,7 +76,7 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
     with _admin(bootstrap) as admin:
         try:
             rows = admin.describe_producers(topic, partition)
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
     table = Table("producer id", "epoch", "last seq", "last timestamp", "coordinator epoch", "txn start offset")
     for r in rows:
@@ -90,7 +94,7 @@ def find_hanging(
     with _admin(bootstrap) as admin:
         try:
             rows = admin.find_hanging(topic, max_transaction_timeout_ms)
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
     if not rows:
         console.print("no hanging transactions")
@@ -118,21 +122,40 @@ def abort(
     with _admin(bootstrap) as admin:
         try:
             if transactional_id is not None:
-                pid, epoch = admin.abort_transactional_id(transactional_id)
+                pid, epoch = admin.fence(transactional_id)
                 console.print(f"aborted {transactional_id}: producer {pid} now at epoch {epoch}")
             else:
                 if topic is None or partition is None or producer_id is None:
                     raise typer.BadParameter("--topic, --partition and --producer-id go together")
                 admin.abort_partition(topic, partition, producer_id, producer_epoch, coordinator_epoch)
                 console.print(f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}")
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
 
 
 @app.command()
 def metrics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """KIP-98 metrics: live producer ids, active transactional ids, LSO and its lag per partition."""
-    with _admin(bootstrap) as admin:
-        data = admin.metrics()
+    try:
+        data = txn_metrics(ClientConfig(bootstrap))
+    except ClientError as exc:
+        _fail(exc)
     data["partitions"] = {k: v for k, v in data["partitions"].items() if not k.startswith("__")}
     typer.echo(json.dumps(data, indent=2))
+
+
+def txn_metrics(config: ClientConfig) -> dict[str, Any]:
+    """KIP-98's transaction metrics, computed from the standard APIs."""
+    with TxnAdmin(config, policy=POLICY) as txns, Admin(config, policy=POLICY) as admin:
+        topics = admin.topics()
+        tps = [(t, p) for t, n in topics.items() for p in range(n)]
+        hw = admin.list_offsets(tps, LATEST, read_committed=False)
+        lso = admin.list_offsets(tps, LATEST, read_committed=True)
+        live = {i.producer_id for t, p in tps for i in txns.describe_producers(t, p)}
+        listed = txns.list_transactions()
+    return {
+        "live_producer_ids": len(live),
+        "active_transactional_ids": len(listed),
+        "ongoing_transactions": sum(1 for t in listed if t.state in OPEN_STATES),
+        "partitions": {f"{t}-{p}": {"high_watermark": hw[(t, p)], "last_stable_offset": lso[(t, p)], "lso_lag": hw[(t, p)] - lso[(t, p)]} for t, p in sorted(tps)},
+    }

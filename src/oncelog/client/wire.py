@@ -1,4 +1,4 @@
-"""A minimal blocking Kafka wire client built on kio.
+"""A minimal blocking Kafka connection built on kio, over PLAINTEXT, TLS and/or SASL.
 
 For what no client library offers: admin RPCs such as DescribeProducers, raw
 frames in fault tests, and protocol probes. Not a producer or consumer.
@@ -9,21 +9,40 @@ from __future__ import annotations
 import io
 import itertools
 import socket
+import ssl
 import struct
 from typing import Any
 
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from oncelog.client.errors import AuthenticationError
+from oncelog.client.sasl import authenticate, mechanism_for
+from oncelog.client.security import PLAINTEXT, SecurityConfig
+
 _SIZE = struct.Struct(">i")
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, *, client_id: str = "oncelog-wire", timeout: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+    """One connection to one broker (``host:port``); TLS and SASL as ``security`` says."""
+
+    def __init__(self, address: str, *, client_id: str = "oncelog-wire", timeout: float = 30.0, security: SecurityConfig = PLAINTEXT) -> None:
+        host, _, port = address.rpartition(":")
         self.client_id = client_id
         self._correlation = itertools.count(1)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        try:
+            if security.tls:
+                try:
+                    sock = security.ssl_context().wrap_socket(sock, server_hostname=host)
+                except ssl.SSLCertVerificationError as exc:
+                    raise AuthenticationError(f"TLS handshake with {address} failed: {exc.verify_message}") from exc
+            self.sock = sock
+            if security.sasl:
+                authenticate(self.request, mechanism_for(security))
+        except BaseException:
+            sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientConfigError
+
 EARLIEST, LATEST = -2, -1
 
 #: The offsets an option asks for: "earliest", "latest", or {topic: {partition: offset}}
@@ -171,13 +174,12 @@ def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str
     return out
 
 
-_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "client.", "broker.", "api.version", "reconnect.", "metadata.", "enable.ssl", "enable.sasl")
-
-
-def connection_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """The subset of librdkafka settings about reaching the cluster (security, sockets), for
-    the auxiliary clients (decision store, admin) that share a producer's or consumer's conf."""
-    return {k: v for k, v in conf.items() if k.startswith(_CONNECTION_PREFIXES)}
+def _check_security(bootstrap: str, conf: dict[str, str]) -> None:
+    """kafka.security.protocol, kafka.ssl.*, kafka.sasl.*: rejected at once when invalid."""
+    try:
+        ClientConfig.of(bootstrap, conf)
+    except ClientConfigError as exc:
+        raise OncelogOptionError(f"kafka.* security options: {exc}") from None
 
 
 def parse_offset_spec(raw: str, key: str) -> OffsetSpec:
@@ -284,6 +286,11 @@ class ReadOptions:
     def read_committed(self) -> bool:
         return self.isolation_level == "read_committed"
 
+    @property
+    def client_config(self) -> ClientConfig:
+        """How the driver's planning and auxiliary clients reach the cluster."""
+        return ClientConfig.of(self.bootstrap, self.consumer_conf)
+
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
     """Validate and parse reader options; streaming=None (mode not known yet, e.g. when Spark
@@ -296,6 +303,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     if isolation not in ("read_committed", "read_uncommitted"):
         raise OncelogOptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}")
     consumer = client_conf({k: v for k, v in opts.items() if k != "kafka.isolation.level"}, _READ_OWNED)
+    _check_security(bootstrap, consumer)
 
     default_start = "earliest" if streaming is False else "latest"
     starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingoffsets")
@@ -356,6 +364,11 @@ class WriteOptions:
     transaction_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     producer_conf: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def client_config(self) -> ClientConfig:
+        """How the driver's commit and auxiliary clients reach the cluster."""
+        return ClientConfig.of(self.bootstrap, self.producer_conf)
+
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
@@ -363,6 +376,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     bootstrap = _bootstrap(opts)
     exactly_once = _bool(opts, "exactlyonce", True)
     producer = client_conf(opts, _WRITE_OWNED)
+    _check_security(bootstrap, producer)
     idem = producer.get("enable.idempotence")
     if exactly_once and idem is not None and idem.strip().lower() in ("false", "0"):
         raise OncelogOptionError("option 'kafka.enable.idempotence=false' conflicts with 'exactlyOnce=true'")

@@ -35,8 +35,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from oncelog.spark.cluster import EARLIEST_TS, LATEST_TS, READ_COMMITTED, READ_UNCOMMITTED, Cluster
-from oncelog.spark.faults import trace
+from oncelog.client.admin import EARLIEST as EARLIEST_OFFSET
+from oncelog.client.admin import LATEST as LATEST_OFFSET
+from oncelog.client.admin import Admin
+from oncelog.spark.hooks import trace
 from oncelog.spark.offsets import Offsets, TopicPartition, distribute, from_json, to_json
 from oncelog.spark.options import (
     EARLIEST,
@@ -221,22 +223,18 @@ class _Planner:
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
-        self.cluster = Cluster(opts.bootstrap)
-
-    @property
-    def isolation(self) -> int:
-        return READ_COMMITTED if self.opts.read_committed else READ_UNCOMMITTED
+        self.admin = Admin(opts.client_config)
 
     def discover(self) -> list[TopicPartition]:
-        cluster = self.cluster.topics()
+        cluster = self.admin.topics()
         selected = self.opts.subscription.select(cluster)
         return sorted((t, p) for t, ps in selected.items() for p in ps if p < cluster.get(t, 0))
 
     def latest(self, tps: Sequence[TopicPartition]) -> Offsets:
-        return self.cluster.list_offsets(tps, LATEST_TS, self.isolation) if tps else {}
+        return self.admin.list_offsets(tps, LATEST_OFFSET, read_committed=self.opts.read_committed)
 
     def earliest(self, tps: Sequence[TopicPartition]) -> Offsets:
-        return self.cluster.list_offsets(tps, EARLIEST_TS, self.isolation) if tps else {}
+        return self.admin.list_offsets(tps, EARLIEST_OFFSET, read_committed=self.opts.read_committed)
 
     def resolve(self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int) -> Offsets:
         """Offsets for 'earliest' / 'latest' / JSON specs; JSON-unlisted partitions get
@@ -301,7 +299,7 @@ class OncelogBatchReader(DataSourceReader):
             end = planner.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
             parts: Sequence[InputPartition] = planner.plan(start, end)
         finally:
-            planner.cluster.close()
+            planner.admin.close()
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -374,4 +372,4 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self._planner is not None:
-            self._planner.cluster.close()
+            self._planner.admin.close()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -34,10 +33,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from oncelog.client.transactions import TxnAdmin
 from oncelog.spark import commit as protocol
-from oncelog.spark.cluster import Cluster
+from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.decisions import DecisionStore
-from oncelog.spark.faults import maybe_kill, trace
+from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
 
 if TYPE_CHECKING:
@@ -51,25 +51,6 @@ FLUSH_TIMEOUT_S = 300.0
 
 class WriteError(RuntimeError):
     pass
-
-
-@dataclass
-class OncelogCommitMessage(WriterCommitMessage):
-    """What a write task hands to the driver's commit: its prepared transaction."""
-
-    partition_id: int
-    attempt: int
-    records: int
-    transactional_id: str | None = None  # None: no transaction (empty task, or at-least-once)
-    producer_id: int = -1
-    producer_epoch: int = -1
-    query_id: str | None = None
-    batch_id: int = -1
-    skipped: bool = False  # the batch was already decided: nothing written (replay)
-
-
-def transactional_id(prefix: str, query_id: str, partition_id: int, attempt: int) -> str:
-    return f"{prefix}-{query_id}-{partition_id}-{attempt}"
 
 
 # -- input validation (driver, at planning) -------------------------------------------------
@@ -222,12 +203,12 @@ def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.Re
     """Produce every row in one open transaction of ``txn_id`` and flush it; return
     (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
     producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
-    cluster = Cluster(opts.bootstrap)
+    txns = TxnAdmin(opts.client_config)
     initial: list[Any] = []
 
     def on_start() -> None:
         # Our incarnation, right after InitProducerId: whoever holds the id later fenced us.
-        initial.append(cluster.describe_txn(txn_id))
+        initial.append(txns.describe_txn(txn_id))
 
     producer.on_start = on_start
     try:
@@ -236,7 +217,7 @@ def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.Re
         if producer.records == 0:
             return 0, -1, -1
         producer.flush()
-        state = cluster.describe_txn(txn_id)
+        state = txns.describe_txn(txn_id)
         first = initial[0] if initial else None
         if (
             state is None
@@ -247,13 +228,13 @@ def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.Re
             got = "unknown" if state is None else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
             raise WriteError(f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})")
         if kill_batch is not None:
-            maybe_kill("task-after-flush", kill_batch)
+            point("task-after-flush", kill_batch)
         result = (producer.records, int(state.producer_id), int(state.producer_epoch))
     except BaseException:
         producer.abort_quietly()
         raise
     finally:
-        cluster.close()
+        txns.close()
     producer.drop()
     return result
 
@@ -288,7 +269,7 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
             return OncelogCommitMessage(partition_id, attempt, n, query_id=query_id, batch_id=batch_id)
         if query_id is None or batch_id < 0:
             raise WriteError("no streaming query id / batch id in the task's local properties")
-        with DecisionStore(self.opts.bootstrap, self.opts.transactional_id_prefix, query_id, self.opts.producer_conf) as store:
+        with DecisionStore(self.opts.client_config, self.opts.transactional_id_prefix, query_id) as store:
             decided = store.decided_through()
         if decided >= batch_id:
             # A replay of a batch whose decision survived a driver crash: its transactions

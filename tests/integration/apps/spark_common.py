@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.embedded import EmbeddedBroker
-from oncelog.spark import faults
+from oncelog.testing import faults
 
 EOS_APP = str(Path(__file__).parent / "spark_eos_app.py")
 TXN_TIMEOUT_CLEANUP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}

@@ -9,7 +9,7 @@
 Both queries read with the oncelog source (read_committed: aborted orders never count) and
 write with the oncelog sink (exactly-once). Run it against any Kafka-protocol cluster:
 
-    python -m oncelog.spark.pipeline --bootstrap HOST:PORT --checkpoint DIR [--available-now]
+    python -m oncelog.demo.pipeline --bootstrap HOST:PORT --checkpoint DIR [--available-now]
     spark-submit --master local[2] examples/orders_pipeline.py --bootstrap HOST:PORT --checkpoint DIR
 
 (the data source is pure Python: no --packages / Kafka jar is needed).
@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -235,23 +238,17 @@ def start_queries(spark: SparkSession, cfg: PipelineConfig) -> list[StreamingQue
 
 
 def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name, fut in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).items():
-        try:
-            fut.result(30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"cannot create topic {name}: {exc}") from exc
+    """Create the topics (existing ones are left as they are)."""
+    with Admin(ClientConfig(bootstrap)) as admin:
+        admin.create_topics(names, partitions)
 
 
 def run(cfg: PipelineConfig, *, master: str = "local[2]", status: Callable[[str], None] | None = None) -> int:
     """Run the pipeline until it is stopped (or, with available_now, until caught up)."""
-    from oncelog.spark import faults, spark_session
+    from oncelog.spark import spark_session
+    from oncelog.testing import faults
 
-    faults.arm()
+    faults.arm()  # a no-op unless a fault test set a kill point
     spark = spark_session("oncelog-orders-pipeline", master=master)
     queries = start_queries(spark, cfg)
     seen: dict[str, int] = {}
@@ -279,7 +276,7 @@ def run(cfg: PipelineConfig, *, master: str = "local[2]", status: Callable[[str]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oncelog.spark.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m oncelog.demo.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
     ap.add_argument("--checkpoint", required=True, help="checkpoint directory (one sub-directory per query)")
     ap.add_argument("--master", default="local[2]", help="Spark master (ignored under spark-submit, which sets its own)")

@@ -3,7 +3,7 @@
 1. start a broker in a temporary directory;
 2. generate orders with a transactional producer, aborting about a fifth of the
    transactions (aborted orders must never count);
-3. run the orders pipeline (:mod:`oncelog.spark.pipeline`) as a subprocess: a real Spark
+3. run the orders pipeline (:mod:`oncelog.demo.pipeline`) as a subprocess: a real Spark
    driver on ``local[2]``;
 4. SIGKILL the driver (its whole process tree: Python, JVM, Python workers) mid-run;
 5. restart it from the same checkpoint with Trigger.AvailableNow and let it catch up;
@@ -34,8 +34,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from oncelog.spark import faults
-from oncelog.spark.pipeline import (
+from oncelog.demo.pipeline import (
     ENRICHED,
     ORDERS,
     TOTALS,
@@ -44,7 +43,8 @@ from oncelog.spark.pipeline import (
     create_topics,
     generate_orders,
 )
-from oncelog.spark.verify import (
+from oncelog.testing import faults
+from oncelog.testing.verify import (
     check_window_totals,
     compare,
     open_transactions,
@@ -107,7 +107,7 @@ class Driver:
 
     def __init__(self, bootstrap: str, checkpoint: Path, log_path: Path, *, max_offsets: int, available_now: bool) -> None:
         cmd = [
-            sys.executable, "-m", "oncelog.spark.pipeline",
+            sys.executable, "-m", "oncelog.demo.pipeline",
             "--bootstrap", bootstrap,
             "--checkpoint", str(checkpoint),
             "--max-offsets-per-trigger", str(max_offsets),
@@ -275,7 +275,7 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m oncelog.spark.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m oncelog.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", "-n", type=int, default=50_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=12_000)

@@ -8,7 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from oncelog.spark.cluster import READ_COMMITTED, READ_UNCOMMITTED, Cluster
+from oncelog.client.admin import LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,10 @@ def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed",
     (LSO for read_committed), in partition/offset order."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    with Cluster(bootstrap) as cluster:
-        n = cluster.topics().get(topic, 0)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        n = admin.topics().get(topic, 0)
         tps = [(topic, p) for p in range(n)]
-        ends = cluster.list_offsets(tps, -1, READ_COMMITTED if isolation == "read_committed" else READ_UNCOMMITTED)
+        ends = admin.list_offsets(tps, LATEST, read_committed=isolation == "read_committed")
     pending = {p for (_, p), end in ends.items() if end > 0}
     out: list[Record] = []
     if not pending:
@@ -162,12 +164,12 @@ def check_window_totals(orders: list[Record], totals: list[Record], window_ms: i
 
 
 def open_transactions(bootstrap: str, id_prefix: str) -> list[str]:
-    with Cluster(bootstrap) as cluster:
-        return [t.transactional_id for t in cluster.list_transactions(("Ongoing", "PrepareCommit", "PrepareAbort")) if t.transactional_id.startswith(id_prefix)]
+    with TxnAdmin(ClientConfig(bootstrap)) as txns:
+        return [t.transactional_id for t in txns.list_transactions(OPEN_STATES) if t.transactional_id.startswith(id_prefix)]
 
 
 def stable(bootstrap: str, topic: str) -> bool:
     """LSO == high watermark on every partition: no open transaction pins the topic."""
-    with Cluster(bootstrap) as cluster:
-        tps = [(topic, p) for p in range(cluster.topics().get(topic, 0))]
-        return cluster.list_offsets(tps, -1, READ_COMMITTED) == cluster.list_offsets(tps, -1, READ_UNCOMMITTED)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        tps = [(topic, p) for p in range(admin.topics().get(topic, 0))]
+        return admin.list_offsets(tps, LATEST, read_committed=True) == admin.list_offsets(tps, LATEST, read_committed=False)
