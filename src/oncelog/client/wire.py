@@ -23,6 +23,25 @@ from oncelog.client.security import PLAINTEXT, SecurityConfig
 _SIZE = struct.Struct(">i")
 
 
+def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
+    """A size-prefixed request frame of a kio request entity."""
+    header_schema = request.__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    header = header_schema(
+        request_api_key=request.__api_key__,
+        request_api_version=request.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    entity_writer(header_schema)(buf, header)
+    entity_writer(type(request))(buf, request)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
 class WireClient:
     """One connection to one broker (``host:port``); TLS and SASL as ``security`` says."""
 
@@ -54,21 +73,7 @@ class WireClient:
         self.close()
 
     def encode(self, request: Any, correlation_id: int) -> bytes:
-        header_schema = request.__header_schema__
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        header = header_schema(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=correlation_id,
-            client_id=self.client_id,
-        )
-        entity_writer(header_schema)(buf, header)
-        entity_writer(type(request))(buf, request)
-        data = buf.getbuffer()
-        _SIZE.pack_into(data, 0, len(data) - 4)
-        del data
-        return buf.getvalue()
+        return encode_request(request, correlation_id, self.client_id)
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
