@@ -47,7 +47,9 @@ def read_request(sock: socket.socket) -> tuple[Any, Any]:
 
 def write_response(sock: socket.socket, correlation_id: int, response: Any) -> None:
     buf = io.BytesIO()
-    entity_writer(response.__header_schema__)(buf, response.__header_schema__(correlation_id=correlation_id))
+    entity_writer(response.__header_schema__)(
+        buf, response.__header_schema__(correlation_id=correlation_id)
+    )
     entity_writer(type(response))(buf, response)
     data = buf.getvalue()
     sock.sendall(_SIZE.pack(len(data)) + data)
@@ -65,22 +67,52 @@ class SaslAuthenticator:
         header, hs = read_request(sock)
         hs_resp = load_response_schema(SASL_HANDSHAKE, 1)
         if hs.mechanism not in self.mechanisms:
-            write_response(sock, header.correlation_id, hs_resp(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=self.mechanisms))
+            write_response(
+                sock,
+                header.correlation_id,
+                hs_resp(
+                    error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=self.mechanisms
+                ),
+            )
             return False
-        write_response(sock, header.correlation_id, hs_resp(error_code=ErrorCode.none, mechanisms=self.mechanisms))
+        write_response(
+            sock,
+            header.correlation_id,
+            hs_resp(error_code=ErrorCode.none, mechanisms=self.mechanisms),
+        )
         return self._plain(sock) if hs.mechanism == "PLAIN" else self._scram(sock, hs.mechanism)
 
-    def _reply(self, sock: socket.socket, correlation_id: int, auth_bytes: bytes, error: ErrorCode = ErrorCode.none) -> None:
+    def _reply(
+        self,
+        sock: socket.socket,
+        correlation_id: int,
+        auth_bytes: bytes,
+        error: ErrorCode = ErrorCode.none,
+    ) -> None:
         resp = load_response_schema(SASL_AUTHENTICATE, 2)
         message = None if error == ErrorCode.none else "Authentication failed"
-        write_response(sock, correlation_id, resp(error_code=error, error_message=message, auth_bytes=auth_bytes, session_lifetime=datetime.timedelta(0)))
+        write_response(
+            sock,
+            correlation_id,
+            resp(
+                error_code=error,
+                error_message=message,
+                auth_bytes=auth_bytes,
+                session_lifetime=datetime.timedelta(0),
+            ),
+        )
 
     def _plain(self, sock: socket.socket) -> bool:
         header, req = read_request(sock)
         _, user, password = req.auth_bytes.split(b"\0")
         ok = self.users.get(user.decode()) == password.decode()
         self.authenticated = user.decode() if ok else None
-        self._reply(sock, header.correlation_id, b"", ErrorCode.none if ok else ErrorCode.sasl_authentication_failed)
+        self._reply(
+            sock,
+            header.correlation_id,
+            b"",
+            ErrorCode.none if ok else ErrorCode.sasl_authentication_failed,
+        )
         return ok
 
     def _scram(self, sock: socket.socket, name: str) -> bool:
@@ -117,7 +149,13 @@ class SecureProxy:
     """Listens at once (``address``); pipes to ``upstream`` (host:port), which may be set
     after construction, e.g. once a broker advertising this proxy's address started."""
 
-    def __init__(self, *, tls: ssl.SSLContext | None = None, users: dict[str, str] | None = None, mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")) -> None:
+    def __init__(
+        self,
+        *,
+        tls: ssl.SSLContext | None = None,
+        users: dict[str, str] | None = None,
+        mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    ) -> None:
         self.upstream = ""
         self.tls = tls
         self.users = users

@@ -65,16 +65,26 @@ def test_tls_end_to_end(tmp_path: Path, tls_proxy: SecureProxy, ca_file: str) ->
     """One ClientConfig serves librdkafka (AdminClient, producer) and the protocol client."""
     b = proxied_broker(tmp_path, tls_proxy)
     try:
-        cfg = ClientConfig.of(tls_proxy.address, {"security.protocol": "SSL", "ssl.ca.location": ca_file})
+        cfg = ClientConfig.of(
+            tls_proxy.address, {"security.protocol": "SSL", "ssl.ca.location": ca_file}
+        )
         with Admin(cfg) as admin, TxnAdmin(cfg) as txns:
             admin.create_topics(["secure"], 2)
             assert admin.topics()["secure"] == 2
             producer = open_transaction(cfg.librdkafka(), "secure", "tls-txn")
             state = txns.describe_txn("tls-txn")
             assert state.transaction_state == "Ongoing"
-            assert admin.list_offsets([("secure", 0)], LATEST, read_committed=True) == {("secure", 0): 0}
-            assert txns.end_txn("tls-txn", state.producer_id, state.producer_epoch, commit=True) == ErrorCode.none
-            assert txns.describe_txn("tls-txn").transaction_state in ("PrepareCommit", "CompleteCommit")
+            assert admin.list_offsets([("secure", 0)], LATEST, read_committed=True) == {
+                ("secure", 0): 0
+            }
+            assert (
+                txns.end_txn("tls-txn", state.producer_id, state.producer_epoch, commit=True)
+                == ErrorCode.none
+            )
+            assert txns.describe_txn("tls-txn").transaction_state in (
+                "PrepareCommit",
+                "CompleteCommit",
+            )
             assert [t.transactional_id for t in txns.list_transactions(("Ongoing",))] == []
             del producer
         assert tls_proxy.accepted >= 2  # librdkafka and the protocol client both came through TLS
@@ -82,20 +92,32 @@ def test_tls_end_to_end(tmp_path: Path, tls_proxy: SecureProxy, ca_file: str) ->
         b.stop()
 
 
-def test_tls_with_an_untrusted_certificate_fails_at_once(tmp_path: Path, tls_proxy: SecureProxy) -> None:
+def test_tls_with_an_untrusted_certificate_fails_at_once(
+    tmp_path: Path, tls_proxy: SecureProxy
+) -> None:
     other = trustme.CA()
     bad_ca = tmp_path / "other-ca.pem"
     other.cert_pem.write_to_path(str(bad_ca))
     tls_proxy.upstream = "127.0.0.1:1"  # never reached
-    cfg = ClientConfig.of(tls_proxy.address, {"security.protocol": "SSL", "ssl.ca.location": str(bad_ca)})
-    with TxnAdmin(cfg, policy=RetryPolicy(deadline_s=30)) as txns, pytest.raises(AuthenticationError, match="TLS handshake .* failed") as info:
+    cfg = ClientConfig.of(
+        tls_proxy.address, {"security.protocol": "SSL", "ssl.ca.location": str(bad_ca)}
+    )
+    with (
+        TxnAdmin(cfg, policy=RetryPolicy(deadline_s=30)) as txns,
+        pytest.raises(AuthenticationError, match="TLS handshake .* failed") as info,
+    ):
         txns.list_transactions()
     assert not info.value.retriable
     assert tls_proxy.accepted == 1  # not retried, and no fallback to PLAINTEXT
 
 
-@pytest.mark.parametrize(("protocol", "mechanism"), [("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_PLAINTEXT", "PLAIN")])
-def test_sasl_through_the_proxy(tmp_path: Path, ca: trustme.CA, ca_file: str, protocol: str, mechanism: str) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "mechanism"),
+    [("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_PLAINTEXT", "PLAIN")],
+)
+def test_sasl_through_the_proxy(
+    tmp_path: Path, ca: trustme.CA, ca_file: str, protocol: str, mechanism: str
+) -> None:
     ctx = None
     if protocol == "SASL_SSL":
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -105,15 +127,29 @@ def test_sasl_through_the_proxy(tmp_path: Path, ca: trustme.CA, ca_file: str, pr
         try:
             # librdkafka would be sent here too (the broker advertises the proxy) but speaks
             # ApiVersions before SASL, which this proxy does not relay: protocol client only.
-            sec = {"security.protocol": protocol, "ssl.ca.location": ca_file, "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "s3cret"}
+            sec = {
+                "security.protocol": protocol,
+                "ssl.ca.location": ca_file,
+                "sasl.mechanism": mechanism,
+                "sasl.username": "alice",
+                "sasl.password": "s3cret",
+            }
             with TxnAdmin(ClientConfig.of(proxy.address, sec)) as txns:
-                assert txns.topics() == {"__consumer_offsets": 50, "__transaction_state": 50}  # Metadata
+                assert txns.topics() == {
+                    "__consumer_offsets": 50,
+                    "__transaction_state": 50,
+                }  # Metadata
                 assert txns.describe_txn("nobody") is None  # FindCoordinator, DescribeTransactions
                 assert txns.list_transactions() == []  # ListTransactions on every node
             assert proxy.authenticated and set(proxy.authenticated) == {"alice"}
             wrong = {**sec, "sasl.password": "nope"}
             before = proxy.accepted
-            with TxnAdmin(ClientConfig.of(proxy.address, wrong), policy=RetryPolicy(deadline_s=30)) as txns, pytest.raises(AuthenticationError) as info:
+            with (
+                TxnAdmin(
+                    ClientConfig.of(proxy.address, wrong), policy=RetryPolicy(deadline_s=30)
+                ) as txns,
+                pytest.raises(AuthenticationError) as info,
+            ):
                 txns.topics()
             assert info.value.error_code == ErrorCode.sasl_authentication_failed
             assert proxy.accepted == before + 1  # refused once, not retried

@@ -29,14 +29,28 @@ FAST = RetryPolicy(deadline_s=5.0, initial_backoff_s=0.001, max_backoff_s=0.01)
 
 
 def test_retriable_codes_are_retried_until_success() -> None:
-    fn = Flaky([ClientError("x", ErrorCode.not_coordinator), ClientError("x", ErrorCode.concurrent_transactions), ConnectionResetError()])
+    fn = Flaky(
+        [
+            ClientError("x", ErrorCode.not_coordinator),
+            ClientError("x", ErrorCode.concurrent_transactions),
+            ConnectionResetError(),
+        ]
+    )
     seen: list[BaseException] = []
     assert FAST.call(fn, on_retry=seen.append) == "ok"
     assert fn.calls == 4
     assert [type(e) for e in seen] == [ClientError, ClientError, ConnectionResetError]
 
 
-@pytest.mark.parametrize("code", [ErrorCode.producer_fenced, ErrorCode.transactional_id_not_found, ErrorCode.invalid_txn_state, ErrorCode.sasl_authentication_failed])
+@pytest.mark.parametrize(
+    "code",
+    [
+        ErrorCode.producer_fenced,
+        ErrorCode.transactional_id_not_found,
+        ErrorCode.invalid_txn_state,
+        ErrorCode.sasl_authentication_failed,
+    ],
+)
 def test_fatal_codes_fail_at_once(code: ErrorCode) -> None:
     fn = Flaky([ClientError("boom", code)])
     with pytest.raises(ClientError) as info:
@@ -60,7 +74,9 @@ def test_deadline_is_honoured() -> None:
     elapsed = time.monotonic() - started
     assert 0.4 <= elapsed <= 0.6 + 0.05, elapsed  # never sleeps past the deadline
     assert 5 <= fn.calls < 50  # exponential backoff, capped at 0.1 s
-    assert info.value.error_code == ErrorCode.coordinator_load_in_progress  # the last error, as it was
+    assert (
+        info.value.error_code == ErrorCode.coordinator_load_in_progress
+    )  # the last error, as it was
 
 
 def test_connection_failures_end_as_network_exception() -> None:
@@ -72,7 +88,9 @@ def test_connection_failures_end_as_network_exception() -> None:
 
 def test_classification_reads_the_code_never_the_message() -> None:
     # The message names a retriable error; the code is fatal: the code wins.
-    fn = Flaky([ClientError("NOT_COORDINATOR COORDINATOR_LOAD_IN_PROGRESS", ErrorCode.producer_fenced)])
+    fn = Flaky(
+        [ClientError("NOT_COORDINATOR COORDINATOR_LOAD_IN_PROGRESS", ErrorCode.producer_fenced)]
+    )
     with pytest.raises(ClientError):
         FAST.call(fn)
     assert fn.calls == 1
@@ -90,13 +108,21 @@ def test_check_raises_the_code() -> None:
 
 def test_confluent_errors_are_classified_by_code() -> None:
     broker = from_kafka_error(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)), "OffsetFetch")
-    assert broker.error_code == ErrorCode.not_coordinator and broker.retriable and broker.local_code is None
+    assert (
+        broker.error_code == ErrorCode.not_coordinator
+        and broker.retriable
+        and broker.local_code is None
+    )
     assert "NOT_COORDINATOR" in str(broker)
-    exists = from_kafka_error(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "Topic 'x' already exists."), "CreateTopics")
+    exists = from_kafka_error(
+        KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "Topic 'x' already exists."), "CreateTopics"
+    )
     assert exists.error_code == ErrorCode.topic_already_exists and not exists.retriable
     assert "already exists" in str(exists)
     local = from_kafka_error(KafkaError(KafkaError._TIMED_OUT), "Metadata")
-    assert local.error_code is None and local.local_code == KafkaError._TIMED_OUT and local.retriable
+    assert (
+        local.error_code is None and local.local_code == KafkaError._TIMED_OUT and local.retriable
+    )
     unknown_local = from_kafka_error(KafkaError(KafkaError._INVALID_ARG), "ListOffsets")
     assert unknown_local.error_code is None and not unknown_local.retriable
     fatal = from_kafka_error(KafkaError(KafkaError.NOT_COORDINATOR, fatal=True), "x")

@@ -43,20 +43,60 @@ def test_librdkafka_names_any_case() -> None:
             "linger.ms": "5",
         }
     )
-    assert (cfg.protocol, cfg.tls, cfg.sasl, cfg.ca_location, cfg.check_hostname) == ("SASL_SSL", True, True, "/ca.pem", False)
-    assert (cfg.sasl_mechanism, cfg.sasl_username, cfg.sasl_password) == ("SCRAM-SHA-512", "alice", "s3cret")
-    assert SecurityConfig.from_conf({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "a", "sasl.password": "b"}).sasl_mechanism == "PLAIN"
+    assert (cfg.protocol, cfg.tls, cfg.sasl, cfg.ca_location, cfg.check_hostname) == (
+        "SASL_SSL",
+        True,
+        True,
+        "/ca.pem",
+        False,
+    )
+    assert (cfg.sasl_mechanism, cfg.sasl_username, cfg.sasl_password) == (
+        "SCRAM-SHA-512",
+        "alice",
+        "s3cret",
+    )
+    assert (
+        SecurityConfig.from_conf(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "a",
+                "sasl.password": "b",
+            }
+        ).sasl_mechanism
+        == "PLAIN"
+    )
 
 
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"security.protocol": "TLS"}, "security.protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"),
-        ({"security.protocol": "SASL_SSL", "sasl.username": "a", "sasl.password": "b"}, "sasl.mechanism must be one of"),
-        ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.username": "a", "sasl.password": "b"}, "got 'GSSAPI'"),
-        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "needs sasl.username and sasl.password"),
+        (
+            {"security.protocol": "TLS"},
+            "security.protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'",
+        ),
+        (
+            {"security.protocol": "SASL_SSL", "sasl.username": "a", "sasl.password": "b"},
+            "sasl.mechanism must be one of",
+        ),
+        (
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "GSSAPI",
+                "sasl.username": "a",
+                "sasl.password": "b",
+            },
+            "got 'GSSAPI'",
+        ),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
+            "needs sasl.username and sasl.password",
+        ),
         ({"ssl.endpoint.identification.algorithm": "dns"}, "https or none"),
-        ({"security.protocol": "SSL", "ssl.key.location": "/k.pem"}, "without ssl.certificate.location"),
+        (
+            {"security.protocol": "SSL", "ssl.key.location": "/k.pem"},
+            "without ssl.certificate.location",
+        ),
     ],
 )
 def test_bad_settings_are_one_precise_error(conf: dict[str, str], message: str) -> None:
@@ -78,13 +118,22 @@ def test_an_unknown_protocol_never_reaches_the_network() -> None:
 
 def test_missing_ca_file_is_a_config_error() -> None:
     with pytest.raises(ClientConfigError, match="cannot load the TLS settings"):
-        SecurityConfig.from_conf({"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"}).ssl_context()
+        SecurityConfig.from_conf(
+            {"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"}
+        ).ssl_context()
 
 
 def test_client_config_keeps_only_connection_settings() -> None:
-    cfg = ClientConfig.of("h:1", {"security.protocol": "SSL", "linger.ms": "5", "socket.timeout.ms": "100"})
+    cfg = ClientConfig.of(
+        "h:1", {"security.protocol": "SSL", "linger.ms": "5", "socket.timeout.ms": "100"}
+    )
     assert dict(cfg.conf) == {"security.protocol": "SSL", "socket.timeout.ms": "100"}
-    assert cfg.librdkafka(**{"group.id": "g"}) == {"security.protocol": "SSL", "socket.timeout.ms": "100", "group.id": "g", "bootstrap.servers": "h:1"}
+    assert cfg.librdkafka(**{"group.id": "g"}) == {
+        "security.protocol": "SSL",
+        "socket.timeout.ms": "100",
+        "group.id": "g",
+        "bootstrap.servers": "h:1",
+    }
 
 
 def test_spark_options_reject_bad_security_settings() -> None:
@@ -92,19 +141,40 @@ def test_spark_options_reject_bad_security_settings() -> None:
     with pytest.raises(OncelogOptionError, match="security.protocol must be one of"):
         parse_read_options({**base, "kafka.security.protocol": "bogus"}, streaming=True)
     with pytest.raises(OncelogOptionError, match="sasl.mechanism"):
-        parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.username": "u", "kafka.sasl.password": "p"})
-    opts = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.security.protocol": "SSL", "kafka.linger.ms": "7"})
-    assert opts.client_config.security.tls and dict(opts.client_config.conf) == {"security.protocol": "SSL"}
+        parse_write_options(
+            {
+                "kafka.bootstrap.servers": "h:1",
+                "topic": "t",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.username": "u",
+                "kafka.sasl.password": "p",
+            }
+        )
+    opts = parse_write_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "topic": "t",
+            "kafka.security.protocol": "SSL",
+            "kafka.linger.ms": "7",
+        }
+    )
+    assert opts.client_config.security.tls and dict(opts.client_config.conf) == {
+        "security.protocol": "SSL"
+    }
 
 
 # -- the SASL exchange, over real frames ----------------------------------------------------
 
 
 @pytest.fixture
-def sasl_pair() -> Iterator[Callable[[tuple[str, ...]], tuple[Callable[[Any], Any], SaslAuthenticator, list[bool]]]]:
+def sasl_pair() -> Iterator[
+    Callable[[tuple[str, ...]], tuple[Callable[[Any], Any], SaslAuthenticator, list[bool]]]
+]:
     socks: list[socket.socket] = []
 
-    def make(mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")) -> tuple[Callable[[Any], Any], SaslAuthenticator, list[bool]]:
+    def make(
+        mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    ) -> tuple[Callable[[Any], Any], SaslAuthenticator, list[bool]]:
         client, server = socket.socketpair()
         client.settimeout(10)
         socks.extend((client, server))
@@ -130,7 +200,14 @@ def sasl_pair() -> Iterator[Callable[[tuple[str, ...]], tuple[Callable[[Any], An
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_sasl_exchange_succeeds(sasl_pair: Any, mechanism: str) -> None:
     request, auth, result = sasl_pair()
-    security = SecurityConfig.from_conf({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "s3cret"})
+    security = SecurityConfig.from_conf(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": "alice",
+            "sasl.password": "s3cret",
+        }
+    )
     authenticate(request, mechanism_for(security))
     assert auth.authenticated == "alice"
 
@@ -141,13 +218,18 @@ def test_wrong_password_is_an_authentication_error(sasl_pair: Any, mechanism: st
     mech = Plain("alice", "wrong") if mechanism == "PLAIN" else Scram(mechanism, "alice", "wrong")
     with pytest.raises(AuthenticationError, match="authentication failed") as info:
         authenticate(request, mech)
-    assert info.value.error_code == ErrorCode.sasl_authentication_failed and not info.value.retriable
+    assert (
+        info.value.error_code == ErrorCode.sasl_authentication_failed and not info.value.retriable
+    )
     assert auth.authenticated is None
 
 
 def test_unsupported_mechanism_names_what_the_broker_offers(sasl_pair: Any) -> None:
     request, _, _ = sasl_pair(("SCRAM-SHA-512",))
-    with pytest.raises(AuthenticationError, match=r"PLAIN refused \(UNSUPPORTED_SASL_MECHANISM\); the broker offers SCRAM-SHA-512") as info:
+    with pytest.raises(
+        AuthenticationError,
+        match=r"PLAIN refused \(UNSUPPORTED_SASL_MECHANISM\); the broker offers SCRAM-SHA-512",
+    ) as info:
         authenticate(request, Plain("alice", "s3cret"))
     assert info.value.error_code == ErrorCode.unsupported_sasl_mechanism
 
@@ -159,11 +241,20 @@ def test_request_encoding() -> None:
     with a, b:
         a.sendall(encode_request(handshake_request("SCRAM-SHA-256"), 7, "cid"))
         header, body = read_request(b)
-        assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == (17, 1, 7, "cid")
+        assert (
+            header.request_api_key,
+            header.request_api_version,
+            header.correlation_id,
+            header.client_id,
+        ) == (17, 1, 7, "cid")
         assert body.mechanism == "SCRAM-SHA-256"
         a.sendall(encode_request(authenticate_request(b"\0alice\0s3cret"), 8, "cid"))
         header, body = read_request(b)
-        assert (header.request_api_key, header.request_api_version, header.correlation_id) == (36, 2, 8)
+        assert (header.request_api_key, header.request_api_version, header.correlation_id) == (
+            36,
+            2,
+            8,
+        )
         assert body.auth_bytes == b"\0alice\0s3cret"
 
 

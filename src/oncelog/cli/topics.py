@@ -14,13 +14,19 @@ from oncelog.client.errors import ClientError
 from oncelog.client.retry import RetryPolicy
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, describe and delete topics.")
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")]
+Bootstrap = Annotated[
+    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+]
 console = Console()
 TIMEOUT_S = 15.0
 
 
 def _admin(bootstrap: str) -> Admin:
-    return Admin(ClientConfig(bootstrap, {"socket.timeout.ms": "10000"}), policy=RetryPolicy(deadline_s=TIMEOUT_S), timeout=TIMEOUT_S)
+    return Admin(
+        ClientConfig(bootstrap, {"socket.timeout.ms": "10000"}),
+        policy=RetryPolicy(deadline_s=TIMEOUT_S),
+        timeout=TIMEOUT_S,
+    )
 
 
 def _fail(message: str) -> NoReturn:
@@ -43,12 +49,16 @@ def create(
     name: str,
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 1,
     replication_factor: Annotated[int, typer.Option("--replication-factor", "-r")] = 1,
-    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="key=value topic config")] = None,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="key=value topic config")
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
 ) -> None:
     """Create a topic."""
     try:
-        _admin(bootstrap).create_topics([name], partitions, replication_factor, config=_parse_configs(config), exist_ok=False)
+        _admin(bootstrap).create_topics(
+            [name], partitions, replication_factor, config=_parse_configs(config), exist_ok=False
+        )
     except ClientError as exc:
         _fail(f"cannot create topic {name!r}: {exc}")
     typer.echo(f"created topic {name} ({partitions} partitions)")

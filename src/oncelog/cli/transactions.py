@@ -16,7 +16,9 @@ from oncelog.client.retry import RetryPolicy
 from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")]
+Bootstrap = Annotated[
+    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+]
 console = Console()
 # An operator waits at most this long for an unreachable or busy cluster.
 POLICY = RetryPolicy(deadline_s=30.0)
@@ -34,14 +36,20 @@ def _fail(exc: Exception) -> NoReturn:
 @app.command("list")
 def list_(
     bootstrap: Bootstrap = "127.0.0.1:9092",
-    state: Annotated[list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")] = None,
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")
+    ] = None,
     producer_id: Annotated[list[int] | None, typer.Option("--producer-id")] = None,
-    min_duration_ms: Annotated[int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")] = -1,
+    min_duration_ms: Annotated[
+        int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")
+    ] = -1,
 ) -> None:
     """List transactional ids and their states."""
     with _admin(bootstrap) as admin:
         try:
-            rows = admin.list_transactions(tuple(state or ()), tuple(producer_id or ()), min_duration_ms)
+            rows = admin.list_transactions(
+                tuple(state or ()), tuple(producer_id or ()), min_duration_ms
+            )
         except ClientError as exc:
             _fail(exc)
     table = Table("transactional id", "producer id", "state")
@@ -78,9 +86,28 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
             rows = admin.describe_producers(topic, partition)
         except ClientError as exc:
             _fail(exc)
-    table = Table("producer id", "epoch", "last seq", "last timestamp", "coordinator epoch", "txn start offset")
+    table = Table(
+        "producer id",
+        "epoch",
+        "last seq",
+        "last timestamp",
+        "coordinator epoch",
+        "txn start offset",
+    )
     for r in rows:
-        table.add_row(*(str(x) for x in (r.producer_id, r.producer_epoch, r.last_sequence, r.last_timestamp, r.coordinator_epoch, r.current_txn_start_offset)))
+        table.add_row(
+            *(
+                str(x)
+                for x in (
+                    r.producer_id,
+                    r.producer_epoch,
+                    r.last_sequence,
+                    r.last_timestamp,
+                    r.coordinator_epoch,
+                    r.current_txn_start_offset,
+                )
+            )
+        )
     console.print(table)
 
 
@@ -88,7 +115,9 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
 def find_hanging(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     topic: Annotated[list[str] | None, typer.Option("--topic")] = None,
-    max_transaction_timeout_ms: Annotated[int, typer.Option("--max-transaction-timeout-ms")] = 900_000,
+    max_transaction_timeout_ms: Annotated[
+        int, typer.Option("--max-transaction-timeout-ms")
+    ] = 900_000,
 ) -> None:
     """Open transactions the coordinator no longer tracks: they pin the LSO."""
     with _admin(bootstrap) as admin:
@@ -101,14 +130,24 @@ def find_hanging(
         return
     table = Table("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
     for r in rows:
-        table.add_row(r.topic, str(r.partition), str(r.producer_id), str(r.producer_epoch), str(r.coordinator_epoch), str(r.current_txn_start_offset))
+        table.add_row(
+            r.topic,
+            str(r.partition),
+            str(r.producer_id),
+            str(r.producer_epoch),
+            str(r.coordinator_epoch),
+            str(r.current_txn_start_offset),
+        )
     console.print(table)
 
 
 @app.command()
 def abort(
     bootstrap: Bootstrap = "127.0.0.1:9092",
-    transactional_id: Annotated[str | None, typer.Option("--transactional-id", help="Abort by id (fences the current producer).")] = None,
+    transactional_id: Annotated[
+        str | None,
+        typer.Option("--transactional-id", help="Abort by id (fences the current producer)."),
+    ] = None,
     topic: Annotated[str | None, typer.Option("--topic")] = None,
     partition: Annotated[int | None, typer.Option("--partition")] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id")] = None,
@@ -118,7 +157,9 @@ def abort(
     """Abort a transaction by transactional id, or a hanging one by partition and producer."""
     by_partition = topic is not None or partition is not None or producer_id is not None
     if (transactional_id is None) == (not by_partition):
-        raise typer.BadParameter("give either --transactional-id, or --topic, --partition and --producer-id")
+        raise typer.BadParameter(
+            "give either --transactional-id, or --topic, --partition and --producer-id"
+        )
     with _admin(bootstrap) as admin:
         try:
             if transactional_id is not None:
@@ -127,8 +168,12 @@ def abort(
             else:
                 if topic is None or partition is None or producer_id is None:
                     raise typer.BadParameter("--topic, --partition and --producer-id go together")
-                admin.abort_partition(topic, partition, producer_id, producer_epoch, coordinator_epoch)
-                console.print(f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}")
+                admin.abort_partition(
+                    topic, partition, producer_id, producer_epoch, coordinator_epoch
+                )
+                console.print(
+                    f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}"
+                )
         except ClientError as exc:
             _fail(exc)
 
@@ -157,5 +202,12 @@ def txn_metrics(config: ClientConfig) -> dict[str, Any]:
         "live_producer_ids": len(live),
         "active_transactional_ids": len(listed),
         "ongoing_transactions": sum(1 for t in listed if t.state in OPEN_STATES),
-        "partitions": {f"{t}-{p}": {"high_watermark": hw[(t, p)], "last_stable_offset": lso[(t, p)], "lso_lag": hw[(t, p)] - lso[(t, p)]} for t, p in sorted(tps)},
+        "partitions": {
+            f"{t}-{p}": {
+                "high_watermark": hw[(t, p)],
+                "last_stable_offset": lso[(t, p)],
+                "lso_lag": hw[(t, p)] - lso[(t, p)],
+            }
+            for t, p in sorted(tps)
+        },
     }

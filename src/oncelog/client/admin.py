@@ -35,7 +35,9 @@ class TopicInfo:
 class Admin:
     """One lazily created AdminClient; cheap to create, pickle-safe."""
 
-    def __init__(self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0) -> None:
+    def __init__(
+        self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0
+    ) -> None:
         self.config = config
         self.policy = policy
         self.timeout = timeout
@@ -79,7 +81,11 @@ class Admin:
                 md = self.client.list_topics(timeout=self.timeout)
             except KafkaException as exc:
                 raise from_kafka_error(exc, "Metadata") from exc
-            return {name: TopicInfo(name, {p: pm.leader for p, pm in t.partitions.items()}) for name, t in md.topics.items() if t.error is None}
+            return {
+                name: TopicInfo(name, {p: pm.leader for p, pm in t.partitions.items()})
+                for name, t in md.topics.items()
+                if t.error is None
+            }
 
         return self.policy.call(once)
 
@@ -87,7 +93,9 @@ class Admin:
         """{topic: partition count}, freshly from Metadata."""
         return {name: info.partitions for name, info in self.describe_topics().items()}
 
-    def list_offsets(self, tps: Iterable[TopicPartition], which: str, *, read_committed: bool = True) -> Offsets:
+    def list_offsets(
+        self, tps: Iterable[TopicPartition], which: str, *, read_committed: bool = True
+    ) -> Offsets:
         """ListOffsets: ``earliest`` (log start) or ``latest`` (the last stable offset under
         read_committed, the high watermark otherwise) of each topic-partition."""
         from confluent_kafka import IsolationLevel, KafkaException
@@ -99,29 +107,52 @@ class Admin:
         if not wanted:
             return out
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
-        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        isolation = (
+            IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
 
         def once() -> Offsets:
             missing = [tp for tp in wanted if tp not in out]
-            futures = self.client.list_offsets({KTP(t, p): spec for t, p in missing}, isolation_level=isolation, request_timeout=self.timeout)
+            futures = self.client.list_offsets(
+                {KTP(t, p): spec for t, p in missing},
+                isolation_level=isolation,
+                request_timeout=self.timeout,
+            )
             errors: list[ClientError] = []
             for ktp, fut in futures.items():
                 try:
                     out[(ktp.topic, ktp.partition)] = fut.result(self.timeout).offset
                 except KafkaException as exc:
-                    errors.append(from_kafka_error(exc, f"ListOffsets of {ktp.topic}-{ktp.partition}"))
+                    errors.append(
+                        from_kafka_error(exc, f"ListOffsets of {ktp.topic}-{ktp.partition}")
+                    )
             if errors:
                 first = next((e for e in errors if not e.retriable), errors[0])
-                raise ClientError("; ".join(map(str, errors)), first.error_code, retriable=first.retriable, local_code=first.local_code)
+                raise ClientError(
+                    "; ".join(map(str, errors)),
+                    first.error_code,
+                    retriable=first.retriable,
+                    local_code=first.local_code,
+                )
             return out
 
         return self.policy.call(once)
 
     # -- topics ------------------------------------------------------------------------------
-    def create_topics(self, names: Iterable[str], partitions: int, replication_factor: int = 1, *, config: Mapping[str, str] | None = None, exist_ok: bool = True) -> None:
+    def create_topics(
+        self,
+        names: Iterable[str],
+        partitions: int,
+        replication_factor: int = 1,
+        *,
+        config: Mapping[str, str] | None = None,
+        exist_ok: bool = True,
+    ) -> None:
         from confluent_kafka.admin import NewTopic
 
-        new = [NewTopic(n, partitions, replication_factor, config=dict(config or {})) for n in names]
+        new = [
+            NewTopic(n, partitions, replication_factor, config=dict(config or {})) for n in names
+        ]
         for name, fut in self.client.create_topics(new, operation_timeout=self.timeout).items():
             try:
                 self._result(fut, f"CreateTopics {name!r}")
@@ -139,7 +170,9 @@ class Admin:
         if have == 0:
             self.create_topics([topic], partitions)
             return
-        fut = self.client.create_partitions([NewPartitions(topic, partitions)], operation_timeout=self.timeout)[topic]
+        fut = self.client.create_partitions(
+            [NewPartitions(topic, partitions)], operation_timeout=self.timeout
+        )[topic]
         try:
             self._result(fut, f"CreatePartitions {topic!r}")
         except ClientError as exc:
@@ -147,11 +180,16 @@ class Admin:
                 raise
 
     def delete_topic(self, name: str) -> None:
-        self._result(self.client.delete_topics([name], operation_timeout=self.timeout)[name], f"DeleteTopics {name!r}")
+        self._result(
+            self.client.delete_topics([name], operation_timeout=self.timeout)[name],
+            f"DeleteTopics {name!r}",
+        )
 
     def topic_config_overrides(self, name: str) -> dict[str, str]:
         from confluent_kafka.admin import ConfigResource
 
         res = ConfigResource("topic", name)
-        configs = self._result(self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}")
+        configs = self._result(
+            self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
+        )
         return {k: v.value for k, v in configs.items() if not v.is_default}

@@ -9,7 +9,19 @@ from typing import Any
 
 from oncelog.client.security import SecurityConfig
 
-_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "client.", "broker.", "api.version", "reconnect.", "metadata.", "enable.ssl", "enable.sasl")
+_CONNECTION_PREFIXES = (
+    "security.",
+    "sasl.",
+    "ssl.",
+    "socket.",
+    "client.",
+    "broker.",
+    "api.version",
+    "reconnect.",
+    "metadata.",
+    "enable.ssl",
+    "enable.sasl",
+)
 
 
 def connection_conf(conf: Mapping[str, str]) -> dict[str, str]:

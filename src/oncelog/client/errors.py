@@ -36,12 +36,21 @@ class ClientError(RuntimeError):
     """A failed call to the cluster. ``error_code`` is the Kafka error code when the broker
     (or librdkafka, for its local codes: ``local_code``) gave one."""
 
-    def __init__(self, message: str, error_code: ErrorCode | None = None, *, retriable: bool | None = None, local_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        error_code: ErrorCode | None = None,
+        *,
+        retriable: bool | None = None,
+        local_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.local_code = local_code
         if retriable is None:
-            retriable = error_code.retriable if error_code is not None else local_code in _LOCAL_RETRIABLE
+            retriable = (
+                error_code.retriable if error_code is not None else local_code in _LOCAL_RETRIABLE
+            )
         self.retriable = retriable
 
 
@@ -78,4 +87,9 @@ def from_kafka_error(err: Any, what: str) -> ClientError:
     kafka_code = error_code(code) if code >= 0 else None
     name = kafka_code.name.upper() if kafka_code is not None else err.name()
     retriable = None if not err.fatal() else False
-    return ClientError(f"{what}: {name} ({err.str()})", kafka_code, retriable=retriable, local_code=None if code >= 0 else code)
+    return ClientError(
+        f"{what}: {name} ({err.str()})",
+        kafka_code,
+        retriable=retriable,
+        local_code=None if code >= 0 else code,
+    )

@@ -59,7 +59,9 @@ class ProtocolClient:
     """Connections per broker, found through Metadata from any bootstrap server; connects
     lazily, and ``close()`` drops every connection (the next call reconnects)."""
 
-    def __init__(self, config: ClientConfig, *, timeout: float = 30.0, client_id: str = "oncelog-admin") -> None:
+    def __init__(
+        self, config: ClientConfig, *, timeout: float = 30.0, client_id: str = "oncelog-admin"
+    ) -> None:
         self.config = config
         self.security = config.security
         self.timeout = timeout
@@ -90,7 +92,9 @@ class ProtocolClient:
     def _connect(self, address: str) -> WireClient:
         conn = self._conns.get(address)
         if conn is None:
-            conn = WireClient(address, timeout=self.timeout, client_id=self.client_id, security=self.security)
+            conn = WireClient(
+                address, timeout=self.timeout, client_id=self.client_id, security=self.security
+            )
             self._conns[address] = conn
         return conn
 
@@ -106,11 +110,19 @@ class ProtocolClient:
                 raise
             except OSError as exc:
                 errors.append(f"{server}: {exc}")
-        raise ClientError(f"cannot reach any bootstrap server ({'; '.join(errors)})", ErrorCode.network_exception)
+        raise ClientError(
+            f"cannot reach any bootstrap server ({'; '.join(errors)})", ErrorCode.network_exception
+        )
 
     def refresh(self) -> dict[str, int]:
         """Metadata of every topic: {topic: partition count}, and the partition leaders."""
-        resp = self.bootstrap().request(md.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        resp = self.bootstrap().request(
+            md.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
         self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
         self.topics = {}
         self._leaders = {}
@@ -125,7 +137,9 @@ class ProtocolClient:
         if node_id not in self._nodes:
             self.refresh()
         if node_id not in self._nodes:
-            raise ClientError(f"broker {node_id} is not in the cluster metadata", ErrorCode.broker_not_available)
+            raise ClientError(
+                f"broker {node_id} is not in the cluster metadata", ErrorCode.broker_not_available
+            )
         return self._connect(self._nodes[node_id])
 
     def nodes(self) -> list[WireClient]:
@@ -138,13 +152,17 @@ class ProtocolClient:
             self.refresh()
         node = self._leaders.get((topic, partition))
         if node is None:
-            raise ClientError(f"unknown topic-partition {topic}-{partition}", ErrorCode.unknown_topic_or_partition)
+            raise ClientError(
+                f"unknown topic-partition {topic}-{partition}", ErrorCode.unknown_topic_or_partition
+            )
         return self.node(node)
 
     def find_coordinators(self, transactional_ids: Iterable[str]) -> dict[str, int | ErrorCode]:
         """FindCoordinator v4 (many keys at once): node id, or the error code, per id."""
         keys = tuple(sorted(set(transactional_ids)))
-        resp = self.bootstrap().request(fc.FindCoordinatorRequest(key_type=KEY_TYPE_TXN, coordinator_keys=keys))
+        resp = self.bootstrap().request(
+            fc.FindCoordinatorRequest(key_type=KEY_TYPE_TXN, coordinator_keys=keys)
+        )
         out: dict[str, int | ErrorCode] = {}
         for c in resp.coordinators:
             if c.error_code == ErrorCode.none:
@@ -157,21 +175,37 @@ class ProtocolClient:
     def coordinator(self, transactional_id: str) -> WireClient:
         found = self.find_coordinators([transactional_id])[transactional_id]
         if isinstance(found, ErrorCode):
-            raise ClientError(f"no coordinator for {transactional_id!r}: {found.name.upper()}", found)
+            raise ClientError(
+                f"no coordinator for {transactional_id!r}: {found.name.upper()}", found
+            )
         return self.node(found)
 
     # -- transactions of other producers (KIP-98) ----------------------------------------
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
         """EndTxn on the producer's behalf; the broker's error code, as is."""
-        request = et.EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, committed=commit)
+        request = et.EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=commit,
+        )
         code: ErrorCode = self.coordinator(transactional_id).request(request).error_code
         return code
 
-    def init_producer_id(self, transactional_id: str, transaction_timeout: datetime.timedelta) -> tuple[int, int]:
+    def init_producer_id(
+        self, transactional_id: str, transaction_timeout: datetime.timedelta
+    ) -> tuple[int, int]:
         """InitProducerId as a new instance of the producer would: bumps the epoch (fencing
         the current one) and aborts an ongoing transaction."""
         resp = self.coordinator(transactional_id).request(
-            ip.InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=transaction_timeout, producer_id=-1, producer_epoch=-1)
+            ip.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=transaction_timeout,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         )
         check(resp.error_code, f"InitProducerId of {transactional_id!r}")
         return int(resp.producer_id), int(resp.producer_epoch)
@@ -187,29 +221,69 @@ class ProtocolClient:
             else:
                 by_node.setdefault(found, []).append(tid)
         for node, ids in by_node.items():
-            reply = self.node(node).request(dt.DescribeTransactionsRequest(transactional_ids=tuple(ids)))
+            reply = self.node(node).request(
+                dt.DescribeTransactionsRequest(transactional_ids=tuple(ids))
+            )
             for state in reply.transaction_states:
-                out[state.transactional_id] = state if state.error_code == ErrorCode.none else state.error_code
+                out[state.transactional_id] = (
+                    state if state.error_code == ErrorCode.none else state.error_code
+                )
         return out
 
-    def list_transactions(self, states: tuple[str, ...] = (), producer_ids: tuple[int, ...] = (), min_duration_ms: int = -1) -> list[TxnListing]:
+    def list_transactions(
+        self,
+        states: tuple[str, ...] = (),
+        producer_ids: tuple[int, ...] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TxnListing]:
         out: list[TxnListing] = []
         for c in self.nodes():
-            resp = c.request(lt.ListTransactionsRequest(state_filters=states, producer_id_filters=producer_ids, duration_filter=min_duration_ms))
+            resp = c.request(
+                lt.ListTransactionsRequest(
+                    state_filters=states,
+                    producer_id_filters=producer_ids,
+                    duration_filter=min_duration_ms,
+                )
+            )
             check(resp.error_code, "ListTransactions")
-            out += [TxnListing(s.transactional_id, s.producer_id, s.transaction_state) for s in resp.transaction_states]
+            out += [
+                TxnListing(s.transactional_id, s.producer_id, s.transaction_state)
+                for s in resp.transaction_states
+            ]
         return sorted(out, key=lambda x: x.transactional_id)
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerInfo]:
-        resp = self.leader(topic, partition).request(dp.DescribeProducersRequest(topics=(dp.TopicRequest(name=topic, partition_indexes=(partition,)),)))
+        resp = self.leader(topic, partition).request(
+            dp.DescribeProducersRequest(
+                topics=(dp.TopicRequest(name=topic, partition_indexes=(partition,)),)
+            )
+        )
         p = resp.topics[0].partitions[0]
         check(p.error_code, f"DescribeProducers of {topic}-{partition}")
         return [
-            ProducerInfo(topic, partition, s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch, s.current_txn_start_offset)
+            ProducerInfo(
+                topic,
+                partition,
+                s.producer_id,
+                s.producer_epoch,
+                s.last_sequence,
+                s.last_timestamp,
+                s.coordinator_epoch,
+                s.current_txn_start_offset,
+            )
             for s in p.active_producers
         ]
 
-    def write_txn_markers(self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, *, commit: bool) -> None:
+    def write_txn_markers(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        commit: bool,
+    ) -> None:
         marker = wm.WritableTxnMarker(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -218,4 +292,7 @@ class ProtocolClient:
             coordinator_epoch=coordinator_epoch,
         )
         resp = self.leader(topic, partition).request(wm.WriteTxnMarkersRequest(markers=(marker,)))
-        check(resp.markers[0].topics[0].partitions[0].error_code, f"{'COMMIT' if commit else 'ABORT'} marker for {topic}-{partition}")
+        check(
+            resp.markers[0].topics[0].partitions[0].error_code,
+            f"{'COMMIT' if commit else 'ABORT'} marker for {topic}-{partition}",
+        )

@@ -33,7 +33,9 @@ class RetryPolicy:
     initial_backoff_s: float = 0.05
     max_backoff_s: float = 1.0
 
-    def call(self, fn: Callable[[], T], *, on_retry: Callable[[BaseException], None] | None = None) -> T:
+    def call(
+        self, fn: Callable[[], T], *, on_retry: Callable[[BaseException], None] | None = None
+    ) -> T:
         """fn() until it returns, a non-retriable error, or the deadline. ``on_retry`` runs
         before each new attempt with the error (e.g. to drop a broken connection)."""
 
@@ -46,14 +48,18 @@ class RetryPolicy:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_retriable),
             stop=tenacity.stop_before_delay(self.deadline_s),
-            wait=tenacity.wait_exponential(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
+            wait=tenacity.wait_exponential(
+                multiplier=self.initial_backoff_s, max=self.max_backoff_s
+            ),
             before_sleep=before_sleep,
             reraise=True,
         )
         try:
             return retrying(fn)
         except OSError as exc:
-            raise ClientError(f"cannot reach the cluster: {exc}", ErrorCode.network_exception) from exc
+            raise ClientError(
+                f"cannot reach the cluster: {exc}", ErrorCode.network_exception
+            ) from exc
 
 
 DEFAULT_POLICY = RetryPolicy()

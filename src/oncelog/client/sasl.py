@@ -44,7 +44,9 @@ class Plain:
 class Scram:
     """RFC 5802 / 7677 (SCRAM-SHA-256, SCRAM-SHA-512), no channel binding, as Kafka does."""
 
-    def __init__(self, name: str, username: str, password: str, *, nonce: str | None = None) -> None:
+    def __init__(
+        self, name: str, username: str, password: str, *, nonce: str | None = None
+    ) -> None:
         from scramp import ScramClient
 
         self.name = name

@@ -50,10 +50,14 @@ class SecurityConfig:
         get = {str(k).lower(): str(v) for k, v in conf.items() if v is not None}.get
         protocol = get("security.protocol", "PLAINTEXT").strip().upper()
         if protocol not in PROTOCOLS:
-            raise ClientConfigError(f"security.protocol must be one of {', '.join(PROTOCOLS)}, got {get('security.protocol')!r}")
+            raise ClientConfigError(
+                f"security.protocol must be one of {', '.join(PROTOCOLS)}, got {get('security.protocol')!r}"
+            )
         algorithm = get("ssl.endpoint.identification.algorithm", "https").strip().lower()
         if algorithm not in ("https", "none"):
-            raise ClientConfigError(f"ssl.endpoint.identification.algorithm must be https or none, got {algorithm!r}")
+            raise ClientConfigError(
+                f"ssl.endpoint.identification.algorithm must be https or none, got {algorithm!r}"
+            )
         mechanism = get("sasl.mechanism") or get("sasl.mechanisms")
         cfg = cls(
             protocol=protocol,
@@ -69,9 +73,13 @@ class SecurityConfig:
         if cfg.sasl:
             # None would be librdkafka's default, GSSAPI, which this client does not speak.
             if cfg.sasl_mechanism not in MECHANISMS:
-                raise ClientConfigError(f"sasl.mechanism must be one of {', '.join(MECHANISMS)}, got {cfg.sasl_mechanism!r}")
+                raise ClientConfigError(
+                    f"sasl.mechanism must be one of {', '.join(MECHANISMS)}, got {cfg.sasl_mechanism!r}"
+                )
             if cfg.sasl_username is None or cfg.sasl_password is None:
-                raise ClientConfigError(f"security.protocol={protocol} needs sasl.username and sasl.password")
+                raise ClientConfigError(
+                    f"security.protocol={protocol} needs sasl.username and sasl.password"
+                )
         if cfg.certificate_location is None and cfg.key_location is not None:
             raise ClientConfigError("ssl.key.location is set without ssl.certificate.location")
         return cfg
@@ -83,7 +91,9 @@ class SecurityConfig:
             if self.certificate_location is not None:
                 ctx.load_cert_chain(self.certificate_location, self.key_location, self.key_password)
         except (OSError, ssl.SSLError) as exc:
-            raise ClientConfigError(f"cannot load the TLS settings (ssl.ca.location / ssl.certificate.location / ssl.key.location): {exc}") from exc
+            raise ClientConfigError(
+                f"cannot load the TLS settings (ssl.ca.location / ssl.certificate.location / ssl.key.location): {exc}"
+            ) from exc
         ctx.check_hostname = self.check_hostname
         return ctx
 

@@ -25,7 +25,9 @@ OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 class TxnAdmin:
     """Cheap to create, connects lazily, pickle-safe."""
 
-    def __init__(self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0) -> None:
+    def __init__(
+        self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0
+    ) -> None:
         self.config = config
         self.policy = policy
         self.protocol = ProtocolClient(config, timeout=timeout)
@@ -41,10 +43,15 @@ class TxnAdmin:
 
     def _call(self, fn: Callable[[ProtocolClient], T]) -> T:
         # A broken connection is dropped before the next attempt, which reconnects.
-        return self.policy.call(lambda: fn(self.protocol), on_retry=lambda exc: self.protocol.close() if isinstance(exc, OSError) else None)
+        return self.policy.call(
+            lambda: fn(self.protocol),
+            on_retry=lambda exc: self.protocol.close() if isinstance(exc, OSError) else None,
+        )
 
     # -- completing and fencing --------------------------------------------------------
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
         """EndTxn for someone else's transaction. Retriable codes are retried within the
         policy's deadline; the final code (NONE, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
         INVALID_TXN_STATE, ...) is returned for the caller to judge."""
@@ -62,7 +69,10 @@ class TxnAdmin:
         producer instance would. Returns the new (producer_id, epoch)."""
         state = self.describe_txn(transactional_id)
         if state is None:
-            raise ClientError(f"cannot abort {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND", ErrorCode.transactional_id_not_found)
+            raise ClientError(
+                f"cannot abort {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND",
+                ErrorCode.transactional_id_not_found,
+            )
         return self._call(lambda p: p.init_producer_id(transactional_id, state.transaction_timeout))
 
     # -- describing ----------------------------------------------------------------------
@@ -87,7 +97,10 @@ class TxnAdmin:
                     raise ClientError(f"cannot describe {tid!r}: {state.name.upper()}", state)
                 pending.discard(tid)
             if pending:
-                raise ClientError(f"cannot describe transactions {sorted(pending)}: {retry[0].name.upper()}", retry[0])
+                raise ClientError(
+                    f"cannot describe transactions {sorted(pending)}: {retry[0].name.upper()}",
+                    retry[0],
+                )
             return out
 
         return self._call(once) if pending else out
@@ -96,7 +109,12 @@ class TxnAdmin:
         """The DescribeTransactions state of one id, None if the coordinator does not know it."""
         return self.describe_many([transactional_id])[transactional_id]
 
-    def list_transactions(self, states: tuple[str, ...] = (), producer_ids: tuple[int, ...] = (), min_duration_ms: int = -1) -> list[TxnListing]:
+    def list_transactions(
+        self,
+        states: tuple[str, ...] = (),
+        producer_ids: tuple[int, ...] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TxnListing]:
         return self._call(lambda p: p.list_transactions(states, producer_ids, min_duration_ms))
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerInfo]:
@@ -106,7 +124,9 @@ class TxnAdmin:
         return self._call(lambda p: p.refresh())
 
     # -- hanging transactions (KIP-664) --------------------------------------------------------
-    def find_hanging(self, topics: list[str] | None = None, max_timeout_ms: int = 900_000) -> list[ProducerInfo]:
+    def find_hanging(
+        self, topics: list[str] | None = None, max_timeout_ms: int = 900_000
+    ) -> list[ProducerInfo]:
         """Open transactions in partitions that the coordinator no longer tracks as open for
         that producer, and older than the maximum transaction timeout (Kafka's
         kafka-transactions.sh find-hanging)."""
@@ -125,13 +145,32 @@ class TxnAdmin:
         ongoing = {t.producer_id for t in listed if t.state in OPEN_STATES}
         return [c for c in candidates if c.producer_id not in ongoing]
 
-    def abort_partition(self, topic: str, partition: int, producer_id: int, producer_epoch: int | None = None, coordinator_epoch: int | None = None) -> None:
+    def abort_partition(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
         """Write an ABORT marker for a hanging transaction (WriteTxnMarkers)."""
         if producer_epoch is None or coordinator_epoch is None:
-            match = [p for p in self.describe_producers(topic, partition) if p.producer_id == producer_id]
+            match = [
+                p for p in self.describe_producers(topic, partition) if p.producer_id == producer_id
+            ]
             if not match:
-                raise ClientError(f"producer {producer_id} has no state in {topic}-{partition}", retriable=False)
+                raise ClientError(
+                    f"producer {producer_id} has no state in {topic}-{partition}", retriable=False
+                )
             producer_epoch = match[0].producer_epoch if producer_epoch is None else producer_epoch
-            coordinator_epoch = max(match[0].coordinator_epoch, 0) if coordinator_epoch is None else coordinator_epoch
+            coordinator_epoch = (
+                max(match[0].coordinator_epoch, 0)
+                if coordinator_epoch is None
+                else coordinator_epoch
+            )
         epochs = (producer_epoch, coordinator_epoch)
-        self._call(lambda p: p.write_txn_markers(topic, partition, producer_id, epochs[0], epochs[1], commit=False))
+        self._call(
+            lambda p: p.write_txn_markers(
+                topic, partition, producer_id, epochs[0], epochs[1], commit=False
+            )
+        )

@@ -45,7 +45,14 @@ def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
 class WireClient:
     """One connection to one broker (``host:port``); TLS and SASL as ``security`` says."""
 
-    def __init__(self, address: str, *, client_id: str = "oncelog-wire", timeout: float = 30.0, security: SecurityConfig = PLAINTEXT) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        client_id: str = "oncelog-wire",
+        timeout: float = 30.0,
+        security: SecurityConfig = PLAINTEXT,
+    ) -> None:
         host, _, port = address.rpartition(":")
         self.client_id = client_id
         self._correlation = itertools.count(1)
@@ -55,7 +62,9 @@ class WireClient:
                 try:
                     sock = security.ssl_context().wrap_socket(sock, server_hostname=host)
                 except ssl.SSLCertVerificationError as exc:
-                    raise AuthenticationError(f"TLS handshake with {address} failed: {exc.verify_message}") from exc
+                    raise AuthenticationError(
+                        f"TLS handshake with {address} failed: {exc.verify_message}"
+                    ) from exc
             self.sock = sock
             if security.sasl:
                 authenticate(self.request, mechanism_for(security))
@@ -96,10 +105,14 @@ class WireClient:
         """Send a kio request entity and return the decoded response entity."""
         correlation_id = next(self._correlation)
         self.send_raw(self.encode(request, correlation_id))
-        return self.decode_response(request.__api_key__, request.__version__, self.recv_frame(), correlation_id)
+        return self.decode_response(
+            request.__api_key__, request.__version__, self.recv_frame(), correlation_id
+        )
 
     @staticmethod
-    def decode_response(api_key: int, version: int, frame: bytes, correlation_id: int | None = None) -> Any:
+    def decode_response(
+        api_key: int, version: int, frame: bytes, correlation_id: int | None = None
+    ) -> Any:
         schema = load_response_schema(api_key, version)
         header, pos = entity_reader(schema.__header_schema__)(frame, 0)
         if correlation_id is not None and header.correlation_id != correlation_id:

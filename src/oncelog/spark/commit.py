@@ -102,7 +102,11 @@ def is_committed(state: Any, pid: int, epoch: int) -> bool:
 
 
 def is_open(state: Any, pid: int, epoch: int) -> bool:
-    return state is not None and state.transaction_state == "Ongoing" and (state.producer_id, state.producer_epoch) == (pid, epoch)
+    return (
+        state is not None
+        and state.transaction_state == "Ongoing"
+        and (state.producer_id, state.producer_epoch) == (pid, epoch)
+    )
 
 
 def _remaining(state: Any) -> datetime.timedelta:
@@ -115,11 +119,15 @@ def _remaining(state: Any) -> datetime.timedelta:
 def _describe_state(state: Any) -> str:
     if state is None:
         return "unknown to the coordinator"
-    return f"{state.transaction_state} (producer id {state.producer_id}, epoch {state.producer_epoch})"
+    return (
+        f"{state.transaction_state} (producer id {state.producer_id}, epoch {state.producer_epoch})"
+    )
 
 
 class BatchCommitter:
-    def __init__(self, opts: WriteOptions, query_id: str, batch_id: int, txns: TxnAdmin, store: DecisionStore) -> None:
+    def __init__(
+        self, opts: WriteOptions, query_id: str, batch_id: int, txns: TxnAdmin, store: DecisionStore
+    ) -> None:
         self.opts = opts
         self.prefix = opts.transactional_id_prefix
         self.query_id = query_id
@@ -147,7 +155,9 @@ class BatchCommitter:
             if not is_open(st, e[2], e[3]):
                 bad.append(f"{self.tid(e)}: {_describe_state(st)}")
             elif _remaining(st) < self.margin:
-                bad.append(f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout")
+                bad.append(
+                    f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout"
+                )
         if bad:
             self.abort_entries(entries)
             raise TransactionsTimedOut(
@@ -169,7 +179,11 @@ class BatchCommitter:
         if not decision.entries:
             return
         states = self.txns.describe_many(self.tid(e) for e in decision.entries)
-        if all(is_open(states.get(self.tid(e)), e[2], e[3]) or is_committed(states.get(self.tid(e)), e[2], e[3]) for e in decision.entries):
+        if all(
+            is_open(states.get(self.tid(e)), e[2], e[3])
+            or is_committed(states.get(self.tid(e)), e[2], e[3])
+            for e in decision.entries
+        ):
             return
         self.salvage(decision, states)
 
@@ -180,17 +194,28 @@ class BatchCommitter:
             if code != ErrorCode.none:
                 state = self.txns.describe_txn(tid)
                 if not is_committed(state, e[2], e[3]):
-                    log.error("EndTxn(commit) of %s failed with %s; the transaction is %s", tid, code.name, _describe_state(state))
-                    self.salvage(decision, self.txns.describe_many(self.tid(x) for x in decision.entries))
+                    log.error(
+                        "EndTxn(commit) of %s failed with %s; the transaction is %s",
+                        tid,
+                        code.name,
+                        _describe_state(state),
+                    )
+                    self.salvage(
+                        decision, self.txns.describe_many(self.tid(x) for x in decision.entries)
+                    )
             if i == 0:
                 point("commit-mid-endtxn", self.batch_id)
 
     def salvage(self, decision: Decision, states: dict[str, Any]) -> None:
         """Some decided transactions were aborted by the coordinator. Never returns."""
-        committed = [e for e in decision.entries if is_committed(states.get(self.tid(e)), e[2], e[3])]
+        committed = [
+            e for e in decision.entries if is_committed(states.get(self.tid(e)), e[2], e[3])
+        ]
         live = [e for e in decision.entries if is_open(states.get(self.tid(e)), e[2], e[3])]
         lost = [e for e in decision.entries if e not in committed and e not in live]
-        lost_text = ", ".join(f"{self.tid(e)} ({_describe_state(states.get(self.tid(e)))})" for e in lost)
+        lost_text = ", ".join(
+            f"{self.tid(e)} ({_describe_state(states.get(self.tid(e)))})" for e in lost
+        )
         timeout = self.opts.transaction_timeout_ms
         if not committed:
             self.abort_entries(live)
@@ -229,12 +254,17 @@ def cleanup_leftovers(txns: TxnAdmin, id_prefix: str, keep: set[str]) -> list[st
     return aborted
 
 
-def commit_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+def commit_batch(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
+) -> None:
     msgs = [m for m in messages if m is not None]
     if not msgs:
         return
     query_id = _query_id(msgs)
-    with TxnAdmin(opts.client_config) as txns, DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store:
+    with (
+        TxnAdmin(opts.client_config) as txns,
+        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+    ):
         c = BatchCommitter(opts, query_id, batch_id, txns, store)
         try:
             decision = store.read(batch_id)
@@ -247,26 +277,42 @@ def commit_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | N
                 raise DecisionError(
                     f"tasks {skipped} of batch {batch_id} found it decided, but the decision store has no decision for it"
                 )
-            entries = [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id]
+            entries = [
+                (m.partition_id, m.attempt, m.producer_id, m.producer_epoch)
+                for m in msgs
+                if m.transactional_id
+            ]
             point("commit-before-decision", batch_id)
             c.check_prepared(entries)
             decision = store.write(batch_id, entries)
             point("commit-after-decision", batch_id)
         else:
-            log.warning("batch %d was decided before a restart: rolling its %d transaction(s) forward", batch_id, len(decision.entries))
+            log.warning(
+                "batch %d was decided before a restart: rolling its %d transaction(s) forward",
+                batch_id,
+                len(decision.entries),
+            )
             c.roll_forward_check(decision)
         c.complete(decision)
         point("commit-after-endtxn", batch_id)
         c.cleanup({c.tid(e) for e in decision.entries})
 
 
-def abort_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+def abort_batch(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
+) -> None:
     msgs = [m for m in messages if m is not None]
     if not msgs:
-        log.warning("batch %d aborted with no commit message: its transactions are cleaned up by the next commit", batch_id)
+        log.warning(
+            "batch %d aborted with no commit message: its transactions are cleaned up by the next commit",
+            batch_id,
+        )
         return
     query_id = _query_id(msgs)
-    with TxnAdmin(opts.client_config) as txns, DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store:
+    with (
+        TxnAdmin(opts.client_config) as txns,
+        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+    ):
         c = BatchCommitter(opts, query_id, batch_id, txns, store)
         try:
             decision = store.read(batch_id)
@@ -275,33 +321,55 @@ def abort_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | No
         if decision is not None:
             # Decided: its transactions must survive to be rolled forward when the batch is
             # replayed; only leftovers outside the decision go.
-            log.warning("batch %d is decided; its transactions stay prepared for the replay", batch_id)
+            log.warning(
+                "batch %d is decided; its transactions stay prepared for the replay", batch_id
+            )
             c.cleanup({c.tid(e) for e in decision.entries})
             return
-        c.abort_entries([(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id])
+        c.abort_entries(
+            [
+                (m.partition_id, m.attempt, m.producer_id, m.producer_epoch)
+                for m in msgs
+                if m.transactional_id
+            ]
+        )
         c.cleanup(set())
 
 
 # -- batch (non-streaming) writes -------------------------------------------------------------
 
 
-def commit_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
+def commit_job(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str
+) -> None:
     msgs = [m for m in messages if m is not None and m.transactional_id]
     with TxnAdmin(opts.client_config) as txns:
         states = txns.describe_many(m.transactional_id for m in msgs if m.transactional_id)
-        stale = [m.transactional_id for m in msgs if not is_open(states.get(m.transactional_id or ""), m.producer_id, m.producer_epoch)]
+        stale = [
+            m.transactional_id
+            for m in msgs
+            if not is_open(states.get(m.transactional_id or ""), m.producer_id, m.producer_epoch)
+        ]
         if stale:
             abort_job(opts, messages, id_prefix)
-            raise SinkError(f"write job not committed: task transactions {stale} are no longer open (timed out or fenced); nothing was written")
+            raise SinkError(
+                f"write job not committed: task transactions {stale} are no longer open (timed out or fenced); nothing was written"
+            )
         for m in msgs:
             assert m.transactional_id is not None
             code = txns.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
-            if code != ErrorCode.none and not is_committed(txns.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch):
-                raise SinkError(f"commit of task transaction {m.transactional_id} failed: {code.name}; the job's output is partial")
+            if code != ErrorCode.none and not is_committed(
+                txns.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch
+            ):
+                raise SinkError(
+                    f"commit of task transaction {m.transactional_id} failed: {code.name}; the job's output is partial"
+                )
         cleanup_leftovers(txns, id_prefix, {m.transactional_id for m in msgs if m.transactional_id})
 
 
-def abort_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
+def abort_job(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str
+) -> None:
     with TxnAdmin(opts.client_config) as txns:
         for m in messages:
             if m is not None and m.transactional_id:

@@ -57,7 +57,9 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def encode_chunks(batch_id: int, entries: Sequence[Entry], max_bytes: int = MAX_METADATA_BYTES) -> list[str]:
+def encode_chunks(
+    batch_id: int, entries: Sequence[Entry], max_bytes: int = MAX_METADATA_BYTES
+) -> list[str]:
     """Split a decision into metadata strings of < max_bytes each (chunk 0 holds "n")."""
     items = [list(map(int, e)) for e in sorted(entries)]
     chunks: list[list[list[int]]] = [[]]
@@ -101,16 +103,24 @@ def decode_chunks(batch_id: int, chunks: Sequence[str]) -> Decision:
         try:
             body = json.loads(text)
         except (TypeError, json.JSONDecodeError) as exc:
-            raise DecisionError(f"decision chunk {j} of batch {batch_id} is not JSON: {text!r}") from exc
+            raise DecisionError(
+                f"decision chunk {j} of batch {batch_id} is not JSON: {text!r}"
+            ) from exc
         if body.get("b") != batch_id:
-            raise DecisionError(f"decision chunk {j} belongs to batch {body.get('b')}, expected {batch_id}")
+            raise DecisionError(
+                f"decision chunk {j} belongs to batch {body.get('b')}, expected {batch_id}"
+            )
         if j == 0:
             n = body["n"]
         elif body.get("j") != j:
-            raise DecisionError(f"decision chunk {j} of batch {batch_id} is labelled {body.get('j')}")
+            raise DecisionError(
+                f"decision chunk {j} of batch {batch_id} is labelled {body.get('j')}"
+            )
         entries += [tuple(int(x) for x in e) for e in body["t"]]  # type: ignore[misc]
     if n != len(chunks):
-        raise DecisionError(f"decision of batch {batch_id} has {len(chunks)} chunks, chunk 0 says {n}")
+        raise DecisionError(
+            f"decision of batch {batch_id} has {len(chunks)} chunks, chunk 0 says {n}"
+        )
     return Decision(batch_id, tuple(entries))
 
 
@@ -118,7 +128,15 @@ class DecisionStore:
     """The decision group of one streaming query, read and written with confluent-kafka
     (OffsetCommit / OffsetFetch of a group that never joins: no subscription, no members)."""
 
-    def __init__(self, config: ClientConfig, prefix: str, query_id: str, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        prefix: str,
+        query_id: str,
+        *,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        timeout: float = 30.0,
+    ) -> None:
         self.config = config
         self.group = decision_group(prefix, query_id)
         self.policy = policy
@@ -157,12 +175,16 @@ class DecisionStore:
 
         def once() -> list[Any]:
             try:
-                tps = self._client().committed([TopicPartition(DECISIONS_TOPIC, p) for p in partitions], timeout=self.timeout)
+                tps = self._client().committed(
+                    [TopicPartition(DECISIONS_TOPIC, p) for p in partitions], timeout=self.timeout
+                )
             except KafkaException as exc:
                 raise from_kafka_error(exc, "OffsetFetch") from exc
             for tp in tps:
                 if tp.error is not None and tp.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise from_kafka_error(tp.error, f"OffsetFetch of {DECISIONS_TOPIC}-{tp.partition}")
+                    raise from_kafka_error(
+                        tp.error, f"OffsetFetch of {DECISIONS_TOPIC}-{tp.partition}"
+                    )
             return list(tps)
 
         try:
@@ -192,7 +214,9 @@ class DecisionStore:
             rest = self._committed(list(range(1, n)))
             for tp in rest:
                 if tp.offset != batch_id + 1:
-                    raise DecisionError(f"decision chunk {tp.partition} of batch {batch_id} has offset {tp.offset}")
+                    raise DecisionError(
+                        f"decision chunk {tp.partition} of batch {batch_id} has offset {tp.offset}"
+                    )
             chunks += [tp.metadata for tp in sorted(rest, key=lambda t: t.partition)]
         return decode_chunks(batch_id, chunks)
 
@@ -203,14 +227,20 @@ class DecisionStore:
         ensure_decisions_topic(self.config, len(chunks))
 
         def commit(parts: list[int]) -> None:
-            offsets = [TopicPartition(DECISIONS_TOPIC, j, batch_id + 1, metadata=chunks[j]) for j in parts]
+            offsets = [
+                TopicPartition(DECISIONS_TOPIC, j, batch_id + 1, metadata=chunks[j]) for j in parts
+            ]
             try:
                 result = self._client().commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
-                raise DecisionError(f"cannot write the decision of batch {batch_id} to group {self.group!r}: {exc}") from exc
+                raise DecisionError(
+                    f"cannot write the decision of batch {batch_id} to group {self.group!r}: {exc}"
+                ) from exc
             for tp in result or []:
                 if tp.error is not None:
-                    raise DecisionError(f"cannot write the decision of batch {batch_id} to group {self.group!r}: {tp.error}")
+                    raise DecisionError(
+                        f"cannot write the decision of batch {batch_id} to group {self.group!r}: {tp.error}"
+                    )
 
         if len(chunks) > 1:
             commit(list(range(1, len(chunks))))
@@ -224,7 +254,10 @@ class DecisionStore:
 
         meta = _dump({"b": batch_id - 1, "n": 1, "t": [], "r": batch_id})
         try:
-            self._client().commit(offsets=[TopicPartition(DECISIONS_TOPIC, 0, batch_id, metadata=meta)], asynchronous=False)
+            self._client().commit(
+                offsets=[TopicPartition(DECISIONS_TOPIC, 0, batch_id, metadata=meta)],
+                asynchronous=False,
+            )
         except KafkaException as exc:
             raise DecisionError(f"cannot retract the decision of batch {batch_id}: {exc}") from exc
 

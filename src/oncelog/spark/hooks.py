@@ -49,4 +49,8 @@ def trace(message: str) -> None:
     """Timestamped diagnostics to stderr (the Spark driver's log in local mode) when
     ONCELOG_SPARK_TRACE is set."""
     if os.environ.get(TRACE_ENV):
-        print(f"[oncelog.spark {time.time():.3f} pid={os.getpid()}] {message}", file=sys.stderr, flush=True)
+        print(
+            f"[oncelog.spark {time.time():.3f} pid={os.getpid()}] {message}",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -35,7 +35,9 @@ def canonical(data: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]
     return to_json(from_json(data))
 
 
-def distribute(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int) -> Offsets:
+def distribute(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int
+) -> Offsets:
     """Cap the range start..end at ``limit`` offsets in total.
 
     Every partition with a backlog first gets one offset (so none starves while a big one

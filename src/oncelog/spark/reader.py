@@ -119,7 +119,12 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
     }
 
 
-def read_range(opts: ReadOptions, part: KafkaInputPartition, schema: StructType, batch_rows: int = ARROW_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def read_range(
+    opts: ReadOptions,
+    part: KafkaInputPartition,
+    schema: StructType,
+    batch_rows: int = ARROW_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
     """Yield Arrow record batches (Spark's Kafka schema) of the records in [start, end)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -190,7 +195,11 @@ def read_range(opts: ReadOptions, part: KafkaInputPartition, schema: StructType,
                             f"offset {part.start} of {topic}-{partition} is out of range (deleted by retention?); "
                             "set failOnDataLoss=false to skip lost data"
                         )
-                    if err.fatal() or not err.retriable() and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                    if (
+                        err.fatal()
+                        or not err.retriable()
+                        and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                    ):
                         raise KafkaException(err)
                     continue
                 if offset >= end:
@@ -234,9 +243,13 @@ class _Planner:
         return self.admin.list_offsets(tps, LATEST_OFFSET, read_committed=self.opts.read_committed)
 
     def earliest(self, tps: Sequence[TopicPartition]) -> Offsets:
-        return self.admin.list_offsets(tps, EARLIEST_OFFSET, read_committed=self.opts.read_committed)
+        return self.admin.list_offsets(
+            tps, EARLIEST_OFFSET, read_committed=self.opts.read_committed
+        )
 
-    def resolve(self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int) -> Offsets:
+    def resolve(
+        self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int
+    ) -> Offsets:
         """Offsets for 'earliest' / 'latest' / JSON specs; JSON-unlisted partitions get
         ``unlisted`` (-2 earliest / -1 latest)."""
         if spec == "earliest":
@@ -248,7 +261,9 @@ class _Planner:
         for topic, parts in spec.items():
             for p in parts:
                 if (topic, p) not in present:
-                    raise OncelogOptionError(f"option '{display(key)}' names {topic}-{p}, which does not exist (or is not subscribed)")
+                    raise OncelogOptionError(
+                        f"option '{display(key)}' names {topic}-{p}, which does not exist (or is not subscribed)"
+                    )
         wanted = {tp: spec.get(tp[0], {}).get(tp[1], unlisted) for tp in tps}
         need_e = [tp for tp, o in wanted.items() if o == EARLIEST]
         need_l = [tp for tp, o in wanted.items() if o == LATEST]
@@ -270,18 +285,24 @@ class _Planner:
                 continue
             begin = start.get(tp, earliest[tp])
             if begin < earliest[tp]:
-                self._lost(f"{topic}-{p}: offsets {begin}..{earliest[tp] - 1} were deleted (log start offset {earliest[tp]})")
+                self._lost(
+                    f"{topic}-{p}: offsets {begin}..{earliest[tp] - 1} were deleted (log start offset {earliest[tp]})"
+                )
                 begin = earliest[tp]
             if stop > begin:
                 out.append(KafkaInputPartition(topic, p, begin, stop))
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
-                self._lost(f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)")
+                self._lost(
+                    f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)"
+                )
         return out
 
     def _lost(self, what: str) -> None:
         if self.opts.fail_on_data_loss:
-            raise DataLossError(f"{what}. Some data may have been lost; set failOnDataLoss=false to continue past it")
+            raise DataLossError(
+                f"{what}. Some data may have been lost; set failOnDataLoss=false to continue past it"
+            )
         log.warning("oncelog source: %s; skipping (failOnDataLoss=false)", what)
 
 
@@ -318,7 +339,13 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "schema": self.schema, "_planner": None, "_target": None, "_latest": None}
+        return {
+            "opts": self.opts,
+            "schema": self.schema,
+            "_planner": None,
+            "_target": None,
+            "_latest": None,
+        }
 
     @property
     def planner(self) -> _Planner:

@@ -62,7 +62,9 @@ def _same(a: DataType, b: DataType) -> bool:
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
         return _same(a.elementType, b.elementType)
     if isinstance(a, StructType) and isinstance(b, StructType):
-        return [f.name for f in a.fields] == [f.name for f in b.fields] and all(_same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields, strict=True))
+        return [f.name for f in a.fields] == [f.name for f in b.fields] and all(
+            _same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields, strict=True)
+        )
     return type(a) is type(b)
 
 
@@ -76,10 +78,14 @@ def validate_input(schema: StructType, opts: WriteOptions) -> None:
         "headers": ((_HEADERS,), "array<struct<key:string,value:binary>>"),
     }
     if "value" not in cols:
-        raise OncelogOptionError(f"the oncelog sink needs a 'value' column (binary or string); the input has {schema.simpleString()}")
+        raise OncelogOptionError(
+            f"the oncelog sink needs a 'value' column (binary or string); the input has {schema.simpleString()}"
+        )
     for name, (types, text) in rules.items():
         if name in cols and not any(_same(cols[name], t) for t in types):
-            raise OncelogOptionError(f"column '{name}' must be {text}, got {cols[name].simpleString()}")
+            raise OncelogOptionError(
+                f"column '{name}' must be {text}, got {cols[name].simpleString()}"
+            )
     if opts.topic is None and "topic" not in cols:
         raise OncelogOptionError("no topic: set the option 'topic' or provide a 'topic' column")
 
@@ -184,7 +190,11 @@ class BatchProducer:
 
 
 def _txn_config(opts: WriteOptions, txn_id: str) -> dict[str, Any]:
-    return {"transactional.id": txn_id, "transaction.timeout.ms": opts.transaction_timeout_ms, "enable.idempotence": True}
+    return {
+        "transactional.id": txn_id,
+        "transaction.timeout.ms": opts.transaction_timeout_ms,
+        "enable.idempotence": True,
+    }
 
 
 def _idempotent_config() -> dict[str, Any]:
@@ -199,7 +209,13 @@ def write_at_least_once(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -
     return producer.records
 
 
-def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.RecordBatch], *, kill_batch: int | None = None) -> tuple[int, int, int]:
+def prepare_transaction(
+    opts: WriteOptions,
+    txn_id: str,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    kill_batch: int | None = None,
+) -> tuple[int, int, int]:
     """Produce every row in one open transaction of ``txn_id`` and flush it; return
     (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
     producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
@@ -223,10 +239,17 @@ def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.Re
             state is None
             or first is None
             or state.transaction_state != "Ongoing"
-            or (state.producer_id, state.producer_epoch) != (first.producer_id, first.producer_epoch)
+            or (state.producer_id, state.producer_epoch)
+            != (first.producer_id, first.producer_epoch)
         ):
-            got = "unknown" if state is None else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
-            raise WriteError(f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})")
+            got = (
+                "unknown"
+                if state is None
+                else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
+            )
+            raise WriteError(
+                f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})"
+            )
         if kill_batch is not None:
             point("task-after-flush", kill_batch)
         result = (producer.records, int(state.producer_id), int(state.producer_epoch))
@@ -266,10 +289,14 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
         trace(f"write start batch={batch_id} partition={partition_id} attempt={attempt}")
         if not self.opts.exactly_once:
             n = write_at_least_once(self.opts, iterator)
-            return OncelogCommitMessage(partition_id, attempt, n, query_id=query_id, batch_id=batch_id)
+            return OncelogCommitMessage(
+                partition_id, attempt, n, query_id=query_id, batch_id=batch_id
+            )
         if query_id is None or batch_id < 0:
             raise WriteError("no streaming query id / batch id in the task's local properties")
-        with DecisionStore(self.opts.client_config, self.opts.transactional_id_prefix, query_id) as store:
+        with DecisionStore(
+            self.opts.client_config, self.opts.transactional_id_prefix, query_id
+        ) as store:
             decided = store.decided_through()
         if decided >= batch_id:
             # A replay of a batch whose decision survived a driver crash: its transactions
@@ -277,15 +304,30 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
             # ids now (InitProducerId) would abort them.
             for _ in iterator:
                 pass
-            log.info("batch %d already decided (through %d): task %d writes nothing", batch_id, decided, partition_id)
-            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id, skipped=True)
-        txn_id = transactional_id(self.opts.transactional_id_prefix, query_id, partition_id, attempt)
+            log.info(
+                "batch %d already decided (through %d): task %d writes nothing",
+                batch_id,
+                decided,
+                partition_id,
+            )
+            return OncelogCommitMessage(
+                partition_id, attempt, 0, query_id=query_id, batch_id=batch_id, skipped=True
+            )
+        txn_id = transactional_id(
+            self.opts.transactional_id_prefix, query_id, partition_id, attempt
+        )
         trace(f"write decided_through={decided} batch={batch_id} partition={partition_id}")
-        n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator, kill_batch=batch_id if partition_id == 0 else None)
+        n, pid, epoch = prepare_transaction(
+            self.opts, txn_id, iterator, kill_batch=batch_id if partition_id == 0 else None
+        )
         trace(f"write prepared batch={batch_id} partition={partition_id} records={n}")
         if n == 0:
-            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id)
-        return OncelogCommitMessage(partition_id, attempt, n, txn_id, pid, epoch, query_id, batch_id)
+            return OncelogCommitMessage(
+                partition_id, attempt, 0, query_id=query_id, batch_id=batch_id
+            )
+        return OncelogCommitMessage(
+            partition_id, attempt, n, txn_id, pid, epoch, query_id, batch_id
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         trace(f"commit start batch={batchId}")
@@ -315,7 +357,9 @@ class OncelogBatchWriter(DataSourceArrowWriter):
         ctx = _task_context()
         partition_id, attempt = ctx.partitionId(), ctx.attemptNumber()
         if not self.opts.exactly_once:
-            return OncelogCommitMessage(partition_id, attempt, write_at_least_once(self.opts, iterator))
+            return OncelogCommitMessage(
+                partition_id, attempt, write_at_least_once(self.opts, iterator)
+            )
         txn_id = f"{self.txn_prefix}-{partition_id}-{attempt}"
         n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator)
         if n == 0:

@@ -83,4 +83,3 @@ def kill_session(sid: int) -> None:
         time.sleep(0.05)
     if os.getsid(0) == sid:
         os.kill(me, signal.SIGKILL)
-

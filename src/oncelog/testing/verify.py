@@ -21,7 +21,9 @@ class Record:
     value: bytes | None
 
 
-def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 120.0) -> list[Record]:
+def read_topic(
+    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 120.0
+) -> list[Record]:
     """Every record of the topic visible under ``isolation``, up to the current end offsets
     (LSO for read_committed), in partition/offset order."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -49,7 +51,9 @@ def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed",
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}: partitions {sorted(pending)} did not reach their end offsets")
+                raise TimeoutError(
+                    f"reading {topic}: partitions {sorted(pending)} did not reach their end offsets"
+                )
             for m in c.consume(10_000, 0.1):
                 err = m.error()
                 p, offset = m.partition() or 0, m.offset() or 0
@@ -80,7 +84,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.records_in == self.records_out and not (self.duplicates or self.missing or self.unexpected)
+        return self.records_in == self.records_out and not (
+            self.duplicates or self.missing or self.unexpected
+        )
 
     def line(self) -> str:
         word = "exactly-once verified" if self.ok else "exactly-once VIOLATED"
@@ -129,7 +135,9 @@ class TotalsVerdict:
         return not (self.duplicates or self.wrong or self.missing)
 
 
-def check_window_totals(orders: list[Record], totals: list[Record], window_ms: int, delay_ms: int) -> TotalsVerdict:
+def check_window_totals(
+    orders: list[Record], totals: list[Record], window_ms: int, delay_ms: int
+) -> TotalsVerdict:
     """Append-mode window totals: each emitted (customer, window) exactly once and equal to
     the committed input; every window that closed long enough ago emitted."""
     want: dict[str, list[int]] = {}
@@ -154,7 +162,9 @@ def check_window_totals(orders: list[Record], totals: list[Record], window_ms: i
         if exp is None or (int(v["orders"]), int(v["amount_cents"])) != (exp[0], exp[1]):
             wrong += 1
             if len(examples) < 3:
-                examples.append(f"total {key}: got {v.get('orders')}/{v.get('amount_cents')}, expected {exp}")
+                examples.append(
+                    f"total {key}: got {v.get('orders')}/{v.get('amount_cents')}, expected {exp}"
+                )
     # A window is final once the watermark (max event time - delay) passes its end; allow
     # one window of slack for the last watermark update.
     closed = {k for k, end in ends.items() if end + window_ms <= max_ts - delay_ms}
@@ -165,11 +175,17 @@ def check_window_totals(orders: list[Record], totals: list[Record], window_ms: i
 
 def open_transactions(bootstrap: str, id_prefix: str) -> list[str]:
     with TxnAdmin(ClientConfig(bootstrap)) as txns:
-        return [t.transactional_id for t in txns.list_transactions(OPEN_STATES) if t.transactional_id.startswith(id_prefix)]
+        return [
+            t.transactional_id
+            for t in txns.list_transactions(OPEN_STATES)
+            if t.transactional_id.startswith(id_prefix)
+        ]
 
 
 def stable(bootstrap: str, topic: str) -> bool:
     """LSO == high watermark on every partition: no open transaction pins the topic."""
     with Admin(ClientConfig(bootstrap)) as admin:
         tps = [(topic, p) for p in range(admin.topics().get(topic, 0))]
-        return admin.list_offsets(tps, LATEST, read_committed=True) == admin.list_offsets(tps, LATEST, read_committed=False)
+        return admin.list_offsets(tps, LATEST, read_committed=True) == admin.list_offsets(
+            tps, LATEST, read_committed=False
+        )
