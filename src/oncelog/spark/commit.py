@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,18 +255,26 @@ def cleanup_leftovers(txns: TxnAdmin, id_prefix: str, keep: set[str]) -> list[st
     return aborted
 
 
+@contextmanager
+def _committer(
+    opts: WriteOptions, msgs: Sequence[OncelogCommitMessage], batch_id: int
+) -> Iterator[BatchCommitter]:
+    query_id = _query_id(msgs)
+    with (
+        TxnAdmin(opts.client_config) as txns,
+        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+    ):
+        yield BatchCommitter(opts, query_id, batch_id, txns, store)
+
+
 def commit_batch(
     opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
 ) -> None:
     msgs = [m for m in messages if m is not None]
     if not msgs:
         return
-    query_id = _query_id(msgs)
-    with (
-        TxnAdmin(opts.client_config) as txns,
-        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
-    ):
-        c = BatchCommitter(opts, query_id, batch_id, txns, store)
+    with _committer(opts, msgs, batch_id) as c:
+        store = c.store
         try:
             decision = store.read(batch_id)
         except SupersededDecision as exc:
@@ -308,14 +317,9 @@ def abort_batch(
             batch_id,
         )
         return
-    query_id = _query_id(msgs)
-    with (
-        TxnAdmin(opts.client_config) as txns,
-        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
-    ):
-        c = BatchCommitter(opts, query_id, batch_id, txns, store)
+    with _committer(opts, msgs, batch_id) as c:
         try:
-            decision = store.read(batch_id)
+            decision = c.store.read(batch_id)
         except SupersededDecision:
             return
         if decision is not None:

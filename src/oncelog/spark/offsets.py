@@ -31,10 +31,6 @@ def from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
     return out
 
 
-def canonical(data: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    return to_json(from_json(data))
-
-
 def distribute(
     start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int
 ) -> Offsets:
@@ -72,7 +68,3 @@ def distribute(
     for tp, n in alloc.items():
         out[tp] = start[tp] + n
     return out
-
-
-def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> int:
-    return sum(max(0, end[tp] - start.get(tp, end[tp])) for tp in end)
