@@ -79,6 +79,11 @@ class ProtocolClient:
             except OSError:
                 pass
 
+    def forget_metadata(self) -> None:
+        """After NOT_LEADER_OR_FOLLOWER and the like: look leaders and brokers up again."""
+        self._nodes = {}
+        self._leaders = {}
+
     def __enter__(self) -> ProtocolClient:
         return self
 

@@ -42,11 +42,14 @@ class TxnAdmin:
         self.close()
 
     def _call(self, fn: Callable[[ProtocolClient], T]) -> T:
-        # A broken connection is dropped before the next attempt, which reconnects.
-        return self.policy.call(
-            lambda: fn(self.protocol),
-            on_retry=lambda exc: self.protocol.close() if isinstance(exc, OSError) else None,
-        )
+        return self.policy.call(lambda: fn(self.protocol), on_retry=self._before_retry)
+
+    def _before_retry(self, exc: BaseException) -> None:
+        # A broken connection is dropped and reopened; a retriable broker error may mean
+        # that leadership moved: the next attempt routes from fresh metadata.
+        if isinstance(exc, OSError):
+            self.protocol.close()
+        self.protocol.forget_metadata()
 
     # -- completing and fencing --------------------------------------------------------
     def end_txn(
@@ -97,9 +100,10 @@ class TxnAdmin:
                     raise ClientError(f"cannot describe {tid!r}: {state.name.upper()}", state)
                 pending.discard(tid)
             if pending:
+                code = retry[0] if retry else ErrorCode.unknown_server_error
                 raise ClientError(
-                    f"cannot describe transactions {sorted(pending)}: {retry[0].name.upper()}",
-                    retry[0],
+                    f"cannot describe transactions {sorted(pending)}: {code.name.upper()}",
+                    code,
                 )
             return out
 
