@@ -48,7 +48,10 @@ class Admin:
         if self._client is None:
             from confluent_kafka.admin import AdminClient
 
-            self._client = AdminClient(self.config.librdkafka())
+            # Connected to every broker at once, like the data source's other clients.
+            self._client = AdminClient(
+                {"enable.sparse.connections": False, **self.config.librdkafka()}
+            )
         return self._client
 
     def close(self) -> None:
@@ -106,6 +109,10 @@ class Admin:
         out: Offsets = {}
         if not wanted:
             return out
+        if self._client is None:
+            # A fresh librdkafka client can lose its first topic lookup while it swaps the
+            # bootstrap connection for the broker's, and then waits 3 s to ask again.
+            self.describe_topics()
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
         isolation = (
             IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED

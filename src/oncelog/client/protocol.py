@@ -1,5 +1,3 @@
-# mypy: disable-error-code="arg-type"
-# (kio's phantom int types, i16/i32/..., are plain ints at run time)
 """The protocol client: the few standard Kafka calls no client library exposes.
 
 EndTxn and InitProducerId on another producer's behalf, DescribeTransactions,
