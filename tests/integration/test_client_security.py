@@ -16,8 +16,9 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.client.admin import LATEST, Admin
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import AuthenticationError, ClientConfigError
+from oncelog.client.errors import AuthenticationError
 from oncelog.client.retry import RetryPolicy
+from oncelog.client.security import ClientConfigError
 from oncelog.client.transactions import TxnAdmin
 from oncelog.embedded import EmbeddedBroker
 

@@ -13,9 +13,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import AuthenticationError, ClientConfigError
+from oncelog.client.errors import AuthenticationError
 from oncelog.client.sasl import Plain, Scram, authenticate, mechanism_for
-from oncelog.client.security import SecurityConfig
+from oncelog.client.security import ClientConfigError, SecurityConfig
 from oncelog.client.wire import WireClient, encode_request
 from oncelog.spark.options import OncelogOptionError, parse_read_options, parse_write_options
 from tests.integration.secure_proxy import SaslAuthenticator, read_request

@@ -54,10 +54,6 @@ class ClientError(RuntimeError):
         self.retriable = retriable
 
 
-class ClientConfigError(ValueError):
-    """A bad client setting (unknown security.protocol, missing certificate, ...)."""
-
-
 class AuthenticationError(ClientError):
     """SASL or TLS handshake refused: never retried."""
 

@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2 import request as sa
 from kio.schema.sasl_handshake.v1 import request as sh
 
-from oncelog.client.errors import AuthenticationError, ClientConfigError
-from oncelog.client.security import SecurityConfig
+from oncelog.client.errors import AuthenticationError
+from oncelog.client.security import ClientConfigError, SecurityConfig
 
 
 class Mechanism(Protocol):

@@ -18,7 +18,10 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oncelog.client.errors import ClientConfigError
+
+class ClientConfigError(ValueError):
+    """A bad client setting (unknown security.protocol, missing certificate, ...)."""
+
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

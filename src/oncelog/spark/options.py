@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import ClientConfigError
+from oncelog.client.security import ClientConfigError
 
 EARLIEST, LATEST = -2, -1
 
