@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
+import pytest
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from oncelog.embedded import EmbeddedBroker
@@ -15,11 +16,15 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import consume, create_topic, produce
 
 
-def test_restart_keeps_topics_configs_data_and_producer_continues(tmp_path: Path, topic_name: str) -> None:
+def test_restart_keeps_topics_configs_data_and_producer_continues(
+    tmp_path: Path, topic_name: str
+) -> None:
     b = EmbeddedBroker(tmp_path / "data").start()
     try:
         create_topic(b.bootstrap, topic_name, 3, config={"retention.ms": "123456789"})
-        producer = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 2})
+        producer = Producer(
+            {"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 2}
+        )
         errors: list[object] = []
         acked: list[tuple[int, int]] = []
 
@@ -46,13 +51,20 @@ def test_restart_keeps_topics_configs_data_and_producer_continues(tmp_path: Path
         assert cfg["retention.ms"].value == "123456789"
         msgs = consume(b.bootstrap, topic_name, 3, 6000)
         values = sorted(m.value() for m in msgs)
-        assert values == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(3000)])
+        assert values == sorted(
+            [b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(3000)]
+        )
     finally:
         b.stop()
 
 
-def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(tmp_path: Path, topic_name: str) -> None:
-    b = EmbeddedBroker(tmp_path / "data").start()
+@pytest.mark.parametrize(
+    "settings", [{}, {"oncelog.flush.on.ack": "true"}], ids=["page-cache", "flush-on-ack"]
+)
+def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(
+    tmp_path: Path, topic_name: str, settings: dict[str, str]
+) -> None:
+    b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
     try:
         create_topic(b.bootstrap, topic_name, 3)
         producer = Producer(
@@ -79,7 +91,9 @@ def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(tmp_path: Path,
             for i in range(n):
                 while True:
                     try:
-                        producer.produce(topic_name, value=b"%d" % i, partition=i % 3, on_delivery=cb)
+                        producer.produce(
+                            topic_name, value=b"%d" % i, partition=i % 3, on_delivery=cb
+                        )
                         break
                     except BufferError:
                         producer.poll(0.01)
@@ -114,7 +128,12 @@ def test_truncated_segment_drops_only_torn_tail(tmp_path: Path, topic_name: str)
     try:
         create_topic(b.bootstrap, topic_name, 1)
         for batch_no in range(10):  # ten separate batches of 100 records
-            produce(b.bootstrap, topic_name, [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)], **{"linger.ms": 1000})
+            produce(
+                b.bootstrap,
+                topic_name,
+                [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)],
+                **{"linger.ms": 1000},
+            )
         b.stop()
         log_files = sorted((tmp_path / "data" / f"{topic_name}-0").glob("*.log"))
         active = log_files[-1]
@@ -143,3 +162,70 @@ def test_sigterm_shuts_down_cleanly_within_five_seconds(tmp_path: Path, topic_na
     assert _time.monotonic() - started < 5
     # a clean shutdown leaves markers that let the next start skip the recovery walk
     assert list((tmp_path / "data" / f"{topic_name}-0").glob("*clean_shutdown*"))
+
+
+def test_durable_acks_leave_only_after_fdatasync(tmp_path: Path, topic_name: str) -> None:
+    """oncelog.flush.on.ack: with every fdatasync held back (debug hook), no acks=all produce
+    and no transactional request is answered; acks=1 is not held; releasing answers all."""
+    hold = tmp_path / "hold-fsync"
+    settings = {"oncelog.flush.on.ack": "true", "oncelog.debug.flush.hold.file": str(hold)}
+    b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
+    try:
+        create_topic(b.bootstrap, topic_name, 3)
+        hold.touch()
+        durable: list[tuple[int, int]] = []
+        errors: list[object] = []
+
+        def cb(err, msg):  # type: ignore[no-untyped-def]
+            if err:
+                errors.append(err)
+            else:
+                durable.append((msg.partition(), msg.offset()))
+
+        producer = Producer(
+            {"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 1}
+        )
+        for i in range(30):
+            producer.produce(topic_name, value=b"%d" % i, partition=i % 3, on_delivery=cb)
+        init_done = threading.Event()
+
+        def init() -> None:
+            p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "held-txn"})
+            try:
+                p.init_transactions(30)
+                init_done.set()
+            except KafkaException:
+                pass
+
+        t = threading.Thread(target=init)
+        t.start()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            producer.poll(0.1)
+        assert durable == [] and not errors
+        assert not init_done.is_set()
+        # acks=1 promises the write, not the fsync: it is answered while the hook holds.
+        plain = Producer({"bootstrap.servers": b.bootstrap, "acks": "1", "linger.ms": 0})
+        plain_offsets: list[int] = []
+        plain.produce(
+            topic_name,
+            value=b"acks1",
+            partition=0,
+            on_delivery=lambda e, m: plain_offsets.append(m.offset()),
+        )
+        assert plain.flush(10) == 0
+        assert len(plain_offsets) == 1 and durable == []
+        hold.unlink()
+        assert producer.flush(15) == 0
+        t.join(30)
+        assert init_done.is_set()
+        assert not errors
+        assert (
+            sorted(o for p, o in durable if p == 0) + plain_offsets
+            == sorted(set(range(11)) - set(plain_offsets)) + plain_offsets
+        )
+        for p in (1, 2):
+            assert sorted(o for q, o in durable if q == p) == list(range(10))
+    finally:
+        hold.unlink(missing_ok=True)
+        b.stop()
