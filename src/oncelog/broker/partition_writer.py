@@ -4,7 +4,10 @@ For each partition of a request: find the log, refuse internal topics, validate 
 from its header (``storage.validator``), check a transactional batch against its
 transaction (KIP-890 part 1), append, wake long-polling fetches. Then, for ``acks=all``
 with ``oncelog.flush.on.ack``, wait until one group fdatasync has made every written
-partition durable. The clock is read here, never in the handler.
+partition durable. Appends happen at once, in request order (``append``); only the
+durability wait is awaited (``until_durable``), so the connection can dispatch its next
+requests meanwhile and their appends join the same fdatasync. The clock is read here,
+never in the handler.
 """
 
 from __future__ import annotations
@@ -63,6 +66,15 @@ class InTransactionCheck(Protocol):
     ) -> ErrorCode: ...
 
 
+@dataclass(slots=True)
+class ProduceOutcome:
+    """Per entry, its result or error; ``unsynced``: what must be durable before the
+    answer (empty unless acks=all under ``oncelog.flush.on.ack``)."""
+
+    results: list[AppendResult | ProduceError]
+    unsynced: dict[PartitionLog, int]
+
+
 class PartitionWriter:
     def __init__(
         self,
@@ -80,15 +92,15 @@ class PartitionWriter:
         # Set: acks=all waits for an fdatasync of what it wrote (oncelog.flush.on.ack).
         self._durable = durable
 
-    async def produce(
+    def append(
         self,
         entries: Sequence[PartitionData],
         *,
         acks: int,
         produce_version: int,
         transactional_id: str | None,
-    ) -> list[AppendResult | ProduceError]:
-        """Append each entry; the result (or error) per entry, in order."""
+    ) -> ProduceOutcome:
+        """Append each entry, in order; then ``until_durable`` if ``unsynced``."""
         results: list[AppendResult | ProduceError] = []
         written: dict[PartitionLog, int] = {}
         for entry in entries:
@@ -102,13 +114,20 @@ class PartitionWriter:
                 written[part] = result.last_offset + 1
             except ProduceError as exc:
                 results.append(exc)
-        if acks == ACKS_ALL and self._durable is not None and written:
-            try:
-                await self._durable.wait(written)
-            except OSError as exc:
-                failed = ProduceError(ErrorCode.kafka_storage_error, f"fdatasync failed: {exc}")
-                results = [failed if isinstance(r, AppendResult) else r for r in results]
-        return results
+        durable = acks == ACKS_ALL and self._durable is not None
+        return ProduceOutcome(results, written if durable else {})
+
+    async def until_durable(self, outcome: ProduceOutcome) -> list[AppendResult | ProduceError]:
+        """The outcome's results once its appends are fsynced (a failed fdatasync turns
+        every success into KAFKA_STORAGE_ERROR: nothing unsynced is acknowledged)."""
+        if self._durable is None or not outcome.unsynced:
+            return outcome.results
+        try:
+            await self._durable.wait(outcome.unsynced)
+        except OSError as exc:
+            failed = ProduceError(ErrorCode.kafka_storage_error, f"fdatasync failed: {exc}")
+            return [failed if isinstance(r, AppendResult) else r for r in outcome.results]
+        return outcome.results
 
     def _append(
         self, entry: PartitionData, version: int, transactional_id: str | None

@@ -15,9 +15,10 @@ from kio.static.primitive import i64
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.partition_writer import PartitionData, ProduceError
-from oncelog.broker.request import NO_RESPONSE, CloseConnection, RequestContext
+from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
+from oncelog.storage.log import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +30,26 @@ _ROUTINE = (
 )
 
 
-async def produce(ctx: RequestContext, req: Any) -> Any:
-    r = ctx.response
+def produce(ctx: RequestContext, req: Any) -> Any:
+    writer = ctx.broker.writer
     entries = [
         PartitionData(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data
     ]
-    results = iter(
-        await ctx.broker.writer.produce(
-            entries,
-            acks=req.acks,
-            produce_version=ctx.version,
-            transactional_id=req.transactional_id,
-        )
+    outcome = writer.append(
+        entries, acks=req.acks, produce_version=ctx.version, transactional_id=req.transactional_id
     )
+    if not outcome.unsynced:
+        return _response(ctx, req, outcome.results)
+
+    async def after_fsync() -> Any:
+        return _response(ctx, req, await writer.until_durable(outcome))
+
+    return Deferred(after_fsync())
+
+
+def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | ProduceError]) -> Any:
+    r = ctx.response
+    results = iter(outcome)
     any_error = False
     topics = []
     for t in req.topic_data:
