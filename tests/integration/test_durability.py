@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9 import request as pr
 
+from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
+from oncelog.records.builder import build_batch
 
 from .helpers import consume, create_topic, produce
 
@@ -226,6 +233,67 @@ def test_durable_acks_leave_only_after_fdatasync(tmp_path: Path, topic_name: str
         )
         for p in (1, 2):
             assert sorted(o for q, o in durable if q == p) == list(range(10))
+    finally:
+        hold.unlink(missing_ok=True)
+        b.stop()
+
+
+def test_pipelined_requests_behind_a_held_durable_produce_stay_in_order(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """A held acks=all produce lets the connection dispatch the next requests (their appends
+    join the same fdatasync) but no response, not even a later ApiVersions, leaves before it."""
+    hold = tmp_path / "hold-fsync"
+    settings = {"oncelog.flush.on.ack": "true", "oncelog.debug.flush.hold.file": str(hold)}
+    b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
+    try:
+        create_topic(b.bootstrap, topic_name, 1)
+
+        def produce_req(i: int) -> pr.ProduceRequest:
+            batch = bytes(build_batch([(None, b"r%d" % i, None, int(time.time() * 1000))]))
+            part = pr.PartitionProduceData(index=0, records=batch)
+            return pr.ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout=datetime.timedelta(seconds=30),
+                topic_data=(pr.TopicProduceData(name=topic_name, partition_data=(part,)),),
+            )
+
+        requests = [
+            produce_req(0),
+            produce_req(1),
+            ApiVersionsRequest(client_software_name="p", client_software_version="1"),
+            produce_req(2),
+        ]
+        hold.touch()
+        with WireClient(b.bootstrap) as c:
+            c.send_raw(b"".join(c.encode(req, cid) for cid, req in enumerate(requests, 1)))
+            c.sock.settimeout(1.5)
+            with pytest.raises(socket.timeout):
+                c.sock.recv(1)  # nothing at all while the fdatasync is held
+            # ... yet all three produces were dispatched and appended meanwhile.
+            watcher = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "watermarks"})
+            assert watcher.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10) == (
+                0,
+                3,
+            )
+            watcher.close()
+            hold.unlink()
+            c.sock.settimeout(15)
+            answers = [
+                c.decode_response(req.__api_key__, req.__version__, c.recv_frame(), cid)
+                for cid, req in enumerate(requests, 1)
+            ]
+        offsets = [
+            a.responses[0].partition_responses[0].base_offset
+            for a in (answers[0], answers[1], answers[3])
+        ]
+        assert offsets == [0, 1, 2]
+        assert all(
+            a.responses[0].partition_responses[0].error_code == ErrorCode.none
+            for a in (answers[0], answers[1], answers[3])
+        )
+        assert answers[2].error_code == ErrorCode.none
     finally:
         hold.unlink(missing_ok=True)
         b.stop()
