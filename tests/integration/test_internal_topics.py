@@ -3,6 +3,7 @@ undecodable records skipped at start-up, tombstones, loading from a compacted lo
 
 from __future__ import annotations
 
+import datetime
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v2 import request as oc
 from kio.schema.write_txn_markers.v1 import request as wm
 
 from oncelog.client.wire import WireClient
@@ -397,3 +399,48 @@ def test_start_up_loads_a_log_holding_only_the_latest_record_per_key(
         c.close()
     finally:
         b.stop()
+
+
+def test_expired_offsets_are_tombstoned(tmp_path: Path, topic_name: str) -> None:
+    """Offset retention (an OffsetCommit v2 retention time; offsets.retention.minutes takes the
+    same path at its minute scale): the coordinator tombstones the expired offset."""
+    b = EmbeddedBroker(
+        tmp_path / "data", settings={"offsets.retention.check.interval.ms": "200"}
+    ).start()
+    try:
+        create_topic(b.bootstrap, topic_name, 1)
+        commit = oc.OffsetCommitRequest(
+            group_id="short-retention",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            retention_time=datetime.timedelta(milliseconds=500),
+            topics=(
+                oc.OffsetCommitRequestTopic(
+                    name=topic_name,
+                    partitions=(
+                        oc.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=42, committed_metadata=None
+                        ),
+                    ),
+                ),
+            ),
+        )
+        with WireClient(b.bootstrap) as c:
+            assert c.request(commit).topics[0].partitions[0].error_code == ErrorCode.none
+        c2 = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": "short-retention",
+                "enable.auto.commit": False,
+            }
+        )
+        assert c2.committed([TopicPartition(topic_name, 0)], 10)[0].offset == 42
+        time.sleep(1.5)
+        assert (
+            c2.committed([TopicPartition(topic_name, 0)], 10)[0].offset == -1001
+        )  # OFFSET_INVALID: none
+        c2.close()
+    finally:
+        b.stop()
+    records = read_partition(b.data_dir, "__consumer_offsets", partition_for("short-retention", 50))
+    assert [value is None for _, _, value in records] == [False, True]  # the commit, its tombstone
