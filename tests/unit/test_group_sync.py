@@ -138,3 +138,22 @@ def test_runtime_answers_and_performs_effects_only_after_the_fdatasync(tmp_path:
         asyncio.run(scenario())
     finally:
         parts.log.close()
+
+
+def test_a_log_closed_while_waiting_releases_its_waiters(logs: list[PartitionLog]) -> None:
+    fsync = GatedSync()
+    sync = GroupSync(fsync)
+    a, b = logs
+
+    async def scenario() -> None:
+        first = asyncio.create_task(sync.wait({a: append(a)}))
+        await until(lambda: sync._runner is not None)
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(sync.wait({b: append(b)}))
+        await asyncio.sleep(0.01)
+        b.delete()  # a topic deletion while its produce waits for the fdatasync
+        fsync.gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+
+    asyncio.run(scenario())
+    assert sync.syncs == 2 and len(fsync.calls) == 1

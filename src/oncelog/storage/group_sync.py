@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
+from oncelog.storage.errors import LogClosedError
 from oncelog.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,12 @@ class GroupSync:
                 # Captured on the loop: each log's active segment and its end right now,
                 # which is at or past every waiter's target (older segments were fsynced
                 # when they rolled).
-                targets = [(part, *part.sync_target()) for part in logs]
+                targets = []
+                for part in logs:
+                    try:
+                        targets.append((part, *part.sync_target()))
+                    except LogClosedError:
+                        pass  # its topic was deleted meanwhile: nothing left to make durable
                 try:
                     # One worker per file: the disk merges concurrent fdatasyncs into fewer
                     # journal commits (about 2x faster than one after another, 3 logs).
