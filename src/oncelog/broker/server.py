@@ -88,6 +88,8 @@ class Connection:
             out = done
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_in_order())
+        elif self._writer.done():
+            raise CloseConnection("the connection's response writer stopped")
         await self._owed.put(out)  # full: stop reading until the writer catches up
 
     async def _write_in_order(self) -> None:
@@ -102,7 +104,12 @@ class Connection:
                 self._writing = 0
         except (CloseConnection, ConnectionError) as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except Exception:
+            log.exception("response writer of connection %s from %s failed", self.id, self.peer)
+        finally:
             self.protocol.close()
+            while not self._owed.empty():  # unblock a reader waiting to queue one more
+                self._owed.get_nowait()
 
     async def dispatch(self, frame: Frame) -> bytes | asyncio.Future[bytes | None] | None:
         try:
