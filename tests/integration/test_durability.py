@@ -105,6 +105,8 @@ def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(
                     except BufferError:
                         producer.poll(0.01)
                 producer.poll(0)
+                if i % 1000 == 0:
+                    time.sleep(0.02)  # spread the run over >1 s so the kill lands mid-way
             producer.flush(120)
 
         t = threading.Thread(target=run)
