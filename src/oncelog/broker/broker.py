@@ -12,6 +12,7 @@ from oncelog.broker.config import BrokerConfig, parse_host_port
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
+from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection
 from oncelog.broker.topics import TopicRegistry
@@ -19,6 +20,7 @@ from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.service import TransactionService
@@ -44,6 +46,7 @@ class Broker:
             self.data_dir,
             config.topic_defaults(),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            clock=now_ms,
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.notifier = AppendNotifier()
@@ -51,6 +54,7 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.apis: dict[int, ApiSpec] = build_registry()
+        self.durable = _durable_acks(config)
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)
         self.txn = TransactionService(
@@ -60,12 +64,21 @@ class Broker:
             allocate_producer_id=self.producer_ids.allocate,
             epoch_path=self.data_dir / "meta" / "coordinator_epoch.json",
             clock=now_ms,
+            durable=self.durable,
         )
         self.groups = GroupService(
             GroupConfig.from_properties(config.values),
             topics=self.topics,
             verify_txn=self.txn.verify_in_transaction,
             clock=now_ms,
+            durable=self.durable,
+        )
+        self.writer = PartitionWriter(
+            self.topics,
+            verify_txn=self.txn.verify_in_transaction,
+            notifier=self.notifier,
+            clock=now_ms,
+            durable=self.durable,
         )
         # Markers on __consumer_offsets settle the group's transactional offsets.
         self.markers.offsets_listener = self.groups.on_offsets_marker
@@ -90,7 +103,7 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
-        self.topics.load(now_ms())
+        self.topics.load()
         self.producer_ids.load()
         self.groups.start()  # before transactions: completing prepared ones marks offsets
         self.txn.start()
@@ -148,3 +161,11 @@ class Broker:
                 last_retention = now
             if now - last_expire >= expire_every:
                 last_expire = now
+
+
+def _durable_acks(config: BrokerConfig) -> GroupSync | None:
+    """``oncelog.flush.on.ack``: the group-commit syncer every durable answer waits on."""
+    if not config.get_bool("oncelog.flush.on.ack"):
+        return None
+    hold = config.get_str("oncelog.debug.flush.hold.file")
+    return GroupSync(held_fsync(hold)) if hold else GroupSync()

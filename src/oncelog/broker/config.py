@@ -63,7 +63,6 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "producer.id.expiration.ms": (int, 86400000),
     "producer.id.expiration.check.interval.ms": (int, 600000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
-    "transaction.state.log.segment.bytes": (int, 104857600),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
     "cluster.id": (str, "oncelog-cluster-0000000"),
@@ -75,6 +74,18 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "transaction.state.log.min.isr": (int, 1),
     "min.insync.replicas": (int, 1),
     **CLEANER_CONFIGS,
+    # Kafka's other coordinator-log settings, accepted so server.properties files work; a
+    # single node loads its logs whole and appends with acks=all semantics anyway.
+    "offsets.load.buffer.size": (int, 5242880),
+    "offsets.commit.timeout.ms": (int, 5000),
+    "offsets.commit.required.acks": (int, -1),
+    "offsets.topic.compression.codec": (int, 0),
+    "transaction.state.log.load.buffer.size": (int, 5242880),
+    # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
+    # and transaction markers are answered only after an fdatasync of what they wrote.
+    "oncelog.flush.on.ack": (_bool, False),
+    # Test hook: while this file exists, every such fdatasync waits.
+    "oncelog.debug.flush.hold.file": (str, ""),
 }
 # The coordinators' settings: names and defaults come from their typed configs.
 for _typed in (TxnConfig, GroupConfig):

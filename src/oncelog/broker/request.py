@@ -20,6 +20,16 @@ class NoResponse:
 NO_RESPONSE = NoResponse()
 
 
+@dataclass(slots=True)
+class Deferred:
+    """A handler's answer that completes later, after work that needs no event loop turn
+    of its own (an acks=all produce waiting for its fdatasync). The connection reads and
+    dispatches the next requests meanwhile, so their appends share one group fdatasync,
+    and still writes every response in request order."""
+
+    response: Awaitable[Any]
+
+
 class CloseConnection(Exception):
     """Kafka's answer to a request it cannot serve: close the connection."""
 
@@ -41,5 +51,6 @@ class RequestContext:
         return response_module(self.header.api_key, self.header.api_version)
 
 
-# A handler gets the decoded kio request and returns a kio response (or NO_RESPONSE).
+# A handler gets the decoded kio request and returns a kio response (or NO_RESPONSE, or
+# a Deferred one).
 Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]

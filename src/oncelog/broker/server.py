@@ -2,7 +2,10 @@
 
 Like Kafka, each connection processes one request at a time (Kafka mutes the
 channel until the response is sent), so responses are naturally ordered while
-clients still pipeline requests through the socket buffer.
+clients still pipeline requests through the socket buffer. The one exception: a
+handler's ``Deferred`` answer (an acks=all produce waiting for its fdatasync) lets the
+connection dispatch the next requests meanwhile, up to ``MAX_OWED_RESPONSES``; a writer
+task then sends every response in request order.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.api_versions import unsupported_version_response
-from oncelog.broker.request import NO_RESPONSE, CloseConnection, RequestContext
+from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import Frame, FrameError
@@ -32,6 +35,10 @@ log = logging.getLogger(__name__)
 
 _conn_ids = itertools.count(1)
 
+# Responses a connection may owe while dispatching further requests (librdkafka keeps
+# up to 5 produce requests in flight).
+MAX_OWED_RESPONSES = 8
+
 
 class Connection:
     """One client connection: frames in, one request at a time, responses out."""
@@ -43,6 +50,10 @@ class Connection:
         assert protocol.transport is not None
         peer = protocol.transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        # Responses owed behind a Deferred one, written in order by ``_writer``.
+        self._owed: asyncio.Queue[asyncio.Future[bytes | None]] = asyncio.Queue(MAX_OWED_RESPONSES)
+        self._writer: asyncio.Task[None] | None = None
+        self._writing = 0  # 1 while the writer awaits or writes the response it took
 
     async def serve(self) -> None:
         try:
@@ -50,9 +61,11 @@ class Connection:
                 frame = await self.protocol.next_frame()
                 if frame is None:
                     break
-                # The next frame is read only after this response is written: in order.
                 out = await self.dispatch(frame)
-                if out is not None:
+                if isinstance(out, asyncio.Future) or self._owing():
+                    await self._owe(out)
+                elif out is not None:
+                    # The next frame is read only after this response is written: in order.
                     self.protocol.write(out)
                     await self.protocol.drain()
         except (FrameError, CloseConnection) as exc:
@@ -60,10 +73,45 @@ class Connection:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            if self._writer is not None:
+                self._writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
 
-    async def dispatch(self, frame: Frame) -> bytes | None:
+    def _owing(self) -> bool:
+        return self._writer is not None and self._owed.qsize() + self._writing > 0
+
+    async def _owe(self, out: asyncio.Future[bytes | None] | bytes | None) -> None:
+        if not isinstance(out, asyncio.Future):
+            done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            done.set_result(out)
+            out = done
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_in_order())
+        elif self._writer.done():
+            raise CloseConnection("the connection's response writer stopped")
+        await self._owed.put(out)  # full: stop reading until the writer catches up
+
+    async def _write_in_order(self) -> None:
+        try:
+            while True:
+                fut = await self._owed.get()
+                self._writing = 1
+                out = await fut
+                if out is not None:
+                    self.protocol.write(out)
+                    await self.protocol.drain()
+                self._writing = 0
+        except (CloseConnection, ConnectionError) as exc:
+            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except Exception:
+            log.exception("response writer of connection %s from %s failed", self.id, self.peer)
+        finally:
+            self.protocol.close()
+            while not self._owed.empty():  # unblock a reader waiting to queue one more
+                self._owed.get_nowait()
+
+    async def dispatch(self, frame: Frame) -> bytes | asyncio.Future[bytes | None] | None:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except RequestParseError as exc:
@@ -88,6 +136,24 @@ class Connection:
             raise
         except Exception as exc:
             log.exception("handler for %s v%d failed", spec.key.name, version)
+            raise CloseConnection(f"internal error: {exc!r}") from exc
+        if isinstance(result, Deferred):
+            return asyncio.ensure_future(
+                self._finish(result, spec.key.name, api_key, version, correlation_id)
+            )
+        if result is NO_RESPONSE:
+            return None
+        return encode_response(api_key, version, correlation_id, result)
+
+    async def _finish(
+        self, deferred: Deferred, name: str, api_key: int, version: int, correlation_id: int
+    ) -> bytes | None:
+        try:
+            result = await deferred.response
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("handler for %s v%d failed", name, version)
             raise CloseConnection(f"internal error: {exc!r}") from exc
         if result is NO_RESPONSE:
             return None

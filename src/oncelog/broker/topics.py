@@ -19,8 +19,10 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.storage.config import ConfigError, LogConfig
+from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.log import PartitionLog
 
@@ -68,9 +70,15 @@ class Topic:
 
 class TopicRegistry:
     def __init__(
-        self, data_dir: Path, topic_defaults: dict[str, str], *, producer_id_expiration_ms: int
+        self,
+        data_dir: Path,
+        topic_defaults: dict[str, str],
+        *,
+        producer_id_expiration_ms: int,
+        clock: Clock = now_ms,
     ) -> None:
         self.data_dir = data_dir
+        self._clock = clock
         self.meta_path = data_dir / "meta" / "topics.json"
         self.topic_defaults = topic_defaults
         self.default_log_config = LogConfig.from_props(topic_defaults)
@@ -79,7 +87,8 @@ class TopicRegistry:
         self.by_id: dict[uuid.UUID, Topic] = {}
 
     # -- persistence -------------------------------------------------------
-    def load(self, now_ms: int) -> None:
+    def load(self) -> None:
+        now = self._clock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "meta").mkdir(exist_ok=True)
         if self.meta_path.exists():
@@ -88,7 +97,7 @@ class TopicRegistry:
                 topic = Topic(name, uuid.UUID(entry["id"]), dict(entry["configs"]))
                 cfg = self.log_config(topic.configs)
                 for p in range(entry["partitions"]):
-                    topic.partitions.append(self._open_partition(name, p, cfg, now_ms))
+                    topic.partitions.append(self._open_partition(name, p, cfg, now))
                 self._index(topic)
         self._remove_orphans()
 
@@ -114,11 +123,11 @@ class TopicRegistry:
                     log.warning("removing orphaned partition directory %s", child)
                     shutil.rmtree(child, ignore_errors=True)
 
-    def _open_partition(self, name: str, index: int, cfg: LogConfig, now_ms: int) -> PartitionLog:
+    def _open_partition(self, name: str, index: int, cfg: LogConfig, now: int) -> PartitionLog:
         return PartitionLog.open(
             self.data_dir / f"{name}-{index}",
             cfg,
-            now_ms=now_ms,
+            now_ms=now,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
@@ -136,6 +145,10 @@ class TopicRegistry:
             return None
         return topic.partitions[index]
 
+    def partition_count(self, name: str) -> int | None:
+        topic = self.topics.get(name)
+        return None if topic is None else len(topic.partitions)
+
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         try:
             return LogConfig.from_props({**self.topic_defaults, **overrides})
@@ -149,7 +162,6 @@ class TopicRegistry:
         num_partitions: int,
         configs: dict[str, str],
         *,
-        now_ms: int,
         validate_only: bool = False,
     ) -> Topic | None:
         problem = topic_name_error(name)
@@ -165,45 +177,48 @@ class TopicRegistry:
         if validate_only:
             return None
         topic = Topic(name, uuid.uuid4(), dict(configs))
+        now = self._clock()
         for p in range(num_partitions):
-            topic.partitions.append(self._open_partition(name, p, cfg, now_ms))
+            topic.partitions.append(self._open_partition(name, p, cfg, now))
         self._index(topic)
         self._save()
         return topic
 
     def ensure_internal_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str], *, now_ms: int
+        self, name: str, partitions: int, configs: Mapping[str, str]
     ) -> list[PartitionLog]:
-        """A coordinator's topic, created on first start (its partition logs)."""
+        """A coordinator's topic, created on first start (its partition logs).
+
+        Like Kafka, an existing topic keeps its partition count and configs: a key's
+        partition is ``hash % count``, so a different count would move transactional ids
+        and groups away from their state (and break zombie fencing)."""
         topic = self.topics.get(name)
         if topic is None:
-            topic = self.create(name, partitions, dict(configs), now_ms=now_ms)
+            topic = self.create(name, partitions, dict(configs))
             assert topic is not None
             log.info("created internal topic %s with %d partitions", name, partitions)
+        elif len(topic.partitions) != partitions:
+            log.warning(
+                "internal topic %s has %d partitions; the configured %d is ignored "
+                "(the partition count of an existing internal topic never changes)",
+                name,
+                len(topic.partitions),
+                partitions,
+            )
         return topic.partitions
 
     def delete(self, name: str) -> None:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise TopicError(
-                ErrorCode.unknown_topic_or_partition,
-                "This server does not host this topic-partition.",
-            )
+        topic = self._existing(name)
+        _refuse_internal(topic, "delete")
         del self.topics[name]
         del self.by_id[topic.topic_id]
         self._save()  # metadata first: a crash now leaves orphans, removed on start
         for part in topic.partitions:
             part.delete()
 
-    def add_partitions(
-        self, name: str, total: int, *, now_ms: int, validate_only: bool = False
-    ) -> None:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise TopicError(
-                ErrorCode.unknown_topic_or_partition,
-                "This server does not host this topic-partition.",
-            )
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        topic = self._existing(name)
+        _refuse_internal(topic, "add partitions to")
         current = len(topic.partitions)
         if total < current:
             raise TopicError(
@@ -217,9 +232,42 @@ class TopicRegistry:
         if validate_only:
             return
         cfg = self.log_config(topic.configs)
+        now = self._clock()
         for p in range(current, total):
-            topic.partitions.append(self._open_partition(name, p, cfg, now_ms))
+            topic.partitions.append(self._open_partition(name, p, cfg, now))
         self._save()
+
+    def delete_records(self, name: str, index: int, offset: int) -> int:
+        """DeleteRecords: raise the log start of one partition to ``offset`` (-1: the high
+        watermark); returns the new low watermark. Refused on internal topics, as Kafka's
+        ReplicaManager does: it would drop committed offsets and transaction state."""
+        topic = self._existing(name)
+        if not 0 <= index < len(topic.partitions):
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        _refuse_internal(topic, "delete records of")
+        part = topic.partitions[index]
+        target = part.high_watermark if offset == -1 else offset
+        if target < 0 or target > part.high_watermark:
+            raise TopicError(
+                ErrorCode.offset_out_of_range,
+                f"cannot delete records before {offset}: high watermark is {part.high_watermark}",
+            )
+        try:
+            return part.delete_records_before(target)
+        except OffsetOutOfRangeError as exc:
+            raise TopicError(ErrorCode.offset_out_of_range, str(exc)) from exc
+
+    def _existing(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        return topic
 
     def set_configs(
         self, name: str, configs: dict[str, str], *, validate_only: bool = False
@@ -243,3 +291,11 @@ class TopicRegistry:
                     part.close()
                 except Exception:
                     log.exception("error closing %s", topic.name)
+
+
+def _refuse_internal(topic: Topic, what: str) -> None:
+    """Clients may not change the coordinators' topics (Kafka: InvalidTopicException)."""
+    if topic.internal:
+        raise TopicError(
+            ErrorCode.invalid_topic_exception, f"Cannot {what} internal topic {topic.name}"
+        )

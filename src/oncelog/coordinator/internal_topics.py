@@ -6,6 +6,7 @@ Services receive these protocol types instead of the broker, so ``txn``, ``group
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -15,12 +16,26 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's default for offsets.topic.num.partitions and transaction.state.log.num.partitions.
 DEFAULT_INTERNAL_PARTITIONS = 50
-INTERNAL_TOPIC_CONFIG: Mapping[str, str] = {
-    "cleanup.policy": "compact",
-    "segment.bytes": "104857600",
-}
+# Kafka's default for offsets.topic.segment.bytes and transaction.state.log.segment.bytes.
+DEFAULT_INTERNAL_SEGMENT_BYTES = 104_857_600
 
 TopicPartition = tuple[str, int]
+
+
+def internal_topic_config(segment_bytes: int) -> dict[str, str]:
+    """The configs an internal topic is created with (compacted, the configured segment
+    size), as Kafka's coordinators create theirs."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+
+
+def skip_undecodable(
+    log: logging.Logger, topic: str, partition: int, offset: int, error: Exception
+) -> None:
+    """One record of an internal topic that cannot be decoded (a client write from before
+    internal topics were closed, a bit flip): logged and skipped, never fatal at start-up."""
+    log.warning(
+        "skipping undecodable record in %s-%d at offset %d: %s", topic, partition, offset, error
+    )
 
 
 class PartitionLookup(Protocol):
@@ -31,9 +46,14 @@ class PartitionLookup(Protocol):
 
 class InternalTopics(PartitionLookup, Protocol):
     def ensure_internal_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str], *, now_ms: int
+        self, name: str, partitions: int, configs: Mapping[str, str]
     ) -> Sequence[PartitionLog]:
-        """The topic's partition logs, creating the topic first if it does not exist."""
+        """The topic's partition logs, creating the topic first if it does not exist. An
+        existing topic keeps its own partition count, whatever ``partitions`` says."""
+        ...
+
+    def partition_count(self, name: str) -> int | None:
+        """How many partitions topic ``name`` has (``None``: no such topic)."""
         ...
 
 

@@ -17,7 +17,10 @@ coordinator-common (``CoordinatorRuntime`` running ``CoordinatorResult``s); the 
    service fails the step's replies and reloads its core from the log);
 3. only once every append is done, resolves ``step.resolved`` in order, then performs
    ``step.effects`` in order, and returns ``step.reply``: no reply leaves before the
-   records it depends on are in the log.
+   records it depends on are in the log. With durable acknowledgements (a ``GroupSync``,
+   ``oncelog.flush.on.ack``) resolving and effects wait, in a task, until an fdatasync
+   has made every record appended so far durable, and ``call`` waits likewise before it
+   returns an immediate reply: no answer and no marker precede the fsync.
 
 ``call(step)`` does the same for a request and waits for a ``Pending`` reply, optionally
 bounded (``timeout_s``; the service's ``cancel`` then answers, or declines if the request
@@ -43,6 +46,8 @@ from oncelog.coordinator.internal_topics import PartitionLookup
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.errors import LogError
+from oncelog.storage.group_sync import GroupSync
+from oncelog.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +126,7 @@ class CoordinatorRuntime(Generic[R]):
         partitions: PartitionLookup,
         feedback: Feedback[R],
         clock: Clock,
+        durable: GroupSync | None = None,
     ) -> None:
         self.name = name
         self.topic = topic
@@ -130,6 +136,9 @@ class CoordinatorRuntime(Generic[R]):
         self._futures: dict[int, asyncio.Future[R]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup: asyncio.Event | None = None
+        self._durable = durable
+        # Logs appended to and not yet known durable: log -> end offset written.
+        self._unsynced: dict[PartitionLog, int] = {}
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -146,11 +155,35 @@ class CoordinatorRuntime(Generic[R]):
             feedback = self._feedback.appended(append, now)
             if feedback is not None:
                 self.run(feedback)
-        for token, reply in step.resolved:
-            self._resolve(token, reply)
-        for effect in step.effects:
-            self._feedback.perform(effect)
+        if self._durable is not None and self._unsynced:
+            if step.resolved or step.effects:
+                self.spawn(self._settle_when_durable(step.resolved, step.effects))
+            return step.reply
+        self._settle(step.resolved, step.effects)
         return step.reply
+
+    def _settle(self, resolved: list[tuple[int, R]], effects: list[object]) -> None:
+        for token, reply in resolved:
+            self._resolve(token, reply)
+        for effect in effects:
+            self._feedback.perform(effect)
+
+    async def _settle_when_durable(
+        self, resolved: list[tuple[int, R]], effects: list[object]
+    ) -> None:
+        await self._until_durable()
+        self._settle(resolved, effects)
+
+    async def _until_durable(self) -> None:
+        """Wait until everything appended so far is fsynced (durable acknowledgements)."""
+        if self._durable is None or not self._unsynced:
+            return
+        try:
+            await self._durable.wait(dict(self._unsynced))
+        except OSError:
+            # Kafka would take the log directory offline; we answer and say so loudly.
+            log.exception("%s: fdatasync of %s failed", self.name, self.topic)
+        self._unsynced = {p: e for p, e in self._unsynced.items() if p.durable_offset < e}
 
     async def call(
         self,
@@ -174,6 +207,7 @@ class CoordinatorRuntime(Generic[R]):
                 self._futures.pop(step.reply.token, None)
             if reply is None:
                 raise RuntimeError(f"{self.name}: a request step without a reply")
+            await self._until_durable()
             return reply
         assert fut is not None
         if timeout_s is None or cancel is None:
@@ -206,13 +240,15 @@ class CoordinatorRuntime(Generic[R]):
             )
         )
         try:
-            part.append(batch, parse_header(batch), now_ms=now, coordinator=True)
+            result = part.append(batch, parse_header(batch), now_ms=now, coordinator=True)
         except OSError:
             log.exception("cannot append to %s-%d", self.topic, append.partition)
             return ErrorCode.kafka_storage_error
         except LogError as exc:
             log.error("cannot append to %s-%d: %s", self.topic, append.partition, exc)
             return exc.error_code
+        if self._durable is not None:
+            self._unsynced[part] = result.last_offset + 1
         return ErrorCode.none
 
     # -- timers and tasks ----------------------------------------------------------------

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oncelog.coordinator.internal_topics import DEFAULT_INTERNAL_PARTITIONS
+from oncelog.coordinator.internal_topics import (
+    DEFAULT_INTERNAL_PARTITIONS,
+    DEFAULT_INTERNAL_SEGMENT_BYTES,
+)
 from oncelog.coordinator.settings import from_properties, setting
 
 
@@ -23,6 +26,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = setting("offset.metadata.max.bytes", 4096)
     offsets_topic_num_partitions: int = setting(
         "offsets.topic.num.partitions", DEFAULT_INTERNAL_PARTITIONS
+    )
+    # Used only when __consumer_offsets is created (an existing topic keeps its configs).
+    offsets_segment_bytes: int = setting(
+        "offsets.topic.segment.bytes", DEFAULT_INTERNAL_SEGMENT_BYTES
     )
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
     # it cannot heartbeat yet and its socket is muted (a retry simply joins again).

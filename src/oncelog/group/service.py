@@ -9,6 +9,7 @@ API layer.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable
@@ -19,9 +20,10 @@ from kio.schema.errors import ErrorCode
 from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import (
     CONSUMER_OFFSETS_TOPIC,
-    INTERNAL_TOPIC_CONFIG,
     InternalTopics,
     TopicPartition,
+    internal_topic_config,
+    skip_undecodable,
 )
 from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, client_error
 from oncelog.group.config import GroupConfig
@@ -50,6 +52,8 @@ from oncelog.group.messages import (
     failed_replies,
 )
 from oncelog.group.offsets import commit_errors
+from oncelog.group.offsets_codec import OffsetsCodecError
+from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.replay import iter_log
 
 log = logging.getLogger(__name__)
@@ -80,18 +84,21 @@ class GroupService:
         topics: InternalTopics,
         verify_txn: TxnVerifier,
         clock: Clock = now_ms,
+        durable: GroupSync | None = None,
     ) -> None:
         self.config = config
         self._topics = topics
         self._verify_txn = verify_txn
         self._clock = clock
         self.coordinator = GroupCoordinator(config)
+        self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
             partitions=topics,
             feedback=self,
             clock=clock,
+            durable=durable,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -111,25 +118,34 @@ class GroupService:
         parts = self._topics.ensure_internal_topic(
             CONSUMER_OFFSETS_TOPIC,
             self.config.offsets_topic_num_partitions,
-            INTERNAL_TOPIC_CONFIG,
-            now_ms=self._clock(),
+            internal_topic_config(self.config.offsets_segment_bytes),
         )
+        if len(parts) != self.config.offsets_topic_num_partitions:
+            # Groups are placed by hash % the topic's real partition count.
+            self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=len(parts))
         coordinator = GroupCoordinator(self.config)
-        records = 0
+        records = skipped = 0
         for index, part in enumerate(parts):
             for entry in iter_log(part):
                 if entry.marker_commit is not None:
                     coordinator.load_marker(entry.producer_id, entry.marker_commit, index)
                 elif entry.key is not None:
                     pid = entry.producer_id if entry.transactional else -1
-                    coordinator.load([(entry.key, entry.value)], pid)
+                    try:
+                        coordinator.load([(entry.key, entry.value)], pid)
+                    except OffsetsCodecError as exc:
+                        skip_undecodable(log, CONSUMER_OFFSETS_TOPIC, index, entry.offset, exc)
+                        skipped += 1
+                        continue
                     records += 1
         coordinator.finish_load(self._clock())
         self.coordinator = coordinator
+        self.skipped_records = skipped
         log.info(
-            "loaded %d groups from %d records in %.3fs",
+            "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
             len(coordinator.groups()),
             records,
+            skipped,
             time.monotonic() - started,
         )
 

@@ -353,6 +353,24 @@ class PartitionLog:
             self._recovery_point = self._leo
             self._last_flush_ms = now_ms
 
+    @property
+    def durable_offset(self) -> int:
+        """Offsets below this are fsynced (the recovery point)."""
+        return self._recovery_point
+
+    @_locked
+    def sync_target(self) -> tuple[int, int]:
+        """(active segment fd, log end offset): an fdatasync of that fd, from any thread,
+        makes every offset below that end durable, since older segments were fsynced when
+        they rolled. Then ``mark_durable(end)``, back on the loop."""
+        self._check_open()
+        return self._segments[-1].fd, self._leo
+
+    @_locked
+    def mark_durable(self, offset: int) -> None:
+        if offset > self._recovery_point:
+            self._recovery_point = offset
+
     @_locked
     def maybe_flush(self, now_ms: int) -> None:
         """Housekeeping tick: flush.ms, and deferred file deletion."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oncelog.coordinator.internal_topics import DEFAULT_INTERNAL_PARTITIONS
+from oncelog.coordinator.internal_topics import (
+    DEFAULT_INTERNAL_PARTITIONS,
+    DEFAULT_INTERNAL_SEGMENT_BYTES,
+)
 from oncelog.coordinator.settings import from_properties, setting
 
 
@@ -21,6 +24,10 @@ class TxnConfig:
         "transaction.state.log.num.partitions", DEFAULT_INTERNAL_PARTITIONS
     )
     offsets_partitions: int = setting("offsets.topic.num.partitions", DEFAULT_INTERNAL_PARTITIONS)
+    # Used only when __transaction_state is created (an existing topic keeps its configs).
+    txn_log_segment_bytes: int = setting(
+        "transaction.state.log.segment.bytes", DEFAULT_INTERNAL_SEGMENT_BYTES
+    )
     # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous transaction's
     # markers are in flight instead of answering CONCURRENT_TRANSACTIONS ...
     blocking_begin: bool = setting("oncelog.txn.blocking.begin", True)

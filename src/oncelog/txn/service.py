@@ -20,15 +20,21 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import (
-    INTERNAL_TOPIC_CONFIG,
+    CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
     InternalTopics,
+    internal_topic_config,
+    skip_undecodable,
 )
 from oncelog.coordinator.runtime import Append, CoordinatorRuntime
+from oncelog.records.batch import InvalidRecordError
+from oncelog.storage.errors import LogError
 from oncelog.storage.fsutil import atomic_write
+from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.replay import iter_log
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
+from oncelog.txn.log_codec import TxnLogCodecError, decode_key, decode_value
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.messages import Reply, TxnMarker, TxnStep, WriteMarkers
 from oncelog.txn.metadata import (
@@ -64,6 +70,7 @@ class TransactionService:
         allocate_producer_id: Callable[[], int],
         epoch_path: Path,
         clock: Clock = now_ms,
+        durable: GroupSync | None = None,
     ) -> None:
         self.config = config
         self._topics = topics
@@ -71,6 +78,7 @@ class TransactionService:
         self._allocate_producer_id = allocate_producer_id
         self._epoch_path = epoch_path
         self._clock = clock
+        self._durable = durable
         self.coordinator = TransactionCoordinator(
             allocate_producer_id=allocate_producer_id, config=config
         )
@@ -80,8 +88,10 @@ class TransactionService:
             partitions=topics,
             feedback=self,
             clock=clock,
+            durable=durable,
         )
         self.loaded = False
+        self.skipped_records = 0  # undecodable __transaction_state records seen at start
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -92,21 +102,36 @@ class TransactionService:
         parts = self._topics.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC,
             self.config.txn_log_partitions,
-            INTERNAL_TOPIC_CONFIG,
-            now_ms=now,
+            internal_topic_config(self.config.txn_log_segment_bytes),
+        )
+        # Placement follows the topics as they are on disk, never the configured counts:
+        # hash % count must not move an id (or a group) away from its state.
+        self.coordinator.txn_log_partitions = len(parts)
+        self.coordinator.offsets_partitions = (
+            self._topics.partition_count(CONSUMER_OFFSETS_TOPIC) or self.config.offsets_partitions
         )
         started = time.monotonic()
-        records: list[tuple[bytes, bytes | None]] = []
-        for part in parts:
+        records: list[tuple[str, bytes | None]] = []
+        for index, part in enumerate(parts):
             for entry in iter_log(part):
-                if entry.key is not None and entry.marker_commit is None:
-                    records.append((entry.key, entry.value))
+                if entry.key is None or entry.marker_commit is not None:
+                    continue
+                try:
+                    txn_id = decode_key(entry.key)
+                    if entry.value is not None:
+                        decode_value(txn_id, entry.value)
+                except TxnLogCodecError as exc:
+                    skip_undecodable(log, TRANSACTION_STATE_TOPIC, index, entry.offset, exc)
+                    self.skipped_records += 1
+                    continue
+                records.append((txn_id, entry.value))
         self.runtime.run(self.coordinator.load(records, now_ms=now))
         self.loaded = True
         log.info(
-            "loaded %d transactional ids from %d records in %.3fs",
+            "loaded %d transactional ids from %d records (%d undecodable, skipped) in %.3fs",
             self.coordinator.num_transactional_ids,
             len(records),
+            self.skipped_records,
             time.monotonic() - started,
         )
         self.runtime.start_timer(
@@ -191,13 +216,49 @@ class TransactionService:
             step, timeout_s=self.config.blocking_max_wait_ms / 1000, cancel=self.coordinator.cancel
         )
 
-    def write_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
-        """WriteTxnMarkers for one partition (admin tools abort hanging transactions)."""
+    async def write_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
+        """WriteTxnMarkers for one partition (admin tools abort hanging transactions).
+
+        On an internal topic only a marker that ends a transaction open there is written
+        (an admin abort of a hanging TxnOffsetCommit); ``__transaction_state`` never holds
+        transactional data. Any other, foreign, marker is refused as Kafka refuses client
+        writes to internal topics."""
+        if topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+            part = self._topics.partition(topic, partition)
+            entry = None if part is None else part.producer_state.producer(marker.producer_id)
+            if (
+                topic == TRANSACTION_STATE_TOPIC
+                or entry is None
+                or entry.current_txn_first_offset is None
+            ):
+                log.warning(
+                    "refused a foreign marker for producer %d on %s-%d",
+                    marker.producer_id,
+                    topic,
+                    partition,
+                )
+                return ErrorCode.invalid_topic_exception
         try:
-            return self._markers.write(topic, partition, marker, now_ms=self._clock())
+            code = self._markers.write(topic, partition, marker, now_ms=self._clock())
+            if code is ErrorCode.none:
+                await self._until_durable([(topic, partition)])
+            return code
         except OSError:
             log.exception("marker write to %s-%d failed", topic, partition)
             return ErrorCode.kafka_storage_error
+        except LogError as exc:
+            log.warning("marker for %s-%d rejected: %s", topic, partition, exc)
+            return exc.error_code
+        except InvalidRecordError as exc:  # producer id -1: no producer owns such a marker
+            log.warning("marker for %s-%d rejected: %s", topic, partition, exc)
+            return ErrorCode.invalid_record
+
+    async def _until_durable(self, partitions: Iterable[TopicPartition]) -> None:
+        """With durable acknowledgements: wait for an fdatasync of these partitions."""
+        if self._durable is None:
+            return
+        logs = (self._topics.partition(*tp) for tp in partitions)
+        await self._durable.wait({p: p.log_end_offset for p in logs if p is not None})
 
     # -- queries -----------------------------------------------------------------------
 
@@ -276,6 +337,14 @@ class TransactionService:
                     log.exception("marker write for %s failed; retrying", action.transactional_id)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
+        # The transaction is complete only once its markers are durable (acks=all).
+        while True:
+            try:
+                await self._until_durable(action.partitions)
+                break
+            except OSError:
+                log.exception("marker sync for %s failed; retrying", action.transactional_id)
+                await asyncio.sleep(RETRY_MAX_S)
         self.runtime.run(
             self.coordinator.on_markers_written(action.transactional_id, now_ms=self._clock())
         )

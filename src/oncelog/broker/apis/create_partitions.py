@@ -9,7 +9,6 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -28,9 +27,7 @@ def create_partitions(ctx: RequestContext, req: Any) -> Any:
                     ErrorCode.invalid_replica_assignment,
                     f"Replica assignments must name only broker {broker.node_id}",
                 )
-            broker.topics.add_partitions(
-                t.name, t.count, now_ms=now_ms(), validate_only=req.validate_only
-            )
+            broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
         except TopicError as exc:
             code, message = exc.code, exc.message
         results.append(

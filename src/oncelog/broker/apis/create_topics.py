@@ -12,7 +12,6 @@ from oncelog.broker.apis.config_resources import config_entries
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -77,9 +76,7 @@ def create_topics(ctx: RequestContext, req: Any) -> Any:
                         f"Null value not supported for topic configs: {c.name}",
                     )
                 configs[c.name] = c.value
-            topic = broker.topics.create(
-                t.name, num, configs, now_ms=now_ms(), validate_only=req.validate_only
-            )
+            topic = broker.topics.create(t.name, num, configs, validate_only=req.validate_only)
             if topic:
                 log.info("created topic %s with %d partitions", t.name, num)
             results.append(

@@ -8,9 +8,9 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
+from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-from oncelog.storage.log import OffsetOutOfRangeError
 
 
 def delete_records(ctx: RequestContext, req: Any) -> Any:
@@ -21,18 +21,10 @@ def delete_records(ctx: RequestContext, req: Any) -> Any:
         parts = []
         for p in t.partitions:
             code, low = ErrorCode.none, -1
-            part = broker.topics.partition(t.name, p.partition_index)
-            if part is None:
-                code = ErrorCode.unknown_topic_or_partition
-            else:
-                target = part.high_watermark if p.offset == -1 else p.offset
-                if target < 0 or target > part.high_watermark:
-                    code = ErrorCode.offset_out_of_range
-                else:
-                    try:
-                        low = part.delete_records_before(target)
-                    except OffsetOutOfRangeError:
-                        code = ErrorCode.offset_out_of_range
+            try:
+                low = broker.topics.delete_records(t.name, p.partition_index, p.offset)
+            except TopicError as exc:
+                code = exc.code
             parts.append(
                 make(
                     r.DeleteRecordsPartitionResult,

@@ -28,11 +28,6 @@ def delete_topics(ctx: RequestContext, req: Any) -> Any:
         try:
             if not broker.config.get_bool("delete.topic.enable"):
                 raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-            topic = broker.topics.get(name)
-            if topic is not None and topic.internal:
-                raise TopicError(
-                    ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}"
-                )
             broker.topics.delete(name)
             log.info("deleted topic %s", name)
         except TopicError as exc:

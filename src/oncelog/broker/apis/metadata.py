@@ -12,7 +12,6 @@ from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -92,9 +91,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
                 continue
             if topic is None and allow_auto:
                 try:
-                    topic = registry.create(
-                        name, broker.config.get_int("num.partitions"), {}, now_ms=now_ms()
-                    )
+                    topic = registry.create(name, broker.config.get_int("num.partitions"), {})
                     log.info("auto-created topic %s", name)
                 except TopicError as exc:
                     entries.append(_error_entry(ctx, name, exc.code))

@@ -11,7 +11,7 @@ from oncelog.protocol.messages import make
 from oncelog.txn.messages import TxnMarker
 
 
-def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
+async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
     """Used by admin tools to abort hanging transactions (KIP-664)."""
     broker = ctx.broker
     r = ctx.response
@@ -21,7 +21,7 @@ def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
         for t in marker.topics:
             parts = []
             for p in t.partition_indexes:
-                code = broker.txn.write_marker(
+                code = await broker.txn.write_marker(
                     t.name,
                     p,
                     TxnMarker(

@@ -1,0 +1,98 @@
+"""Durable acknowledgements with group commit: one fdatasync per log covers every append
+waiting at that moment, and it runs in a worker thread, never on the event loop.
+
+A single node has no replica to recover an acknowledged write from, so with
+``oncelog.flush.on.ack`` an ``acks=all`` produce, a coordinator's record and a transaction
+marker are answered only once ``wait`` returns for the logs they wrote. While one sync
+runs, new waiters queue up; the next sync takes them all at once, so the number of
+fdatasyncs follows the disk's speed, not the request rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+
+from oncelog.storage.errors import LogClosedError
+from oncelog.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+FileSync = Callable[[int], None]
+"""Makes one file's written data durable (``os.fdatasync``; tests inject a slower one)."""
+
+
+class GroupSync:
+    def __init__(self, fsync: FileSync = os.fdatasync) -> None:
+        self._fsync = fsync
+        self._queued: set[PartitionLog] = set()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._runner: asyncio.Task[None] | None = None
+        self.syncs = 0  # fdatasync rounds done (each covers every log queued at its start)
+
+    async def wait(self, targets: Mapping[PartitionLog, int]) -> None:
+        """Return once every ``log`` holds ``end`` (an end offset it has reached) durably.
+        Raises ``OSError`` if the sync failed: the caller must not acknowledge."""
+        logs = [part for part, end in targets.items() if part.durable_offset < end]
+        if not logs:
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        self._queued.update(logs)
+        if self._runner is None:
+            self._runner = loop.create_task(self._run())
+        await asyncio.shield(waiter)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiters:
+                waiters, self._waiters = self._waiters, []
+                logs, self._queued = self._queued, set()
+                # Captured on the loop: each log's active segment and its end right now,
+                # which is at or past every waiter's target (older segments were fsynced
+                # when they rolled).
+                targets = []
+                for part in logs:
+                    try:
+                        targets.append((part, *part.sync_target()))
+                    except LogClosedError:
+                        pass  # its topic was deleted meanwhile: nothing left to make durable
+                try:
+                    # One worker per file: the disk merges concurrent fdatasyncs into fewer
+                    # journal commits (about 2x faster than one after another, 3 logs).
+                    await asyncio.gather(
+                        *(loop.run_in_executor(None, self._fsync, fd) for _, fd, _ in targets)
+                    )
+                except OSError as exc:
+                    log.error(
+                        "fdatasync failed; %d acknowledgements withheld: %s", len(waiters), exc
+                    )
+                    for w in waiters:
+                        if not w.done():
+                            w.set_exception(exc)
+                    continue
+                self.syncs += 1
+                for part, _, end in targets:
+                    part.mark_durable(end)
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
+        finally:
+            self._runner = None
+
+
+def held_fsync(hold_file: str, poll_s: float = 0.01) -> FileSync:
+    """Test hook (``oncelog.debug.flush.hold.file``): while ``hold_file`` exists, every
+    fdatasync waits, so a test can prove no acknowledgement leaves before it."""
+
+    def fsync(fd: int) -> None:
+        while os.path.exists(hold_file):
+            time.sleep(poll_s)
+        os.fdatasync(fd)
+
+    return fsync

@@ -1,0 +1,70 @@
+"""TopicRegistry: internal topics keep their partition count and refuse client changes;
+topic creation takes its time from the injected clock."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.topics import TopicError, TopicRegistry
+from oncelog.coordinator.internal_topics import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    internal_topic_config,
+)
+
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[TopicRegistry]:
+    reg = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW)
+    reg.load()
+    yield reg
+    reg.close()
+
+
+def test_internal_topic_keeps_its_partition_count_and_configs(
+    registry: TopicRegistry, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    parts = registry.ensure_internal_topic(TRANSACTION_STATE_TOPIC, 4, internal_topic_config(65536))
+    assert len(parts) == 4 and registry.partition_count(TRANSACTION_STATE_TOPIC) == 4
+    assert parts[0].config.segment_bytes == 65536 and parts[0].config.cleanup_policy == ("compact",)
+    assert parts[0].segments[0].rolling_base_ms == NOW  # the injected clock
+    registry.close()
+    again = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW)
+    again.load()
+    try:
+        with caplog.at_level(logging.WARNING):
+            parts = again.ensure_internal_topic(
+                TRANSACTION_STATE_TOPIC, 9, internal_topic_config(1 << 20)
+            )
+        assert len(parts) == 4 and parts[0].config.segment_bytes == 65536
+        assert "has 4 partitions; the configured 9 is ignored" in caplog.text
+    finally:
+        again.close()
+
+
+def test_client_changes_to_internal_topics_are_refused(registry: TopicRegistry) -> None:
+    registry.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, 2, internal_topic_config(65536))
+    for change in (
+        lambda: registry.delete(CONSUMER_OFFSETS_TOPIC),
+        lambda: registry.add_partitions(CONSUMER_OFFSETS_TOPIC, 3),
+        lambda: registry.delete_records(CONSUMER_OFFSETS_TOPIC, 0, -1),
+    ):
+        with pytest.raises(TopicError) as refused:
+            change()
+        assert refused.value.code == ErrorCode.invalid_topic_exception
+    assert registry.partition_count(CONSUMER_OFFSETS_TOPIC) == 2
+    registry.create("plain", 1, {})
+    assert registry.delete_records("plain", 0, -1) == 0
+    with pytest.raises(TopicError) as beyond:
+        registry.delete_records("plain", 0, 5)
+    assert beyond.value.code == ErrorCode.offset_out_of_range
+    with pytest.raises(TopicError) as missing:
+        registry.delete_records("plain", 1, 0)
+    assert missing.value.code == ErrorCode.unknown_topic_or_partition
