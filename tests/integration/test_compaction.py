@@ -438,3 +438,20 @@ def test_sigkill_during_segment_swap(tmp_path: Path, topic_name: str, stage: str
         wait_for(lambda: len(read_confluent(b.bootstrap, topic_name)) == 8)
     finally:
         b.stop()
+
+
+def test_keyless_record_on_a_compacted_topic_is_invalid_record(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """Kafka's LogValidator: a compacted topic refuses records without a key."""
+    from confluent_kafka import KafkaError
+
+    create_topic(broker.bootstrap, topic_name, 1, COMPACTED)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    results: list[KafkaError | None] = []
+    producer.produce(topic_name, key=None, value=b"v", on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(15) == 0  # its own batch: Kafka fails the whole batch
+    producer.produce(topic_name, key=b"k", value=b"v", on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(15) == 0
+    codes = [None if e is None else e.code() for e in results]
+    assert codes == [KafkaError.INVALID_RECORD, None]

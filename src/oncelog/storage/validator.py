@@ -1,7 +1,7 @@
 """Validation of a client's produce batch in one place, like Kafka's LogValidator.
 
 Every check reads the 61-byte v2 batch header (plus one CRC-32C pass over the
-bytes); records are never decoded on the produce path. Each error carries the
+bytes); records are decoded only for compacted topics, whose records need keys. Each error carries the
 Kafka error code the produce response answers with, so the handler maps
 ``exc.error_code`` and nothing else. Sequence checks that need the producer's
 history stay in ``ProducerStateManager.check_append``.
@@ -18,6 +18,7 @@ from oncelog.records.batch import (
     CorruptRecordError,
     validate_batch,
 )
+from oncelog.records.builder import decode_batch
 from oncelog.records.compression import CompressionType
 
 from .config import LogConfig
@@ -52,7 +53,23 @@ def validate_produce_batch(
     header = check_batch_shape(records, produce_version)
     check_timestamps(header, config, now_ms)
     check_size(header.size, config)
+    if config.compact_enabled:
+        assert records is not None  # check_batch_shape refused None
+        check_keys_for_compaction(records)
     return header
+
+
+def check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:
+    """Kafka refuses keyless records on a compacted topic (INVALID_RECORD). Only compacted
+    topics pay for decoding the records here; every other produce keeps the header-only path."""
+    _, decoded = decode_batch(records, verify=False)  # the CRC was checked by the shape check
+    for record in decoded:
+        if record.key is None:
+            raise InvalidBatchError(
+                ErrorCode.invalid_record,
+                f"Compacted topic cannot accept message without key (offset delta "
+                f"{record.offset})",
+            )
 
 
 def check_batch_shape(
