@@ -15,14 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import Clock
-from oncelog.coordinator.internal_topics import TopicPartition
+from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.storage.errors import LogError
 from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.log import AppendResult, PartitionLog
@@ -52,20 +51,6 @@ class PartitionData:
     records: bytes | None
 
 
-class InTransactionCheck(Protocol):
-    """``TransactionService.verify_in_transaction``."""
-
-    def __call__(
-        self,
-        transactional_id: str | None,
-        producer_id: int,
-        producer_epoch: int,
-        partition: TopicPartition,
-        *,
-        fenced: ErrorCode = ...,
-    ) -> ErrorCode: ...
-
-
 @dataclass(slots=True)
 class ProduceOutcome:
     """Per entry, its result or error; ``unsynced``: what must be durable before the
@@ -80,7 +65,7 @@ class PartitionWriter:
         self,
         topics: TopicRegistry,
         *,
-        verify_txn: InTransactionCheck,
+        verify_txn: TxnVerifier,
         notifier: AppendNotifier,
         clock: Clock,
         durable: GroupSync | None = None,

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -21,11 +21,11 @@ from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import (
     CONSUMER_OFFSETS_TOPIC,
     InternalTopics,
-    TopicPartition,
     internal_topic_config,
     skip_undecodable,
 )
 from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, client_error
+from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.group.config import GroupConfig
 from oncelog.group.coordinator import GroupCoordinator
 from oncelog.group.messages import (
@@ -59,21 +59,6 @@ from oncelog.storage.replay import iter_log
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Reply)
-
-
-class TxnVerifier(Protocol):
-    """The transaction coordinator's answer to "may this producer write ``partition`` in
-    its transaction now" (``TransactionService.verify_in_transaction``)."""
-
-    def __call__(
-        self,
-        transactional_id: str | None,
-        producer_id: int,
-        producer_epoch: int,
-        partition: TopicPartition,
-        *,
-        fenced: ErrorCode = ...,
-    ) -> ErrorCode: ...
 
 
 class GroupService:

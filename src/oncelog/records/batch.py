@@ -141,26 +141,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
     return header
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None):
-    """Yield (position, header) of consecutive batches without checking CRCs.
-
-    Stops at the first incomplete batch (a fetch may end with a partial one).
-    """
-    end = len(buf) if end is None else end
-    while end - pos >= HEADER_SIZE:
-        header = parse_header(buf, pos)
-        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
-            return
-        yield pos, header
-        pos += header.size
-
-
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     _I64.pack_into(buf, pos + OFFSET_BASE, base_offset)
-
-
-def set_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    _I32.pack_into(buf, pos + OFFSET_LEADER_EPOCH, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:

@@ -82,14 +82,6 @@ class LogConfig:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
 
-    @property
-    def max_offset_index_entries(self) -> int:
-        return self.segment_index_bytes // 8
-
-    @property
-    def max_time_index_entries(self) -> int:
-        return self.segment_index_bytes // 12
-
     @classmethod
     def from_props(cls, props: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
         """Apply Kafka-style string overrides on top of ``defaults`` (or Kafka's defaults)."""
