@@ -8,6 +8,8 @@ whole record or batch is built in one buffer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .batch import CorruptRecordError
 
 Buf = bytes | bytearray | memoryview
@@ -105,39 +107,41 @@ def decode_uvarint(buf: Buf, pos: int = 0) -> tuple[int, int]:
     return raw & _U32, pos
 
 
-def decode_varint(buf: Buf, pos: int = 0) -> tuple[int, int]:
-    """Read a zigzag varint into a signed 32-bit value (at most 5 bytes)."""
-    try:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-        b2 = buf[pos + 1]
-        if b2 < 0x80:
-            raw = (b & 0x7F) | (b2 << 7)
-            return (raw >> 1) ^ -(raw & 1), pos + 2
-    except IndexError:
-        raise CorruptRecordError("truncated varint") from None
-    # Java keeps only the low 32 bits of a 5th byte; do the same.
-    raw, pos = _read_raw(buf, pos, 5)
-    raw &= _U32
-    return (raw >> 1) ^ -(raw & 1), pos
+def _zigzag_decoder(
+    name: str, max_bytes: int, mask: int, doc: str
+) -> Callable[[Buf, int], tuple[int, int]]:
+    """A zigzag decoder reading at most ``max_bytes`` and keeping the bits of ``mask``.
+
+    A closure rather than a shared helper so the fast path stays one call deep.
+    """
+
+    def decode(buf: Buf, pos: int = 0) -> tuple[int, int]:
+        try:
+            b = buf[pos]
+            if b < 0x80:
+                return (b >> 1) ^ -(b & 1), pos + 1
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                return (raw >> 1) ^ -(raw & 1), pos + 2
+        except IndexError:
+            raise CorruptRecordError("truncated varint") from None
+        # Java keeps only the low bits of the last byte (32 of 35, 64 of 70); do the same.
+        raw, pos = _read_raw(buf, pos, max_bytes)
+        raw &= mask
+        return (raw >> 1) ^ -(raw & 1), pos
+
+    decode.__name__ = decode.__qualname__ = name
+    decode.__doc__ = doc
+    return decode
 
 
-def decode_varlong(buf: Buf, pos: int = 0) -> tuple[int, int]:
-    """Read a zigzag varint into a signed 64-bit value (at most 10 bytes)."""
-    try:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-        b2 = buf[pos + 1]
-        if b2 < 0x80:
-            raw = (b & 0x7F) | (b2 << 7)
-            return (raw >> 1) ^ -(raw & 1), pos + 2
-    except IndexError:
-        raise CorruptRecordError("truncated varint") from None
-    raw, pos = _read_raw(buf, pos, 10)
-    raw &= _U64
-    return (raw >> 1) ^ -(raw & 1), pos
+decode_varint = _zigzag_decoder(
+    "decode_varint", 5, _U32, "Read a zigzag varint into a signed 32-bit value."
+)
+decode_varlong = _zigzag_decoder(
+    "decode_varlong", 10, _U64, "Read a zigzag varint into a signed 64-bit value."
+)
 
 
 def size_of_uvarint(value: int) -> int:
