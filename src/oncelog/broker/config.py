@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
-from oncelog.coordinator.settings import property_defaults
+from oncelog.coordinator.settings import parse_bool, property_defaults
 from oncelog.group.config import GroupConfig
 from oncelog.txn.config import TxnConfig
 
@@ -19,15 +19,6 @@ LONG_MAX = 2**63 - 1
 
 class BrokerConfigError(ValueError):
     pass
-
-
-def _bool(v: str) -> bool:
-    s = v.strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {v!r}")
 
 
 # name -> (parser, default). Only settings the broker acts on, plus a few
@@ -41,8 +32,8 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "log.dir": (str, ""),
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
-    "auto.create.topics.enable": (_bool, True),
-    "delete.topic.enable": (_bool, True),
+    "auto.create.topics.enable": (parse_bool, True),
+    "delete.topic.enable": (parse_bool, True),
     "socket.request.max.bytes": (int, 104857600),
     "message.max.bytes": (int, 1048588),
     "log.segment.bytes": (int, 1073741824),
@@ -83,14 +74,14 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "transaction.state.log.load.buffer.size": (int, 5242880),
     # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
     # and transaction markers are answered only after an fdatasync of what they wrote.
-    "oncelog.flush.on.ack": (_bool, False),
+    "oncelog.flush.on.ack": (parse_bool, False),
     # Test hook: while this file exists, every such fdatasync waits.
     "oncelog.debug.flush.hold.file": (str, ""),
 }
 # The coordinators' settings: names and defaults come from their typed configs.
 for _typed in (TxnConfig, GroupConfig):
     for _key, _default in property_defaults(_typed).items():
-        _SCHEMA[_key] = (_bool if isinstance(_default, bool) else int, _default)
+        _SCHEMA[_key] = (parse_bool if isinstance(_default, bool) else int, _default)
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from oncelog.coordinator.settings import parse_bool
 from oncelog.storage.cleaner_manager import horizon_due, is_due
 from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
@@ -33,16 +34,9 @@ _LONG_MAX = 2**63 - 1
 _DOUBLE_MAX = 1.7976931348623157e308
 
 
-def _bool(v: str) -> bool:
-    s = v.strip().lower()
-    if s not in ("true", "false"):
-        raise ValueError(f"not a boolean: {v!r}")
-    return s == "true"
-
-
 # Broker configs of the cleaner, Kafka's names and defaults (merged into the schema).
 CLEANER_CONFIGS: dict[str, tuple[Callable[[str], object], object]] = {
-    "log.cleaner.enable": (_bool, True),
+    "log.cleaner.enable": (parse_bool, True),
     "log.cleaner.threads": (int, 1),
     "log.cleaner.backoff.ms": (int, 15000),
     "log.cleaner.dedupe.buffer.size": (int, 134217728),

@@ -21,10 +21,18 @@ def setting(key: str, default: T, *, unit_ms: int = 1) -> T:
     return dataclasses.field(default=default, metadata=metadata)  # type: ignore[no-any-return]
 
 
+def parse_bool(text: str) -> bool:
+    """A boolean broker property: ``true``/``false`` (also ``1``/``0``, ``yes``/``no``)."""
+    s = text.strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
 def _parse_bool(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+    return parse_bool(value) if isinstance(value, str) else bool(value)
 
 
 def from_properties(cls: type[C], values: Mapping[str, object]) -> C:
