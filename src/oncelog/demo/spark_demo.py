@@ -184,6 +184,10 @@ def _progress(console: Console) -> Progress:
     )
 
 
+def _log_tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text().splitlines()[-lines:])
+
+
 def run_demo(
     records: int = 50_000,
     *,
@@ -239,15 +243,19 @@ def run_demo(
                     )
                     progress.update(task, note=driver.describe())
 
+                def start_driver(*, available_now: bool) -> Driver:
+                    # Both runs share one checkpoint: the second resumes where the first died.
+                    return Driver(
+                        bootstrap,
+                        tmp / "checkpoint",
+                        log_path,
+                        max_offsets=max_offsets,
+                        available_now=available_now,
+                    )
+
                 # Run 1: continuous micro-batches; SIGKILL the driver mid-run.
                 run1 = progress.add_task("spark driver #1", total=None, note="")
-                d1 = Driver(
-                    bootstrap,
-                    tmp / "checkpoint",
-                    log_path,
-                    max_offsets=max_offsets,
-                    available_now=False,
-                )
+                d1 = start_driver(available_now=False)
                 deadline = time.monotonic() + 240
                 while (
                     watcher.count < kill_at * records and d1.alive() and time.monotonic() < deadline
@@ -259,7 +267,7 @@ def run_demo(
                     console.print(
                         f"[red]the Spark driver exited early[/] (code {d1.proc.returncode}); log: {log_path}"
                     )
-                    console.print("\n".join(log_path.read_text().splitlines()[-30:]))
+                    console.print(_log_tail(log_path))
                     return 1
                 where = d1.describe()
                 d1.kill()
@@ -273,13 +281,7 @@ def run_demo(
 
                 # Run 2: restart from the same checkpoint and catch up.
                 run2 = progress.add_task("spark driver #2 (restart)", total=None, note="")
-                d2 = Driver(
-                    bootstrap,
-                    tmp / "checkpoint",
-                    log_path,
-                    max_offsets=max_offsets,
-                    available_now=True,
-                )
+                d2 = start_driver(available_now=True)
                 t2 = time.monotonic()
                 while d2.alive() and time.monotonic() - t2 < 300:
                     tick(run2, d2)
@@ -306,7 +308,7 @@ def run_demo(
                 watcher.stop()
             if code != 0:
                 console.print(f"[red]the restarted driver failed[/] (exit {code}); log: {log_path}")
-                console.print("\n".join(log_path.read_text().splitlines()[-30:]))
+                console.print(_log_tail(log_path))
             notes.append(f"driver #2 restarted from the checkpoint and caught up (exit {code})")
 
             # Verify with fresh read_committed reads.
