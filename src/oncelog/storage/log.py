@@ -225,10 +225,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for seg in self._segments:
-            seg.configure(
-                index_interval_bytes=config.index_interval_bytes,
-                segment_index_bytes=config.segment_index_bytes,
-            )
+            seg.configure(config)
 
     # -- appends ------------------------------------------------------------------------
 
@@ -328,8 +325,7 @@ class PartitionLog:
             self.directory,
             self._leo,
             now_ms=now_ms,
-            index_interval_bytes=self.config.index_interval_bytes,
-            segment_index_bytes=self.config.segment_index_bytes,
+            config=self.config,
         )
         fsync_dir(self.directory)
         self._segments.append(new)
@@ -709,8 +705,7 @@ class PartitionLog:
             self.directory,
             cleaned.base_offset,
             now_ms=now_ms,
-            index_interval_bytes=self.config.index_interval_bytes,
-            segment_index_bytes=self.config.segment_index_bytes,
+            config=self.config,
         )
         new.txn_index.load()
         if not (new.index_files_ok() and new.load_summary()):

@@ -68,16 +68,12 @@ def load_log(
     clean_end = take_clean_shutdown(directory)
     segment_swap.recover(directory)  # before the listing: a swap changes the segment set
     bases = _clean_directory(directory)
-    sizing = {
-        "index_interval_bytes": config.index_interval_bytes,
-        "segment_index_bytes": config.segment_index_bytes,
-    }
 
     def open_segment(base: int) -> LogSegment:
-        return LogSegment.open(directory, base, now_ms=now_ms, **sizing)
+        return LogSegment.open(directory, base, now_ms=now_ms, config=config)
 
     def new_segment(base: int) -> LogSegment:
-        return LogSegment.create(directory, base, now_ms=now_ms, **sizing)
+        return LogSegment.create(directory, base, now_ms=now_ms, config=config)
 
     checkpoint = read_log_start(directory)
 

@@ -22,6 +22,7 @@ from oncelog.records.batch import (
     validate_batch,
 )
 
+from .config import LogConfig
 from .index import IndexCorruptError, OffsetIndex, TimeIndex, read_last_time_entry
 from .record_scan import first_record_at_or_after, first_record_with_timestamp
 from .txn_index import TransactionIndex
@@ -66,8 +67,7 @@ class LogSegment:
         size: int,
         *,
         now_ms: int,
-        index_interval_bytes: int,
-        segment_index_bytes: int,
+        config: LogConfig,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -78,8 +78,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.rolling_base_ms = now_ms  # segment.ms counts from here
         self.deleted = False
-        self.index_interval_bytes = index_interval_bytes
-        self.segment_index_bytes = segment_index_bytes
+        self.configure(config)
         self.offset_index = OffsetIndex(self.path(INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), base_offset)
         self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX), base_offset)
@@ -95,8 +94,7 @@ class LogSegment:
         base_offset: int,
         *,
         now_ms: int,
-        index_interval_bytes: int,
-        segment_index_bytes: int,
+        config: LogConfig,
     ) -> LogSegment:
         path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -109,8 +107,7 @@ class LogSegment:
             fd,
             0,
             now_ms=now_ms,
-            index_interval_bytes=index_interval_bytes,
-            segment_index_bytes=segment_index_bytes,
+            config=config,
         )
         seg._indexes_loaded = True
         # Empty index files from the start: a missing one later means damage.
@@ -126,8 +123,7 @@ class LogSegment:
         base_offset: int,
         *,
         now_ms: int,
-        index_interval_bytes: int,
-        segment_index_bytes: int,
+        config: LogConfig,
     ) -> LogSegment:
         fd = os.open(
             directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC
@@ -138,8 +134,7 @@ class LogSegment:
             fd,
             os.fstat(fd).st_size,
             now_ms=now_ms,
-            index_interval_bytes=index_interval_bytes,
-            segment_index_bytes=segment_index_bytes,
+            config=config,
         )
 
     def path(self, suffix: str) -> Path:
@@ -165,9 +160,10 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path(suffix))
 
-    def configure(self, *, index_interval_bytes: int, segment_index_bytes: int) -> None:
-        self.index_interval_bytes = index_interval_bytes
-        self.segment_index_bytes = segment_index_bytes
+    def configure(self, config: LogConfig) -> None:
+        """Take the index sizing of ``config`` (on creation, and when the topic's config changes)."""
+        self.index_interval_bytes = config.index_interval_bytes
+        self.segment_index_bytes = config.segment_index_bytes
 
     # -- writes ------------------------------------------------------------------------
 
