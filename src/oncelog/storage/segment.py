@@ -89,26 +89,14 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        now_ms: int,
-        config: LogConfig,
+        cls, directory: Path, base_offset: int, *, now_ms: int, config: LogConfig
     ) -> LogSegment:
         path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         if os.fstat(fd).st_size:
             os.close(fd)
             raise FileExistsError(f"segment {path} already holds data")
-        seg = cls(
-            directory,
-            base_offset,
-            fd,
-            0,
-            now_ms=now_ms,
-            config=config,
-        )
+        seg = cls(directory, base_offset, fd, 0, now_ms=now_ms, config=config)
         seg._indexes_loaded = True
         # Empty index files from the start: a missing one later means damage.
         seg.offset_index.persist()
@@ -118,24 +106,12 @@ class LogSegment:
 
     @classmethod
     def open(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        now_ms: int,
-        config: LogConfig,
+        cls, directory: Path, base_offset: int, *, now_ms: int, config: LogConfig
     ) -> LogSegment:
         fd = os.open(
             directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC
         )
-        return cls(
-            directory,
-            base_offset,
-            fd,
-            os.fstat(fd).st_size,
-            now_ms=now_ms,
-            config=config,
-        )
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size, now_ms=now_ms, config=config)
 
     def path(self, suffix: str) -> Path:
         name = offset_file_name(self.base_offset, suffix)
