@@ -68,3 +68,21 @@ def test_client_changes_to_internal_topics_are_refused(registry: TopicRegistry) 
     with pytest.raises(TopicError) as missing:
         registry.delete_records("plain", 1, 0)
     assert missing.value.code == ErrorCode.unknown_topic_or_partition
+
+
+def test_load_removes_only_orphaned_partition_directories(tmp_path: Path) -> None:
+    reg = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW)
+    reg.load()
+    reg.create("my-topic", 2, {})
+    reg.close()
+    for name in ("my-topic-2", "gone-0", "notes", "backup-old"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "gone-1").write_text("a file, not a partition directory")
+    again = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW)
+    again.load()
+    try:
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == ["backup-old", "gone-1", "meta", "my-topic-0", "my-topic-1", "notes"]
+        assert again.partition_count("my-topic") == 2
+    finally:
+        again.close()

@@ -25,6 +25,7 @@ from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.log import PartitionLog
+from oncelog.storage.partition_dir import iter_partition_dirs, partition_dir
 
 log = logging.getLogger(__name__)
 
@@ -116,16 +117,15 @@ class TopicRegistry:
         atomic_write(self.meta_path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def _remove_orphans(self) -> None:
-        wanted = {f"{t.name}-{p}" for t in self.topics.values() for p in range(len(t.partitions))}
-        for child in self.data_dir.iterdir():
-            if child.is_dir() and child.name != "meta" and "-" in child.name:
-                if child.name not in wanted and child.name.rpartition("-")[2].isdigit():
-                    log.warning("removing orphaned partition directory %s", child)
-                    shutil.rmtree(child, ignore_errors=True)
+        wanted = {(t.name, p) for t in self.topics.values() for p in range(len(t.partitions))}
+        for topic, partition, path in iter_partition_dirs(self.data_dir):
+            if (topic, partition) not in wanted:
+                log.warning("removing orphaned partition directory %s", path)
+                shutil.rmtree(path, ignore_errors=True)
 
     def _open_partition(self, name: str, index: int, cfg: LogConfig, now: int) -> PartitionLog:
         return PartitionLog.open(
-            self.data_dir / f"{name}-{index}",
+            partition_dir(self.data_dir, name, index),
             cfg,
             now_ms=now,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
