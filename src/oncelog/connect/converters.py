@@ -152,9 +152,13 @@ def schema_from_json(node: Any) -> Schema | None:
 
 def _value_to_json(schema: Schema | None, value: Any, decimal_numeric: bool = False) -> Any:
     if value is None:
-        if schema is not None and schema.default is not None:
+        if schema is None or schema.optional and schema.default is None:
+            return None
+        if schema.default is not None:
             return _value_to_json(schema, schema.default, decimal_numeric)
-        return None
+        raise DataException(
+            "Conversion error: null value for field that is required and has no default value"
+        )
     if schema is None:
         return _schemaless_to_json(value)
     validate_value(schema, value)

@@ -21,9 +21,9 @@ PREDICATES = "predicates"
 
 
 class PluginResolver(Protocol):
-    def transformation_class(self, name: str) -> type[Transformation]: ...
+    def transformation_class(self, name: str, config_key: str) -> type[Transformation]: ...
 
-    def predicate_class(self, name: str) -> type[Predicate]: ...
+    def predicate_class(self, name: str, config_key: str) -> type[Predicate]: ...
 
 
 @dataclass
@@ -89,17 +89,19 @@ def build_chain(config: Mapping[str, str], plugins: PluginResolver) -> Transform
     predicates: dict[str, Predicate] = {}
     for alias in _aliases(config, PREDICATES):
         prefix = f"{PREDICATES}.{alias}."
-        predicate_cls = plugins.predicate_class(_required(config, prefix + "type"))
-        predicate = predicate_cls()
+        predicate_cls = plugins.predicate_class(_required(config, prefix + "type"), prefix + "type")
+        instance = predicate_cls()
         try:
-            predicate.configure(_sub_config(config, prefix))
+            instance.configure(_sub_config(config, prefix))
         except ConfigException as exc:
             raise exc.with_prefix(prefix) from None
-        predicates[alias] = predicate
+        predicates[alias] = instance
     stages = []
     for alias in _aliases(config, TRANSFORMS):
         prefix = f"{TRANSFORMS}.{alias}."
-        transform_cls = plugins.transformation_class(_required(config, prefix + "type"))
+        transform_cls = plugins.transformation_class(
+            _required(config, prefix + "type"), prefix + "type"
+        )
         transformation = transform_cls()
         settings = _sub_config(config, prefix)
         try:
