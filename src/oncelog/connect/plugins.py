@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from oncelog.connect.api import Connector, SinkConnector, SourceConnector
 from oncelog.connect.converters import ByteArrayConverter, Converter, JsonConverter, StringConverter
@@ -237,25 +237,30 @@ class PluginRegistry:
             )
         return next(iter(classes))
 
-    def _resolve_as(self, name: str, base: type[T], what: str, config_key: str) -> type[T]:
+    def _resolve_as(self, name: str, base: type, what: str, config_key: str) -> Any:
         cls = self.resolve(name, config_key)
         if not issubclass(cls, base):
             raise ConfigException(config_key, name, f"Class {full_name(cls)} is not a {what}")
         return cls
 
     def connector_class(self, name: str) -> type[Connector]:
-        return self._resolve_as(name, Connector, "connector", "connector.class")
+        return cast(
+            "type[Connector]", self._resolve_as(name, Connector, "connector", "connector.class")
+        )
 
     def converter_class(self, name: str, config_key: str = "value.converter") -> type[Converter]:
-        return self._resolve_as(name, Converter, "converter", config_key)
+        return cast("type[Converter]", self._resolve_as(name, Converter, "converter", config_key))
 
     def transformation_class(
         self, name: str, config_key: str = "transforms.type"
     ) -> type[Transformation]:
-        return self._resolve_as(name, Transformation, "Transformation", config_key)
+        return cast(
+            "type[Transformation]",
+            self._resolve_as(name, Transformation, "Transformation", config_key),
+        )
 
     def predicate_class(self, name: str, config_key: str = "predicates.type") -> type[Predicate]:
-        return self._resolve_as(name, Predicate, "Predicate", config_key)
+        return cast("type[Predicate]", self._resolve_as(name, Predicate, "Predicate", config_key))
 
     def connector_plugins(self) -> list[dict[str, Any]]:
         """``GET /connector-plugins`` entries: class, type and version."""
