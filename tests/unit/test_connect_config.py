@@ -35,7 +35,14 @@ def _definition() -> ConfigDef:
 
 def test_parse_applies_types_and_defaults() -> None:
     values = _definition().parse(
-        {"topic": "t", "batch.size": " 7 ", "enabled": "TRUE", "topics": "a, b ,c", "secret": "pw", "size": "-5"}
+        {
+            "topic": "t",
+            "batch.size": " 7 ",
+            "enabled": "TRUE",
+            "topics": "a, b ,c",
+            "secret": "pw",
+            "size": "-5",
+        }
     )
     assert values == {
         "topic": "t",
@@ -55,12 +62,30 @@ def test_parse_applies_types_and_defaults() -> None:
     ("props", "message"),
     [
         ({}, 'Missing required configuration "topic" which has no default value.'),
-        ({"topic": "t", "batch.size": "x"}, "Invalid value x for configuration batch.size: Not a number of type INT"),
-        ({"topic": "t", "batch.size": "0"}, "Invalid value 0 for configuration batch.size: Value must be at least 1"),
-        ({"topic": "t", "batch.size": "2147483648"}, "Invalid value 2147483648 for configuration batch.size: Not a number of type INT"),
-        ({"topic": "t", "mode": "never"}, "Invalid value never for configuration mode: String must be one of: poll, interval"),
-        ({"topic": "t", "enabled": "yes"}, "Invalid value yes for configuration enabled: Expected value to be either true or false"),
-        ({"topic": "t", "ratio": "half"}, "Invalid value half for configuration ratio: Not a number of type DOUBLE"),
+        (
+            {"topic": "t", "batch.size": "x"},
+            "Invalid value x for configuration batch.size: Not a number of type INT",
+        ),
+        (
+            {"topic": "t", "batch.size": "0"},
+            "Invalid value 0 for configuration batch.size: Value must be at least 1",
+        ),
+        (
+            {"topic": "t", "batch.size": "2147483648"},
+            "Invalid value 2147483648 for configuration batch.size: Not a number of type INT",
+        ),
+        (
+            {"topic": "t", "mode": "never"},
+            "Invalid value never for configuration mode: String must be one of: poll, interval",
+        ),
+        (
+            {"topic": "t", "enabled": "yes"},
+            "Invalid value yes for configuration enabled: Expected value to be either true or false",
+        ),
+        (
+            {"topic": "t", "ratio": "half"},
+            "Invalid value half for configuration ratio: Not a number of type DOUBLE",
+        ),
     ],
 )
 def test_parse_errors_name_the_key(props: dict[str, str], message: str) -> None:
@@ -73,7 +98,9 @@ def test_empty_list_and_case_insensitive_valid_string() -> None:
     assert parse_type("x", "", ConfigType.LIST) == []
     check = ValidString("BASE64", "NUMERIC", case_sensitive=False)
     check("decimal.format", "numeric")
-    with pytest.raises(ConfigException, match=r"String must be one of \(case insensitive\): BASE64, NUMERIC"):
+    with pytest.raises(
+        ConfigException, match=r"String must be one of \(case insensitive\): BASE64, NUMERIC"
+    ):
         check("decimal.format", "hex")
 
 
@@ -84,7 +111,11 @@ def test_invalid_default_is_rejected_at_definition() -> None:
 
 def test_validation_output_has_kafkas_shape() -> None:
     definition = _definition()
-    result = config_infos("FileStreamSource", definition, definition.validate({"batch.size": "-1", "mode": "x", "secret": "s"}))
+    result = config_infos(
+        "FileStreamSource",
+        definition,
+        definition.validate({"batch.size": "-1", "mode": "x", "secret": "s"}),
+    )
     assert result["name"] == "FileStreamSource"
     assert result["error_count"] == 3
     assert result["groups"] == ["Common"]
@@ -112,16 +143,28 @@ def test_validation_output_has_kafkas_shape() -> None:
         "visible": True,
     }
     assert by_name["batch.size"]["definition"]["default_value"] == "2000"
-    assert by_name["batch.size"]["value"]["errors"] == ["Invalid value -1 for configuration batch.size: Value must be at least 1"]
+    assert by_name["batch.size"]["value"]["errors"] == [
+        "Invalid value -1 for configuration batch.size: Value must be at least 1"
+    ]
     assert by_name["batch.size"]["value"]["value"] == "-1"
-    assert by_name["mode"]["value"]["errors"] == ["Invalid value x for configuration mode: String must be one of: poll, interval"]
-    assert by_name["enabled"]["value"] == {"name": "enabled", "value": "false", "recommended_values": [], "errors": [], "visible": True}
+    assert by_name["mode"]["value"]["errors"] == [
+        "Invalid value x for configuration mode: String must be one of: poll, interval"
+    ]
+    assert by_name["enabled"]["value"] == {
+        "name": "enabled",
+        "value": "false",
+        "recommended_values": [],
+        "errors": [],
+        "visible": True,
+    }
     assert by_name["secret"]["value"]["value"] == "[hidden]"
     assert by_name["topics"]["definition"]["default_value"] == ""
 
 
 def test_abstract_config_getters_and_prefixes() -> None:
-    config = AbstractConfig(_definition(), {"topic": "t", "producer.acks": "all", "producer.linger.ms": "5"})
+    config = AbstractConfig(
+        _definition(), {"topic": "t", "producer.acks": "all", "producer.linger.ms": "5"}
+    )
     assert config.get_int("batch.size") == 2000
     assert config.get_list("topics") == []
     assert config.originals_with_prefix("producer.") == {"acks": "all", "linger.ms": "5"}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from oncelog.connect.errors import ConfigException
+from oncelog.connect.errors import ConfigException, MissingConfigException
 
 
 class ConfigType(enum.Enum):
@@ -413,9 +413,7 @@ class ConfigDef:
         elif key.has_default:
             value = key.default
         else:
-            raise ConfigException(
-                f'Missing required configuration "{key.name}" which has no default value.'
-            )
+            raise MissingConfigException(key.name)
         if key.validator is not None:
             key.validator(key.name, value)
         return value

@@ -40,10 +40,19 @@ class ConfigException(ConnectException):
     def with_prefix(self, prefix: str) -> ConfigException:
         """The same error for the key as seen under ``prefix`` (e.g. ``transforms.x.``)."""
         if self.config_value is None and self.reason is None:
-            return ConfigException(
-                str(self).replace(f'"{self.config_name}"', f'"{prefix}{self.config_name}"')
-            )
+            return ConfigException(str(self))
         return ConfigException(prefix + self.config_name, self.config_value, self.reason)
+
+
+class MissingConfigException(ConfigException):
+    """A required key without a value (Kafka's wording)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'Missing required configuration "{name}" which has no default value.')
+        self.config_name = name
+
+    def with_prefix(self, prefix: str) -> ConfigException:
+        return MissingConfigException(prefix + self.config_name)
 
 
 class NotFoundException(ConnectException):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from oncelog.connect.config import ConfigType, parse_type
-from oncelog.connect.errors import ConfigException
+from oncelog.connect.errors import ConfigException, MissingConfigException
 from oncelog.connect.transforms.base import Predicate, R, Transformation
 
 TRANSFORMS = "transforms"
@@ -80,7 +80,7 @@ def _sub_config(config: Mapping[str, str], prefix: str) -> dict[str, str]:
 def _required(config: Mapping[str, str], key: str) -> str:
     value = config.get(key)
     if not value:
-        raise ConfigException(f'Missing required configuration "{key}" which has no default value.')
+        raise MissingConfigException(key)
     return value
 
 

@@ -13,10 +13,13 @@ from oncelog.connect.config import ConfigDef, ConfigException, ConfigType, Impor
 from oncelog.connect.errors import DataException
 from oncelog.connect.transforms.base import R, Transformation
 
+_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<([A-Za-z][A-Za-z0-9]*)>")
+
 
 def compile_regex(name: str, pattern: str) -> re.Pattern[str]:
     try:
-        return re.compile(pattern)
+        # Java spells named groups (?<name>…); Python needs (?P<name>…).
+        return re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", pattern))
     except re.error as exc:
         raise ConfigException(name, pattern, f"Invalid regex: {exc}") from None
 
