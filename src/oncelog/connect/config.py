@@ -414,7 +414,10 @@ class ConfigDef:
             value = key.default
         else:
             raise MissingConfigException(key.name)
-        if key.validator is not None:
+        # An optional key left unset (None) is not validated: validators check real values.
+        if key.validator is not None and not (
+            value is None and key.has_default and key.default is None
+        ):
             key.validator(key.name, value)
         return value
 
