@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from oncelog.connect.api import OffsetStorageReader, partition_key
+from oncelog.connect.offset_records import OffsetRecord
 
 
 class MemoryOffsetStore(OffsetStorageReader):
@@ -44,3 +45,29 @@ class MemoryOffsetStore(OffsetStorageReader):
     def snapshot(self) -> dict[Any, dict[str, Any]]:
         with self._lock:
             return copy.deepcopy(self._offsets)
+
+
+class OffsetsView:
+    """Every connector's offsets as read from an offsets topic (last write wins; a
+    tombstone erases). ``reader(connector)`` is what that connector's tasks see."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, MemoryOffsetStore] = {}
+
+    def apply(self, record: OffsetRecord) -> None:
+        self.reader(record.connector).commit({partition_key(record.partition): record.offset})
+
+    def reader(self, connector: str) -> MemoryOffsetStore:
+        return self._stores.setdefault(connector, MemoryOffsetStore())
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(partition, offset) pairs, as ``GET /connectors/{c}/offsets`` lists them."""
+        store = self._stores.get(connector)
+        if store is None:
+            return []
+        return [(_thaw(key), offset) for key, offset in store.snapshot().items()]
+
+
+def _thaw(key: Any) -> dict[str, Any]:
+    # Partition maps hold primitive values only (offset_records.validate_format).
+    return dict(key)
