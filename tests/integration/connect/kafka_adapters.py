@@ -1,0 +1,154 @@
+"""confluent-kafka adapters for the task loops' interfaces, for tests until the
+worker wires the client layer's producer and consumer in."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from oncelog.connect.errors import ConnectException
+from oncelog.connect.offset_records import decode as decode_offset
+from oncelog.connect.offsets import OffsetsView
+from oncelog.connect.records import RecordMetadata
+from oncelog.connect.worker_source_task import DeliveryCallback
+
+
+class ConfluentSender:
+    def __init__(self, config: dict[str, str]) -> None:
+        self.producer = Producer(config)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        def callback(err: Any, msg: Any) -> None:
+            if err is not None:
+                on_delivery(KafkaException(err), None)
+            else:
+                on_delivery(
+                    None,
+                    RecordMetadata(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]),
+                )
+
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        while True:
+            try:
+                self.producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=list(headers) or None,
+                    on_delivery=callback,
+                    **kwargs,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    def poll(self, timeout_s: float) -> None:
+        self.producer.poll(timeout_s)
+
+    def flush(self, timeout_s: float) -> int:
+        return int(self.producer.flush(timeout_s))
+
+
+class ConfluentOffsetWriter:
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        # murmur2 places each key on the partition Java's producer would choose.
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "partitioner": "murmur2_random",
+                "enable.idempotence": True,
+            }
+        )
+        self.topic = topic
+
+    def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None:
+        errors: list[Any] = []
+        for key, value in records:
+            self.producer.produce(
+                self.topic,
+                key=key,
+                value=value,
+                on_delivery=lambda e, m: errors.append(e) if e else None,
+            )
+        remaining = self.producer.flush(timeout_s)
+        if remaining or errors:
+            raise ConnectException(f"offset write failed: {remaining} outstanding, errors {errors}")
+
+
+def read_offsets_topic(
+    bootstrap: str, topic: str, partitions: int
+) -> tuple[OffsetsView, list[tuple[bytes, bytes | None]]]:
+    """Read an offsets topic to its end, as a worker does at start."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "offsets-reader", "enable.auto.commit": False}
+    )
+    try:
+        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+        consumer.assign(tps)
+        view = OffsetsView()
+        raw: list[tuple[bytes, bytes | None]] = []
+        remaining = {p for p, end in ends.items() if end > 0}
+        positions = dict.fromkeys(ends, 0)
+        while remaining:
+            msg = consumer.poll(5)
+            assert msg is not None, f"offsets topic read stalled at {positions} of {ends}"
+            assert msg.error() is None, msg.error()
+            raw.append((msg.key(), msg.value()))
+            view.apply(decode_offset(msg.key(), msg.value()))
+            positions[msg.partition()] = msg.offset() + 1
+            if positions[msg.partition()] >= ends[msg.partition()]:
+                remaining.discard(msg.partition())
+        return view, raw
+    finally:
+        consumer.close()
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 20) -> list[Any]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    try:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append(msg)
+        # Anything beyond the expected count would show up here.
+        extra_deadline = time.monotonic() + 1.0
+        while time.monotonic() < extra_deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                out.append(msg)
+        return out
+    finally:
+        consumer.close()
