@@ -86,6 +86,9 @@ class ErrorPolicy:
         )
 
 
+NO_TOLERANCE = ErrorPolicy()
+
+
 @dataclass
 class SourceTaskMetrics:
     polled: int = 0
@@ -120,7 +123,7 @@ class WorkerSourceTask:
         sender: RecordSender,
         offset_writer: OffsetWriter,
         offsets: MemoryOffsetStore,
-        errors: ErrorPolicy = ErrorPolicy(),
+        errors: ErrorPolicy = NO_TOLERANCE,
         offset_flush_interval_ms: int = 60_000,
         offset_flush_timeout_ms: int = 5_000,
         clock: Callable[[], float] = time.monotonic,

@@ -4,7 +4,7 @@ worker wires the client layer's producer and consumer in."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -13,6 +13,8 @@ from oncelog.connect.errors import ConnectException
 from oncelog.connect.offset_records import decode as decode_offset
 from oncelog.connect.offsets import OffsetsView
 from oncelog.connect.records import RecordMetadata
+from oncelog.connect.records import TopicPartition as ConnectTopicPartition
+from oncelog.connect.worker_sink_task import ConsumedRecord
 from oncelog.connect.worker_source_task import DeliveryCallback
 
 
@@ -152,3 +154,74 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 20
         return out
     finally:
         consumer.close()
+
+
+class ConfluentSinkSource:
+    """The sink task's consumer over confluent-kafka."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.consumer = Consumer(config)
+
+    def subscribe(
+        self,
+        topics: list[str],
+        pattern: str | None,
+        on_assign: Callable[[list[ConnectTopicPartition]], None],
+        on_revoke: Callable[[list[ConnectTopicPartition]], None],
+    ) -> None:
+        def convert(parts: list[Any]) -> list[ConnectTopicPartition]:
+            return [ConnectTopicPartition(p.topic, p.partition) for p in parts]
+
+        self.consumer.subscribe(
+            topics or [f"^{pattern}"],
+            on_assign=lambda c, parts: on_assign(convert(parts)),
+            on_revoke=lambda c, parts: on_revoke(convert(parts)),
+        )
+
+    def poll(self, timeout_s: float, max_records: int) -> list[ConsumedRecord]:
+        out = []
+        for msg in self.consumer.consume(max_records, timeout_s):
+            if msg.error() is not None:
+                continue
+            out.append(
+                ConsumedRecord(
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    msg.timestamp()[1],
+                    headers=tuple(msg.headers() or ()),
+                )
+            )
+        return out
+
+    def commit(self, offsets: dict[ConnectTopicPartition, int]) -> None:
+        self.consumer.commit(
+            offsets=[TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
+            asynchronous=False,
+        )
+
+    def seek(self, partition: ConnectTopicPartition, offset: int) -> None:
+        self.consumer.seek(TopicPartition(partition.topic, partition.partition, offset))
+
+    def pause(self, partitions: list[ConnectTopicPartition]) -> None:
+        if partitions:
+            self.consumer.pause([TopicPartition(p.topic, p.partition) for p in partitions])
+
+    def resume(self, partitions: list[ConnectTopicPartition]) -> None:
+        if partitions:
+            self.consumer.resume([TopicPartition(p.topic, p.partition) for p in partitions])
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentDeadLetters:
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+        self.topic = topic
+
+    def send(self, record: ConsumedRecord, error: Exception) -> None:
+        self.producer.produce(self.topic, key=record.key, value=record.value)
+        self.producer.flush(10)
