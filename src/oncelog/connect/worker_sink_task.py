@@ -30,11 +30,11 @@ from typing import Protocol
 from oncelog.connect.api import SinkTask
 from oncelog.connect.assignor import ConnectorTaskId
 from oncelog.connect.converters import Converter
+from oncelog.connect.error_handling import NO_TOLERANCE, ErrorPolicy
 from oncelog.connect.errors import ConnectException, RetriableException
 from oncelog.connect.records import Headers, SinkRecord, TimestampType, TopicPartition
 from oncelog.connect.task_context import BasicSinkTaskContext
 from oncelog.connect.transforms.chain import TransformationChain
-from oncelog.connect.worker_source_task import NO_TOLERANCE, ErrorPolicy
 
 log = logging.getLogger(__name__)
 
@@ -248,12 +248,8 @@ class WorkerSinkTask:
         return batch, offsets
 
     def _tolerate(self, raw: ConsumedRecord, exc: Exception) -> None:
-        if not self.errors.tolerate_all:
-            raise ConnectException(f"Tolerance exceeded in error handler: {exc}") from exc
+        self.errors.tolerate(self.id, exc, f"{raw.topic}-{raw.partition}@{raw.offset}")
         self.metrics.skipped_errors += 1
-        if self.errors.log_errors:
-            where = f"{raw.topic}-{raw.partition}@{raw.offset}"
-            log.error("%s: skipping record %s after error: %s", self.id, where, exc)
         if self.dead_letters is not None:
             self.dead_letters.send(raw, exc)
             self.metrics.dead_lettered += 1

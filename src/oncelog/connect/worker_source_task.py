@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from oncelog.connect.api import RecordMetadata, SourceRecord, SourceTask
 from oncelog.connect.assignor import ConnectorTaskId
 from oncelog.connect.converters import Converter
+from oncelog.connect.error_handling import NO_TOLERANCE, ErrorPolicy
 from oncelog.connect.errors import ConnectException, RetriableException
 from oncelog.connect.offset_records import OffsetRecord
 from oncelog.connect.offset_records import encode as encode_offset
@@ -69,24 +70,6 @@ class OffsetWriter(Protocol):
     """Writes (key, value) records to the offsets topic and waits for them."""
 
     def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None: ...
-
-
-@dataclass(frozen=True)
-class ErrorPolicy:
-    tolerate_all: bool = False  # errors.tolerance=all
-    log_errors: bool = False  # errors.log.enable
-    log_messages: bool = False  # errors.log.include.messages
-
-    @classmethod
-    def from_config(cls, config: dict[str, str]) -> ErrorPolicy:
-        return cls(
-            config.get("errors.tolerance", "none") == "all",
-            config.get("errors.log.enable", "false").lower() == "true",
-            config.get("errors.log.include.messages", "false").lower() == "true",
-        )
-
-
-NO_TOLERANCE = ErrorPolicy()
 
 
 @dataclass
@@ -204,12 +187,8 @@ class WorkerSourceTask:
             )
             headers = [(h.key, header_bytes(h.value)) for h in transformed.headers]
         except Exception as exc:
-            if not self.errors.tolerate_all:
-                raise ConnectException(f"Tolerance exceeded in error handler: {exc}") from exc
+            self.errors.tolerate(self.id, exc, record)
             self.metrics.skipped_errors += 1
-            if self.errors.log_errors:
-                detail = f" record: {record}" if self.errors.log_messages else ""
-                log.error("%s: skipping record after error: %s%s", self.id, exc, detail)
             self._track_dropped(record)
             return
         handle = self.submitted.submit(record.source_partition, record.source_offset)

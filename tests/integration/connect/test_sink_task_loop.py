@@ -17,10 +17,11 @@ from oncelog.connect.api import RetriableException, SinkRecord, SinkTask
 from oncelog.connect.assignor import ConnectorTaskId
 from oncelog.connect.connectors.file_stream import FileStreamSinkTask, FileStreamSourceTask
 from oncelog.connect.converters import JsonConverter, StringConverter
+from oncelog.connect.error_handling import ErrorPolicy
 from oncelog.connect.offsets import MemoryOffsetStore
 from oncelog.connect.transforms.chain import TransformationChain
 from oncelog.connect.worker_sink_task import WorkerSinkTask
-from oncelog.connect.worker_source_task import ErrorPolicy, WorkerSourceTask
+from oncelog.connect.worker_source_task import WorkerSourceTask
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import (

@@ -12,10 +12,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from oncelog.connect.assignor import ConnectorTaskId
 from oncelog.connect.connectors.file_stream import FileStreamSourceTask
 from oncelog.connect.converters import JsonConverter, StringConverter
+from oncelog.connect.error_handling import ErrorPolicy
 from oncelog.connect.offsets import MemoryOffsetStore
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.transforms.chain import build_chain
-from oncelog.connect.worker_source_task import ErrorPolicy, WorkerSourceTask
+from oncelog.connect.worker_source_task import WorkerSourceTask
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import ConfluentOffsetWriter, ConfluentSender, consume_all, read_offsets_topic

@@ -4,11 +4,18 @@ Connect schemas."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.config import ConfigDef, ConfigException, ConfigType, Importance, Password
+from oncelog.connect.config import (
+    ConfigDef,
+    ConfigException,
+    ConfigType,
+    ConfigValue,
+    Importance,
+    Password,
+)
 from oncelog.connect.data import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
@@ -24,6 +31,7 @@ from oncelog.connect.data import (
     time_schema,
     timestamp_schema,
 )
+from oncelog.connect.errors import ConnectException
 
 if TYPE_CHECKING:
     import psycopg
@@ -44,6 +52,31 @@ def connection_config_def() -> ConfigDef:
         .define(CONNECTION_PASSWORD, ConfigType.PASSWORD, None, None, Importance.HIGH, "PostgreSQL password.",
                 group="Database", order_in_group=3)
     )  # fmt: skip
+
+
+CrossCheck = Callable[[Mapping[str, Any]], dict[str, str]]
+"""Errors that depend on several keys, by the key they are reported on."""
+
+
+def validate_checked(
+    definition: ConfigDef, config: Mapping[str, str], cross_check: CrossCheck
+) -> dict[str, ConfigValue]:
+    """Per-key validation plus the cross-key errors (on keys that are valid on their own)."""
+    result = definition.validate(config)
+    values = {k: v.value for k, v in result.items() if not v.errors}
+    for key, message in cross_check(values).items():
+        result[key].add_error(message)
+    return result
+
+
+def parse_checked(
+    definition: ConfigDef, config: Mapping[str, str], cross_check: CrossCheck
+) -> dict[str, Any]:
+    values = definition.parse(config)
+    errors = cross_check(values)
+    if errors:
+        raise ConnectException("; ".join(errors.values()))
+    return values
 
 
 def _url_validator(name: str, value: Any) -> None:

@@ -26,7 +26,13 @@ from oncelog.connect.config import (
     Range,
     ValidString,
 )
-from oncelog.connect.connectors.postgres_common import TableId, connect, connection_config_def
+from oncelog.connect.connectors.postgres_common import (
+    TableId,
+    connect,
+    connection_config_def,
+    parse_checked,
+    validate_checked,
+)
 from oncelog.connect.data import (
     DATE_NAME,
     DECIMAL_NAME,
@@ -95,16 +101,10 @@ class PostgresSinkConnector(SinkConnector):
         return sink_config_def()
 
     def validate(self, config: Mapping[str, str]) -> dict[str, ConfigValue]:
-        result = super().validate(config)
-        values = {k: v.value for k, v in result.items() if not v.errors}
-        for key, message in _cross_check(values).items():
-            result[key].add_error(message)
-        return result
+        return validate_checked(sink_config_def(), config, _cross_check)
 
     def start(self, config: Config) -> None:
-        errors = _cross_check(sink_config_def().parse(config))
-        if errors:
-            raise ConnectException("; ".join(errors.values()))
+        parse_checked(sink_config_def(), config, _cross_check)
         self._config = dict(config)
 
     def task_class(self) -> type[Task]:
@@ -165,10 +165,7 @@ class PostgresSinkTask(SinkTask):
         return VERSION
 
     def start(self, config: Config) -> None:
-        values = sink_config_def().parse(config)
-        errors = _cross_check(values)
-        if errors:
-            raise ConnectException("; ".join(errors.values()))
+        values = parse_checked(sink_config_def(), config, _cross_check)
         self.insert_mode: str = values[INSERT_MODE]
         self.pk_mode: str = values[PK_MODE]
         self.pk_fields: list[str] = values[PK_FIELDS]

@@ -44,7 +44,9 @@ from oncelog.connect.connectors.postgres_common import (
     column_schema,
     connect,
     connection_config_def,
+    parse_checked,
     read_columns,
+    validate_checked,
 )
 from oncelog.connect.data import Struct, struct_schema
 from oncelog.connect.errors import ConnectException
@@ -141,17 +143,10 @@ class PostgresSourceConnector(SourceConnector):
         return source_config_def()
 
     def validate(self, config: Mapping[str, str]) -> dict[str, ConfigValue]:
-        result = super().validate(config)
-        values = {k: v.value for k, v in result.items() if not v.errors}
-        for key, message in _cross_check(values).items():
-            result[key].add_error(message)
-        return result
+        return validate_checked(source_config_def(), config, _cross_check)
 
     def start(self, config: Config) -> None:
-        values = source_config_def().parse(config)
-        errors = _cross_check(values)
-        if errors:
-            raise ConnectException("; ".join(errors.values()))
+        values = parse_checked(source_config_def(), config, _cross_check)
         self._config = dict(config)
         self._tables = [t.strip() for t in values[TABLES]]
 
