@@ -15,15 +15,11 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import consume, create_topic, produce
 
 
-def test_restart_keeps_topics_configs_data_and_producer_continues(
-    tmp_path: Path, topic_name: str
-) -> None:
+def test_restart_keeps_topics_configs_data_and_producer_continues(tmp_path: Path, topic_name: str) -> None:
     b = EmbeddedBroker(tmp_path / "data").start()
     try:
         create_topic(b.bootstrap, topic_name, 3, config={"retention.ms": "123456789"})
-        producer = Producer(
-            {"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 2}
-        )
+        producer = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 2})
         errors: list[object] = []
         acked: list[tuple[int, int]] = []
 
@@ -50,16 +46,12 @@ def test_restart_keeps_topics_configs_data_and_producer_continues(
         assert cfg["retention.ms"].value == "123456789"
         msgs = consume(b.bootstrap, topic_name, 3, 6000)
         values = sorted(m.value() for m in msgs)
-        assert values == sorted(
-            [b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(3000)]
-        )
+        assert values == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(3000)])
     finally:
         b.stop()
 
 
-def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(
-    tmp_path: Path, topic_name: str
-) -> None:
+def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(tmp_path: Path, topic_name: str) -> None:
     b = EmbeddedBroker(tmp_path / "data").start()
     try:
         create_topic(b.bootstrap, topic_name, 3)
@@ -87,9 +79,7 @@ def test_sigkill_during_idempotent_produce_no_loss_no_duplicates(
             for i in range(n):
                 while True:
                     try:
-                        producer.produce(
-                            topic_name, value=b"%d" % i, partition=i % 3, on_delivery=cb
-                        )
+                        producer.produce(topic_name, value=b"%d" % i, partition=i % 3, on_delivery=cb)
                         break
                     except BufferError:
                         producer.poll(0.01)
@@ -124,12 +114,7 @@ def test_truncated_segment_drops_only_torn_tail(tmp_path: Path, topic_name: str)
     try:
         create_topic(b.bootstrap, topic_name, 1)
         for batch_no in range(10):  # ten separate batches of 100 records
-            produce(
-                b.bootstrap,
-                topic_name,
-                [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)],
-                **{"linger.ms": 1000},
-            )
+            produce(b.bootstrap, topic_name, [(None, b"%d-%d" % (batch_no, i), 0) for i in range(100)], **{"linger.ms": 1000})
         b.stop()
         log_files = sorted((tmp_path / "data" / f"{topic_name}-0").glob("*.log"))
         active = log_files[-1]

@@ -32,25 +32,13 @@ from .apps.spark_common import spark, spark_broker, unique
 __all__ = ["spark", "spark_broker"]  # fixtures
 
 
-def test_orders_pipeline_in_process(
-    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
-) -> None:
+def test_orders_pipeline_in_process(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
     b = spark_broker.bootstrap
     orders, enriched, totals = unique("orders"), unique("enriched"), unique("totals")
     create_topics(b, [orders, enriched, totals], 2)
-    stats = generate_orders(
-        b, 3000, topic=orders, txn_size=200, transactional_id=unique("gen"), event_step_ms=100
-    )
+    stats = generate_orders(b, 3000, topic=orders, txn_size=200, transactional_id=unique("gen"), event_step_ms=100)
     assert stats.committed == 3000 and stats.aborted > 0
-    cfg = PipelineConfig(
-        bootstrap=b,
-        checkpoint=str(tmp_path / "ck"),
-        orders=orders,
-        enriched=enriched,
-        totals=totals,
-        max_offsets=1500,
-        available_now=True,
-    )
+    cfg = PipelineConfig(bootstrap=b, checkpoint=str(tmp_path / "ck"), orders=orders, enriched=enriched, totals=totals, max_offsets=1500, available_now=True)
     queries = start_queries(spark, cfg)
     for q in queries:
         assert q.awaitTermination(180)
@@ -65,12 +53,8 @@ def test_orders_pipeline_in_process(
     for r in out[:50]:
         o = json.loads(r.value or b"{}")
         assert r.key == o["order_id"].encode()
-        assert o["tax"] == round(o["amount"] * TAX_RATE, 2) and o["total"] == round(
-            o["amount"] * (1 + TAX_RATE), 2
-        )
-        assert o["size_class"] == (
-            "small" if o["amount"] < 50 else "medium" if o["amount"] < 200 else "large"
-        )
+        assert o["tax"] == round(o["amount"] * TAX_RATE, 2) and o["total"] == round(o["amount"] * (1 + TAX_RATE), 2)
+        assert o["size_class"] == ("small" if o["amount"] < 50 else "medium" if o["amount"] < 200 else "large")
     check = check_window_totals(inputs, read_topic(b, totals), WINDOW_MS, WATERMARK_MS)
     assert check.ok and check.emitted >= check.expected_closed > 0, check
     for q in queries:
@@ -78,25 +62,13 @@ def test_orders_pipeline_in_process(
     assert stable(b, enriched) and stable(b, totals)
 
 
-def test_update_mode_is_rejected_by_spark_for_python_sinks(
-    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
-) -> None:
+def test_update_mode_is_rejected_by_spark_for_python_sinks(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
     """Documented limitation: PySpark 4.3's Python data source sinks support append and
     complete output modes only."""
-    df = (
-        spark.readStream.format("rate")
-        .load()
-        .groupBy("value")
-        .count()
-        .selectExpr("cast(value as string) as value")
-    )
+    df = spark.readStream.format("rate").load().groupBy("value").count().selectExpr("cast(value as string) as value")
     q = (
-        df.writeStream.format("oncelog")
-        .outputMode("update")
-        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
-        .option("topic", "x")
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
+        df.writeStream.format("oncelog").outputMode("update").option("kafka.bootstrap.servers", spark_broker.bootstrap)
+        .option("topic", "x").option("checkpointLocation", str(tmp_path / "ck")).start()
     )
     with pytest.raises(Exception, match="does not support Update mode"):
         q.awaitTermination(60)

@@ -18,12 +18,7 @@ from .test_transactions import READ_COMMITTED, READ_UNCOMMITTED, end_offsets, re
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oncelog.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return subprocess.run([sys.executable, "-m", "oncelog.cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> None:
@@ -43,42 +38,16 @@ def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> 
             shutil.rmtree(d)
         b.start()
         assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [0]
-        out = cli(
-            "transactions",
-            "find-hanging",
-            "-b",
-            b.bootstrap,
-            "--topic",
-            topic_name,
-            "--max-transaction-timeout-ms",
-            "0",
-        )
+        out = cli("transactions", "find-hanging", "-b", b.bootstrap, "--topic", topic_name, "--max-transaction-timeout-ms", "0")
         assert out.returncode == 0, out.stderr
         assert topic_name in out.stdout
         with ClusterAdmin(b.bootstrap) as admin:
             hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
         assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0
-        out = cli(
-            "transactions",
-            "abort",
-            "-b",
-            b.bootstrap,
-            "--topic",
-            topic_name,
-            "--partition",
-            "0",
-            "--producer-id",
-            str(hanging[0].producer_id),
-        )
+        out = cli("transactions", "abort", "-b", b.bootstrap, "--topic", topic_name, "--partition", "0", "--producer-id", str(hanging[0].producer_id))
         assert out.returncode == 0, out.stderr
-        assert (
-            end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED)
-            == end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED)
-            == [3]
-        )
-        assert [m.value() for m in read_all(b.bootstrap, topic_name, 1, "read_committed")] == [
-            b"stuck-behind"
-        ]
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED) == [3]
+        assert [m.value() for m in read_all(b.bootstrap, topic_name, 1, "read_committed")] == [b"stuck-behind"]
         metrics = json.loads(cli("transactions", "metrics", "-b", b.bootstrap).stdout)
         assert metrics["partitions"][f"{topic_name}-0"]["lso_lag"] == 0
     finally:

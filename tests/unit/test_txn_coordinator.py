@@ -311,7 +311,9 @@ def test_verify_only() -> None:
     sh.add(r, [P0])
     step = sh.coord.add_partitions(TXN, 1000, 0, [P0, P1], now_ms=sh.now, verify_only=True)
     assert step.actions == []
-    assert step.reply == Reply(E.none, partition_errors={P0: E.none, P1: E.transaction_abortable})
+    assert step.reply == Reply(
+        E.none, partition_errors={P0: E.none, P1: E.transaction_abortable}
+    )
     assert sh.state().partitions == {P0}
     step = sh.coord.add_partitions(TXN, 1000, 1, [P0], now_ms=sh.now, verify_only=True)
     assert step.reply == Reply(E.producer_fenced, partition_errors={P0: E.producer_fenced})
@@ -345,9 +347,7 @@ def test_full_flow_action_order(commit: bool) -> None:
     assert prepared.actions == [WriteMarkers(TXN, 1000, 0, commit, frozenset({P0, P1}), 3)]
     sh.absorb(prepared)
     sh.drain()
-    prep, done = (
-        (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
-    )
+    prep, done = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
     assert kinds(sh.trace) == [S.ONGOING, prep, ("markers", commit), done]
     m = sh.state()
     assert (m.state, m.partitions, m.producer_epoch) == (done, set(), 0)
@@ -678,14 +678,8 @@ def test_protocol_misuse_raises() -> None:
 
 def test_state_table_matches_kafka() -> None:
     assert [(s.name, int(s)) for s in S] == [
-        ("EMPTY", 0),
-        ("ONGOING", 1),
-        ("PREPARE_COMMIT", 2),
-        ("PREPARE_ABORT", 3),
-        ("COMPLETE_COMMIT", 4),
-        ("COMPLETE_ABORT", 5),
-        ("DEAD", 6),
-        ("PREPARE_EPOCH_FENCE", 7),
+        ("EMPTY", 0), ("ONGOING", 1), ("PREPARE_COMMIT", 2), ("PREPARE_ABORT", 3),
+        ("COMPLETE_COMMIT", 4), ("COMPLETE_ABORT", 5), ("DEAD", 6), ("PREPARE_EPOCH_FENCE", 7),
     ]
     assert S.PREPARE_ABORT.valid_previous_states == {S.ONGOING, S.PREPARE_EPOCH_FENCE}
     assert S.DEAD.valid_previous_states == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}

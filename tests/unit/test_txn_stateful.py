@@ -176,12 +176,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         options = self.granted[txn] + [(999, 0)]
         return options[-2] if i % 4 and len(options) > 1 else options[i % len(options)]
 
-    @rule(
-        txn=st.sampled_from(IDS),
-        i=idx,
-        kip360=st.booleans(),
-        timeout=st.sampled_from([1_500, 5_000, 5_000, 6_000]),
-    )
+    @rule(txn=st.sampled_from(IDS), i=idx, kip360=st.booleans(),
+          timeout=st.sampled_from([1_500, 5_000, 5_000, 6_000]))
     def init(self, txn: str, i: int, kip360: bool, timeout: int) -> None:
         pid, epoch = self._producer(txn, i) if kip360 else (-1, -1)
         step = self.coord.init_producer_id(txn, timeout, pid, epoch, now_ms=self.now)
@@ -217,21 +213,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         step = self.coord.end_txn(txn, pid, epoch, commit, now_ms=self.now)
         self._process(step, Req("end", txn, pid, epoch, commit))
 
-    @rule(
-        txn=st.sampled_from(IDS),
-        commit=st.booleans(),
-        parts=st.frozensets(st.sampled_from(PARTS), max_size=2),
-    )
+    @rule(txn=st.sampled_from(IDS), commit=st.booleans(), parts=st.frozensets(st.sampled_from(PARTS), max_size=2))
     def end_then_begin(self, txn: str, commit: bool, parts: frozenset[tuple[str, int]]) -> None:
         """The client's fast path: EndTxn answered, then at once the next transaction's first
         AddPartitionsToTxn, which meets the markers still in flight."""
         self.end(txn, 1, commit)
         action = self.outstanding.get(txn)
-        if (
-            isinstance(action, AppendTxnLog)
-            and action.state is not None
-            and action.state.is_prepare
-        ):
+        if isinstance(action, AppendTxnLog) and action.state is not None and action.state.is_prepare:
             self.outstanding.pop(txn)
             self._deliver_append(txn, action, fail=1)
         self.add(txn, 1, parts)
@@ -272,9 +260,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     def _deliver_append(self, txn: str, action: AppendTxnLog, fail: int) -> None:
         if fail == 0:
-            self._process(
-                self.coord.on_log_appended(txn, now_ms=self.now, error=E.not_enough_replicas)
-            )
+            self._process(self.coord.on_log_appended(txn, now_ms=self.now, error=E.not_enough_replicas))
             return
         m = self._persist(action)
         if m is not None and m.state.is_prepare:

@@ -44,11 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.transaction_timeout_ms:
         writer = writer.option("transactionTimeoutMs", str(args.transaction_timeout_ms))
     writer = writer.option("checkpointLocation", args.checkpoint)
-    writer = (
-        writer.trigger(availableNow=True)
-        if args.available_now
-        else writer.trigger(processingTime="0 seconds")
-    )
+    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime="0 seconds")
     q = writer.start()
     faults.trace("query started")
     seen = -1
