@@ -241,3 +241,18 @@ def decode(key: str | bytes, value: bytes | None) -> ConfigRecord:
             raise DataException(f"Ignoring tombstone for logger level {key}")
         return LoggerLevelRecord(key[len(LOGGER_CLUSTER_PREFIX) :], _field(body, "level", str, key))
     raise DataException(f"Discarding config update record with invalid key: {key}")
+
+
+def task_config_records(connector: str, configs: list[dict[str, str]]) -> list[ConfigRecord]:
+    """What the leader writes for new task configs: one record per task, then the
+    commit that makes them live (readers apply them only on the commit)."""
+    records: list[ConfigRecord] = [
+        TaskConfigRecord(connector, i, config) for i, config in enumerate(configs)
+    ]
+    records.append(TaskCommitRecord(connector, len(configs)))
+    return records
+
+
+def connector_removal_records(connector: str) -> list[ConfigRecord]:
+    """What deleting a connector writes: tombstones for its config and target state."""
+    return [ConnectorConfigRecord(connector, None), TargetStateRecord(connector, None)]

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from oncelog.connect.errors import ConnectException
+from oncelog.connect.internal_log import LogRecord
 from oncelog.connect.offset_records import decode as decode_offset
 from oncelog.connect.offsets import OffsetsView
 from oncelog.connect.records import RecordMetadata
@@ -225,3 +226,47 @@ class ConfluentDeadLetters:
     def send(self, record: ConsumedRecord, error: Exception) -> None:
         self.producer.produce(self.topic, key=record.key, value=record.value)
         self.producer.flush(10)
+
+
+class ConfluentLogConsumer:
+    """LogConsumer over confluent-kafka (no group: positions are tracked by the reader)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"log-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+            }
+        )
+
+    def partitions(self, topic: str) -> list[int]:
+        metadata = self.consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return []
+        return sorted(metadata.partitions)
+
+    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        return {
+            p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+
+    def assign(self, topic: str, positions: dict[int, int]) -> None:
+        self.consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
+
+    def poll(self, timeout_s: float) -> list[LogRecord]:
+        return [
+            LogRecord(m.partition(), m.offset(), m.key(), m.value())
+            for m in self.consumer.consume(500, timeout_s)
+            if m.error() is None
+        ]
+
+    def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        return {
+            tp.partition: tp.offset
+            for tp in self.consumer.position([TopicPartition(topic, p) for p in partitions])
+        }
+
+    def close(self) -> None:
+        self.consumer.close()
