@@ -22,6 +22,7 @@ server-side cursor, ``batch.max.rows`` per poll; a table is queried again
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +49,7 @@ from oncelog.connect.connectors.postgres_common import (
     read_columns,
     validate_checked,
 )
-from oncelog.connect.data import Struct, struct_schema
+from oncelog.connect.data import Schema, SchemaType, Struct, struct_schema
 from oncelog.connect.errors import ConnectException
 from oncelog.connect.version import VERSION
 
@@ -295,7 +296,7 @@ class PostgresSourceTask(SourceTask):
     def _read_batch(self, reader: _TableReader) -> list[SourceRecord] | None:
         assert self._conn is not None
         if reader.cursor is None:
-            reader.cursor = self._conn.cursor(name=f"oncelog_{reader.table.table}")
+            reader.cursor = self._conn.cursor(name=f"oncelog_{self._readers.index(reader)}")
             reader.cursor.execute(self._query(reader))
         rows = reader.cursor.fetchmany(self.batch_max_rows)
         if len(rows) < self.batch_max_rows:
@@ -308,8 +309,8 @@ class PostgresSourceTask(SourceTask):
 
     def _record(self, reader: _TableReader, row: tuple[Any, ...]) -> SourceRecord:
         value = Struct(reader.schema)
-        for column, cell in zip(reader.columns, row, strict=True):
-            value.put(column.name, _cell(column, cell))
+        for f, cell in zip(reader.schema.fields, row, strict=True):
+            value.put(f.name, _cell(f.schema, cell))
         offset: dict[str, Any] = {}
         if self.inc_column:
             reader.incrementing = int(value.get(self.inc_column))
@@ -334,17 +335,14 @@ class PostgresSourceTask(SourceTask):
                 self._conn = None
 
 
-def _cell(column: Column, cell: Any) -> Any:
+def _cell(schema: Schema, cell: Any) -> Any:
     """A row value as its Connect schema expects it."""
     if cell is None:
         return None
-    schema = column_schema(column)
-    if schema.name is None and schema.type.value == "string" and not isinstance(cell, str):
-        import json
-
+    if schema.name is None and schema.type is SchemaType.STRING and not isinstance(cell, str):
         return json.dumps(cell, default=str) if isinstance(cell, dict | list) else str(cell)
-    if schema.type.value == "float64" and not isinstance(cell, float):
+    if schema.type is SchemaType.FLOAT64 and not isinstance(cell, float):
         return float(cell)
-    if schema.type.value == "bytes" and schema.name is None:
+    if schema.type is SchemaType.BYTES and schema.name is None:
         return bytes(cell)
     return cell
