@@ -61,3 +61,19 @@ class NotFoundException(ConnectException):
 
 class IllegalWorkerStateException(ConnectException):
     """An operation that the current state of a task or worker does not allow."""
+
+
+class ConnectRestException(ConnectException):
+    """An error the REST API answers with ``status`` and ``{"error_code", "message"}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def body(self) -> dict[str, object]:
+        return {"error_code": self.status, "message": str(self)}
+
+
+class BadRequestException(ConnectRestException):
+    def __init__(self, message: str) -> None:
+        super().__init__(400, message)
