@@ -262,6 +262,17 @@ class PluginRegistry:
     def predicate_class(self, name: str, config_key: str = "predicates.type") -> type[Predicate]:
         return cast("type[Predicate]", self._resolve_as(name, Predicate, "Predicate", config_key))
 
+    def task_class(self, name: str, config_key: str = "task.class") -> type:
+        """A task class by full Python path (the ``task.class`` of stored task configs)."""
+        from oncelog.connect.api import SinkTask, SourceTask
+
+        cls = _import_class(name) if "." in name else None
+        if cls is None or not issubclass(cls, SourceTask | SinkTask):
+            raise ConfigException(
+                config_key, name, f"Class {name} could not be found as a SourceTask or SinkTask."
+            )
+        return cls
+
     def connector_plugins(self) -> list[dict[str, Any]]:
         """``GET /connector-plugins`` entries: class, type and version."""
         return [

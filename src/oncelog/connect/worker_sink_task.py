@@ -140,6 +140,7 @@ class WorkerSinkTask:
         self._pending: _Pending | None = None
         self._next_commit = 0.0
         self._paused_for_retry = False
+        self.paused_by_target = False  # the connector's target state is PAUSED
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -189,6 +190,8 @@ class WorkerSinkTask:
     def iterate(self, poll_timeout_s: float = 0.5) -> int:
         """Deliver one batch (or retry the pending one); returns records put."""
         self._apply_context_requests()
+        if self.paused_by_target:
+            return self._poll_paused(poll_timeout_s)
         if self._pending is not None:
             wait = self._pending.retry_at - self.clock()
             if wait > 0:
@@ -204,12 +207,25 @@ class WorkerSinkTask:
             self._commit(sorted(self.context.assignment()))
         return delivered
 
+    def _poll_paused(self, poll_timeout_s: float) -> int:
+        """Keep the group session while paused; anything fetched before the pause took
+        effect is rewound, never delivered."""
+        assigned = sorted(self.context.assignment())
+        self.source.pause(assigned)
+        first: dict[TopicPartition, int] = {}
+        for raw in self.source.poll(poll_timeout_s, self.max_poll_records):
+            first.setdefault(TopicPartition(raw.topic, raw.partition), raw.offset)
+        for tp, offset in first.items():
+            self.source.seek(tp, offset)
+        self.source.pause(sorted(self.context.assignment()))
+        return 0
+
     def _apply_context_requests(self) -> None:
         for tp, offset in self.context.take_offset_resets().items():
             if tp in self.context.assignment():
                 self.source.seek(tp, offset)
                 self.current_offsets[tp] = offset
-        if not self._paused_for_retry:
+        if not self._paused_for_retry and not self.paused_by_target:
             paused = self.context.paused()
             assigned = self.context.assignment()
             self.source.pause(sorted(paused))

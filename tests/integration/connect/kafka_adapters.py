@@ -270,3 +270,32 @@ class ConfluentLogConsumer:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class ConfluentClients:
+    """A worker's ClientFactory over confluent-kafka."""
+
+    def __init__(self, bootstrap: str, offsets_topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.offsets_topic = offsets_topic
+
+    def record_sender(self, connector: str, task: int, connector_config: Any) -> ConfluentSender:
+        return ConfluentSender(
+            {"bootstrap.servers": self.bootstrap, "enable.idempotence": "true", "linger.ms": "5"}
+        )
+
+    def offset_writer(self, connector: str) -> ConfluentOffsetWriter:
+        return ConfluentOffsetWriter(self.bootstrap, self.offsets_topic)
+
+    def sink_source(self, connector: str, task: int, connector_config: Any) -> ConfluentSinkSource:
+        return ConfluentSinkSource(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"connect-{connector}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+
+    def dead_letter_sender(self, connector: str, topic: str) -> ConfluentDeadLetters:
+        return ConfluentDeadLetters(self.bootstrap, topic)
