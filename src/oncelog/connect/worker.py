@@ -154,8 +154,9 @@ class Worker:
         runner.thread = threading.Thread(
             target=self._run, args=(runner,), name=f"task-{task_id}", daemon=True
         )
-        runner.thread.start()
+        # Reported before the thread runs, so a task that fails at once is RUNNING then FAILED.
         self._task_status(task_id, State.PAUSED if target is TargetState.PAUSED else State.RUNNING)
+        runner.thread.start()
         return True
 
     def _build_loop(
