@@ -21,6 +21,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import pkgutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-from oncelog.connect.api import Connector, SinkConnector, SourceConnector
+from oncelog.connect.api import Connector, SinkConnector, SinkTask, SourceConnector, SourceTask
+from oncelog.connect.connectors import BUILTIN_CONNECTORS
 from oncelog.connect.converters import ByteArrayConverter, Converter, JsonConverter, StringConverter
 from oncelog.connect.errors import ConfigException
 from oncelog.connect.transforms import (
@@ -128,8 +130,6 @@ for _outer in ("InsertField", "ReplaceField", "ExtractField"):
 
 
 def builtin_plugins() -> list[type]:
-    from oncelog.connect.connectors import BUILTIN_CONNECTORS
-
     return [
         JsonConverter,
         StringConverter,
@@ -264,8 +264,6 @@ class PluginRegistry:
 
     def task_class(self, name: str, config_key: str = "task.class") -> type:
         """A task class by full Python path (the ``task.class`` of stored task configs)."""
-        from oncelog.connect.api import SinkTask, SourceTask
-
         cls = _import_class(name) if "." in name else None
         if cls is None or not issubclass(cls, SourceTask | SinkTask):
             raise ConfigException(
@@ -323,8 +321,6 @@ def _import_package(name: str) -> list[ModuleType]:
     module = importlib.import_module(name)
     modules = [module]
     if hasattr(module, "__path__"):
-        import pkgutil
-
         for info in pkgutil.walk_packages(module.__path__, prefix=name + "."):
             modules.append(importlib.import_module(info.name))
     return modules

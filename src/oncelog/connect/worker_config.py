@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import javaproperties
+
 from oncelog.connect.config import (
     AbstractConfig,
     ConfigDef,
@@ -659,8 +661,6 @@ def check_known_keys(props: Mapping[str, Any], definition: ConfigDef) -> None:
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    import javaproperties
-
     try:
         with open(path, encoding="utf-8") as fh:
             return dict(javaproperties.load(fh))

@@ -1,6 +1,10 @@
 """What the PostgreSQL source and sink share: connection settings (Confluent JDBC
 connector names), table names, and the mapping between PostgreSQL column types and
-Connect schemas."""
+Connect schemas.
+
+psycopg is imported where a connection is made, so discovering and validating
+plugins never needs libpq.
+"""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ from oncelog.connect.connectors.postgres_common import (
     validate_checked,
 )
 from oncelog.connect.data import Schema, SchemaType, Struct, struct_schema
-from oncelog.connect.errors import ConnectException
+from oncelog.connect.errors import ConfigException, ConnectException
 from oncelog.connect.version import VERSION
 
 if TYPE_CHECKING:
@@ -104,8 +104,6 @@ def source_config_def() -> ConfigDef:
 
 
 def _non_empty_list(name: str, value: Any) -> None:
-    from oncelog.connect.errors import ConfigException
-
     if not value or not all(v.strip() for v in value):
         raise ConfigException(name, ",".join(value or []), "Must list at least one table")
 
