@@ -239,21 +239,7 @@ class WorkerSinkTask:
         for raw in consumed:
             offsets[TopicPartition(raw.topic, raw.partition)] = raw.offset + 1
             try:
-                key = self.key_converter.to_connect_data(raw.topic, raw.key)
-                value = self.value_converter.to_connect_data(raw.topic, raw.value)
-                record = SinkRecord.create(
-                    raw.topic,
-                    raw.partition,
-                    raw.offset,
-                    value.value,
-                    value_schema=value.schema,
-                    key=key.value,
-                    key_schema=key.schema,
-                    timestamp=raw.timestamp,
-                    timestamp_type=raw.timestamp_type,
-                    headers=Headers.of(raw.headers),
-                )
-                transformed = self.chain.apply(record)
+                transformed = self._to_sink_record(raw)
             except Exception as exc:
                 self._tolerate(raw, exc)
                 continue
@@ -262,6 +248,26 @@ class WorkerSinkTask:
             else:
                 batch.append(transformed)
         return batch, offsets
+
+    def _to_sink_record(self, raw: ConsumedRecord) -> SinkRecord | None:
+        """Convert and transform one record (None: a transform dropped it)."""
+        key = self.errors.retrying(lambda: self.key_converter.to_connect_data(raw.topic, raw.key))
+        value = self.errors.retrying(
+            lambda: self.value_converter.to_connect_data(raw.topic, raw.value)
+        )
+        record = SinkRecord.create(
+            raw.topic,
+            raw.partition,
+            raw.offset,
+            value.value,
+            value_schema=value.schema,
+            key=key.value,
+            key_schema=key.schema,
+            timestamp=raw.timestamp,
+            timestamp_type=raw.timestamp_type,
+            headers=Headers.of(raw.headers),
+        )
+        return self.errors.retrying(lambda: self.chain.apply(record))
 
     def _tolerate(self, raw: ConsumedRecord, exc: Exception) -> None:
         self.errors.tolerate(self.id, exc, f"{raw.topic}-{raw.partition}@{raw.offset}")

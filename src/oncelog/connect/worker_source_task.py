@@ -173,17 +173,20 @@ class WorkerSourceTask:
 
     def _send(self, record: SourceRecord) -> None:
         try:
-            transformed = self.chain.apply(record)
+            transformed = self.errors.retrying(lambda: self.chain.apply(record))
             if transformed is None:
                 self.metrics.filtered += 1
                 self.task.commit_record(record, None)
                 self._track_dropped(record)
                 return
-            key = self.key_converter.from_connect_data(
-                transformed.topic, transformed.key_schema, transformed.key
+            out = transformed
+            key = self.errors.retrying(
+                lambda: self.key_converter.from_connect_data(out.topic, out.key_schema, out.key)
             )
-            value = self.value_converter.from_connect_data(
-                transformed.topic, transformed.value_schema, transformed.value
+            value = self.errors.retrying(
+                lambda: self.value_converter.from_connect_data(
+                    out.topic, out.value_schema, out.value
+                )
             )
             headers = [(h.key, header_bytes(h.value)) for h in transformed.headers]
         except Exception as exc:
