@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from oncelog.connect.cluster_view import ClusterState
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app
 
@@ -118,3 +119,96 @@ def test_errors_use_kafkas_format() -> None:
     assert status == 200 and set(spec["paths"]) == {
         "/connector-plugins", "/connector-plugins/{plugin}/config", "/connector-plugins/{plugin}/config/validate"
     }  # fmt: skip
+
+
+def _cluster() -> ClusterState:
+    from oncelog.connect import config_records as cr
+    from oncelog.connect import offset_records as orec
+    from oncelog.connect import status_records as sr
+
+    cluster = ClusterState()
+    records = [
+        cr.ConnectorConfigRecord(
+            "src", {"connector.class": "FileStreamSource", "file": "/in", "topic": "t"}
+        ),
+        *cr.task_config_records("src", [{"file": "/in", "topic": "t", "task.class": "x.Task"}]),
+        cr.ConnectorConfigRecord("snk", {"connector.class": "FileStreamSink", "topics": "t"}),
+    ]
+    for offset, record in enumerate(records):
+        cluster.apply_config(offset, *cr.encode(record))
+    for status in (
+        sr.ConnectorStatus("src", sr.State.RUNNING, "w1:8083", 1),
+        sr.TaskStatus("src", 0, sr.State.FAILED, "w2:8083", 1, "Traceback: boom"),
+        sr.TopicStatus("t", "src", 0, 5),
+    ):
+        cluster.apply_status(*sr.encode(status))
+    cluster.apply_offset(
+        *orec.encode(orec.OffsetRecord("src", {"filename": "/in"}, {"position": 42}))
+    )
+    return cluster
+
+
+def _get(path: str) -> tuple[int, Any]:
+    async def run() -> tuple[int, Any]:
+        app = create_app(PluginRegistry.with_builtins(), view=_cluster())
+        async with TestClient(TestServer(app)) as client:
+            response = await client.get(path)
+            return response.status, await response.json()
+
+    return asyncio.run(run())
+
+
+def test_read_only_connector_endpoints() -> None:
+    assert _get("/connectors") == (200, ["snk", "src"])
+    status, expanded = _get("/connectors?expand=status&expand=info")
+    assert (
+        status == 200
+        and set(expanded["src"]) == {"status", "info"}
+        and expanded["snk"]["info"]["type"] == "sink"
+    )
+    assert _get("/connectors/src") == (200, {
+        "name": "src",
+        "config": {"connector.class": "FileStreamSource", "file": "/in", "topic": "t"},
+        "tasks": [{"connector": "src", "task": 0}],
+        "type": "source",
+    })  # fmt: skip
+    assert _get("/connectors/src/config")[1] == {
+        "connector.class": "FileStreamSource",
+        "file": "/in",
+        "topic": "t",
+    }
+    assert _get("/connectors/src/tasks")[1] == [
+        {
+            "id": {"connector": "src", "task": 0},
+            "config": {"file": "/in", "topic": "t", "task.class": "x.Task"},
+        }
+    ]
+    assert _get("/connectors/src/status") == (200, {
+        "name": "src",
+        "connector": {"state": "RUNNING", "worker_id": "w1:8083"},
+        "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w2:8083", "trace": "Traceback: boom"}],
+        "type": "source",
+    })  # fmt: skip
+    assert _get("/connectors/snk/status")[1]["connector"] == {
+        "state": "UNASSIGNED",
+        "worker_id": "",
+    }
+    assert _get("/connectors/src/tasks/0/status") == (
+        200,
+        {"id": 0, "state": "FAILED", "worker_id": "w2:8083", "trace": "Traceback: boom"},
+    )
+    assert _get("/connectors/src/topics") == (200, {"src": {"topics": ["t"]}})
+    assert _get("/connectors/src/offsets") == (
+        200,
+        {"offsets": [{"partition": {"filename": "/in"}, "offset": {"position": 42}}]},
+    )
+    assert _get("/connectors/nope") == (
+        404,
+        {"error_code": 404, "message": "Connector nope not found"},
+    )
+    assert (
+        _get("/connectors/nope/status")[0] == 404
+        and _get("/connectors/src/tasks/x/status")[0] == 404
+    )
+    status, spec = _get("/openapi.json")
+    assert "/connectors/{connector}/status" in spec["paths"] and "/connectors" in spec["paths"]

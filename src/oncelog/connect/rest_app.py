@@ -1,23 +1,34 @@
 """The worker's REST API (aiohttp): Kafka Connect's paths, bodies, status codes and
 error format ``{"error_code": …, "message": …}``.
 
-This slice serves what needs no herder: the plugin endpoints (KIP-769) and the
-OpenAPI description. The connector endpoints join once the herder exists; their
-bodies are already built by ``rest_views`` and ``offsets_api``.
+This slice serves what needs no herder:
+
+- the plugin endpoints (KIP-769);
+- the read-only connector endpoints, from a :class:`ClusterView` (the worker's view of
+  the config, status and offsets topics);
+- the OpenAPI description.
+
+The endpoints that change state join once the herder exists.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
+from oncelog.connect import rest_views
+from oncelog.connect.api import SinkConnector, SourceConnector
 from oncelog.connect.config import convert_to_string
+from oncelog.connect.config_state import ClusterConfigSnapshot
 from oncelog.connect.connector_config import validate_connector_config
 from oncelog.connect.errors import ConfigException, ConnectRestException
+from oncelog.connect.offsets import OffsetsView
+from oncelog.connect.offsets_api import source_offsets_json
 from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.status_state import StatusState
 from oncelog.connect.version import VERSION
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -122,8 +133,94 @@ class PluginResource:
         return web.json_response(result)
 
 
-def openapi() -> dict[str, Any]:
-    """The OpenAPI description of the public endpoints served so far."""
+class ClusterView(Protocol):
+    """What the worker has read from its internal topics."""
+
+    def snapshot(self) -> ClusterConfigSnapshot: ...
+
+    def statuses(self) -> StatusState: ...
+
+    def offsets(self) -> OffsetsView: ...
+
+
+class ConnectorResource:
+    """The read-only ``/connectors`` endpoints."""
+
+    def __init__(self, view: ClusterView, plugins: PluginRegistry) -> None:
+        self.view = view
+        self.plugins = plugins
+
+    def connector_type(self, connector: str) -> str | None:
+        config = self.view.snapshot().connector_configs.get(connector, {})
+        try:
+            cls = self.plugins.connector_class(config.get("connector.class", ""))
+        except ConfigException:
+            return None
+        return (
+            "sink"
+            if issubclass(cls, SinkConnector)
+            else "source"
+            if issubclass(cls, SourceConnector)
+            else None
+        )
+
+    async def list(self, request: web.Request) -> web.Response:
+        expand = request.query.getall("expand", [])
+        body = rest_views.list_connectors(
+            self.view.snapshot(), self.view.statuses(), expand, self.connector_type
+        )
+        return web.json_response(body)
+
+    async def info(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        return web.json_response(
+            rest_views.connector_info(self.view.snapshot(), name, self.connector_type)
+        )
+
+    async def config(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            rest_views.connector_config(self.view.snapshot(), request.match_info["connector"])
+        )
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            rest_views.task_configs(self.view.snapshot(), request.match_info["connector"])
+        )
+
+    async def status(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        return web.json_response(
+            rest_views.connector_status(
+                self.view.snapshot(), self.view.statuses(), name, self.connector_type
+            )
+        )
+
+    async def task_status(self, request: web.Request) -> web.Response:
+        name, task = request.match_info["connector"], request.match_info["task"]
+        if not task.isdigit():
+            raise ConnectRestException(404, f"Task {task} not found")
+        return web.json_response(
+            rest_views.task_status(self.view.snapshot(), self.view.statuses(), name, int(task))
+        )
+
+    async def topics(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        rest_views.connector_config(self.view.snapshot(), name)  # 404 for unknown connectors
+        return web.json_response(self.view.statuses().active_topics_json(name))
+
+    async def offsets(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        rest_views.connector_config(self.view.snapshot(), name)
+        if self.connector_type(name) == "sink":
+            raise ConnectRestException(
+                501, "Reading sink connector offsets needs the worker's admin client"
+            )
+        return web.json_response(source_offsets_json(self.view.offsets().connector_offsets(name)))
+
+
+def openapi(connectors: bool = True) -> dict[str, Any]:
+    """The OpenAPI description of the public endpoints served (``connectors``: with
+    the ``/connectors`` endpoints)."""
     error = {"$ref": "#/components/schemas/Error"}
 
     def responses(ok: str, *codes: int) -> dict[str, Any]:
@@ -136,7 +233,9 @@ def openapi() -> dict[str, Any]:
         return out
 
     plugin = {"name": "plugin", "in": "path", "required": True, "schema": {"type": "string"}}
-    return {
+    connector = {"name": "connector", "in": "path", "required": True, "schema": {"type": "string"}}
+    task = {"name": "task", "in": "path", "required": True, "schema": {"type": "integer"}}
+    spec: dict[str, Any] = {
         "openapi": "3.0.3",
         "info": {"title": "oncelog Connect REST API", "version": VERSION},
         "paths": {
@@ -154,6 +253,53 @@ def openapi() -> dict[str, Any]:
                     "summary": "The plugin's configuration keys",
                     "parameters": [plugin],
                     "responses": responses("keys", 404),
+                }
+            },
+            **{
+                path: {
+                    "get": {
+                        "summary": summary,
+                        "parameters": params,
+                        "responses": responses(summary, 404),
+                    }
+                }
+                for path, summary, params in (
+                    ("/connectors/{connector}", "Connector info: config, tasks, type", [connector]),
+                    (
+                        "/connectors/{connector}/config",
+                        "The connector's configuration",
+                        [connector],
+                    ),
+                    (
+                        "/connectors/{connector}/tasks",
+                        "The connector's task configurations",
+                        [connector],
+                    ),
+                    ("/connectors/{connector}/status", "Connector and task states", [connector]),
+                    (
+                        "/connectors/{connector}/tasks/{task}/status",
+                        "One task's state",
+                        [connector, task],
+                    ),
+                    (
+                        "/connectors/{connector}/topics",
+                        "Topics the connector used (KIP-558)",
+                        [connector],
+                    ),
+                    ("/connectors/{connector}/offsets", "Source offsets (KIP-875)", [connector]),
+                )
+            },
+            "/connectors": {
+                "get": {
+                    "summary": "Connector names, or details with expand=status and/or expand=info",
+                    "parameters": [
+                        {
+                            "name": "expand",
+                            "in": "query",
+                            "schema": {"type": "string", "enum": ["status", "info"]},
+                        }
+                    ],
+                    "responses": responses("connectors"),
                 }
             },
             "/connector-plugins/{plugin}/config/validate": {
@@ -186,17 +332,33 @@ def openapi() -> dict[str, Any]:
             }
         },
     }
+    if not connectors:
+        spec["paths"] = {p: v for p, v in spec["paths"].items() if not p.startswith("/connectors")}
+    return spec
 
 
-def create_app(plugins: PluginRegistry, *, override_policy: str = "All") -> web.Application:
+def create_app(
+    plugins: PluginRegistry, *, override_policy: str = "All", view: ClusterView | None = None
+) -> web.Application:
     app = web.Application(middlewares=[errors_as_json])
+    if view is not None:
+        connectors = ConnectorResource(view, plugins)
+        app.router.add_get("/connectors", connectors.list)
+        app.router.add_get("/connectors/{connector}", connectors.info)
+        app.router.add_get("/connectors/{connector}/config", connectors.config)
+        app.router.add_get("/connectors/{connector}/tasks", connectors.tasks)
+        app.router.add_get("/connectors/{connector}/status", connectors.status)
+        app.router.add_get("/connectors/{connector}/tasks/{task}/status", connectors.task_status)
+        app.router.add_get("/connectors/{connector}/topics", connectors.topics)
+        app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
     resource = PluginResource(plugins, override_policy)
     app.router.add_get("/connector-plugins", resource.list)
     app.router.add_get("/connector-plugins/{plugin}/config", resource.config)
     app.router.add_put("/connector-plugins/{plugin}/config/validate", resource.validate)
 
     async def openapi_json(request: web.Request) -> web.Response:
-        return web.json_response(openapi())
+        spec = openapi(connectors=view is not None)
+        return web.json_response(spec)
 
     app.router.add_get("/openapi.json", openapi_json)
     return app
