@@ -338,9 +338,17 @@ def openapi(connectors: bool = True) -> dict[str, Any]:
 
 
 def create_app(
-    plugins: PluginRegistry, *, override_policy: str = "All", view: ClusterView | None = None
+    plugins: PluginRegistry,
+    *,
+    override_policy: str = "All",
+    view: ClusterView | None = None,
+    herder_routes: Callable[[web.Application], None] | None = None,
 ) -> web.Application:
+    """The app; ``herder_routes`` adds the endpoints that change the cluster (and
+    replaces the read-only offsets endpoint)."""
     app = web.Application(middlewares=[errors_as_json])
+    if herder_routes is not None:
+        herder_routes(app)
     if view is not None:
         connectors = ConnectorResource(view, plugins)
         app.router.add_get("/connectors", connectors.list)
@@ -350,7 +358,8 @@ def create_app(
         app.router.add_get("/connectors/{connector}/status", connectors.status)
         app.router.add_get("/connectors/{connector}/tasks/{task}/status", connectors.task_status)
         app.router.add_get("/connectors/{connector}/topics", connectors.topics)
-        app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
+        if herder_routes is None:
+            app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
     resource = PluginResource(plugins, override_policy)
     app.router.add_get("/connector-plugins", resource.list)
     app.router.add_get("/connector-plugins/{plugin}/config", resource.config)
@@ -360,5 +369,9 @@ def create_app(
         spec = openapi(connectors=view is not None)
         return web.json_response(spec)
 
+    async def root(request: web.Request) -> web.Response:
+        return web.json_response({"version": VERSION, "commit": "", "kafka_cluster_id": ""})
+
+    app.router.add_get("/", root)
     app.router.add_get("/openapi.json", openapi_json)
     return app

@@ -116,6 +116,12 @@ class Worker:
     def connector_task_configs(self, name: str, max_tasks: int) -> list[Config]:
         return self.connectors[name].task_configs(max_tasks)
 
+    def transition_connector(self, name: str, target: TargetState) -> None:
+        """PAUSED <-> STARTED: the connector instance keeps running, as in Kafka."""
+        self._connector_status(
+            name, State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+        )
+
     def stop_connector(self, name: str) -> None:
         instance = self.connectors.pop(name, None)
         if instance is not None:
