@@ -306,6 +306,11 @@ class TaskClients:
 
 
 COMPACT = "compact"
+_STORAGE_KEYS = {
+    "config": "config.storage.topic",
+    "offsets": "offset.storage.topic",
+    "status": "status.storage.topic",
+}
 
 
 class InternalTopicAdmin:
@@ -342,16 +347,14 @@ class InternalTopicAdmin:
         for purpose, (topic, _, _) in topics.items():
             policy = self.cleanup_policy(topic, timeout_s)
             if {p.strip() for p in policy.split(",")} != {COMPACT}:
+                key = _STORAGE_KEYS.get(purpose, f"{purpose}.storage.topic")
                 raise ConnectException(
-                    f"Topic '{topic}' supplied via the '{purpose}.storage.topic' property is required to have "
-                    f"'cleanup.policy=compact' to guarantee consistency and durability of connector {purpose}, "
-                    f"but found the topic currently has 'cleanup.policy={policy}'. Continuing would likely "
-                    f"result in eventually losing connector {purpose} and problems restarting this Connect "
-                    "cluster in the future. Change the 'offset.storage.topic' property in the Connect worker "
-                    "configurations to use a topic with 'cleanup.policy=compact'."
-                    if purpose == "offsets"
-                    else f"Topic '{topic}' supplied via the '{purpose}.storage.topic' property is required to have "
-                    f"'cleanup.policy=compact', but found 'cleanup.policy={policy}'."
+                    f"Topic '{topic}' supplied via the '{key}' property is required to have "
+                    f"'cleanup.policy=compact' to guarantee consistency and durability of connector "
+                    f"{purpose}, but found the topic currently has 'cleanup.policy={policy}'. Continuing "
+                    f"would likely result in eventually losing connector {purpose} and problems "
+                    f"restarting this Connect cluster in the future. Change the '{key}' property in the "
+                    "Connect worker configurations to use a topic with 'cleanup.policy=compact'."
                 )
 
     def cleanup_policy(self, topic: str, timeout_s: float = 30) -> str:
