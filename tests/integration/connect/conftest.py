@@ -7,6 +7,7 @@ as root they run as the ``postgres`` user, which owns the directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -34,9 +35,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """The base URL of a running server (``postgresql://postgres@127.0.0.1:PORT``)."""
+@contextlib.contextmanager
+def private_postgres() -> Iterator[str]:
+    """Run a server in a temp dir; yields its base URL (``postgresql://postgres@127.0.0.1:PORT``)."""
     bin_dir = _bin_dir()
     base = Path(tempfile.mkdtemp(prefix="oncelog-pg-"))
     as_root = os.geteuid() == 0
@@ -88,6 +89,13 @@ def postgres_server() -> Iterator[str]:
             capture_output=True,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The base URL of a running server (``postgresql://postgres@127.0.0.1:PORT``)."""
+    with private_postgres() as url:
+        yield url
 
 
 @pytest.fixture
