@@ -8,7 +8,7 @@ Each tick it:
 - reads the config topic to the end before acting on an assignment, and keeps
   reading the three internal topics;
 - carries out ``worker_plan.plan`` (start/stop/transition connectors and tasks);
-- heartbeats;
+- (a separate thread heartbeats, so slow task stops cost no membership);
 - runs the requests the REST API queued (:meth:`submit`). Requests that change the
   cluster's configuration are served by the leader only, the one writer of the config
   topic; elsewhere they raise :class:`NotLeaderError` and the REST layer forwards them.
@@ -78,7 +78,7 @@ from oncelog.connect.connect_protocol import (
 from oncelog.connect.errors import ConnectException, ConnectRestException
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.kafka_io import TaskClients, TopicLogConsumer, TopicWriter
-from oncelog.connect.membership import REJOIN_ERRORS, ConnectGroupMember
+from oncelog.connect.membership import ConnectGroupMember
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_views import restart_plan
 from oncelog.connect.status_records import ConnectorStatus, StatusRecord, TaskStatus
@@ -204,7 +204,6 @@ class Herder:
         self._last_generation = -1
         self._assignor = AssignorState()
         self._configured_at_assignment: Work = EMPTY
-        self._next_heartbeat = 0.0
         # What runs here.
         self._connector_targets: dict[str, TargetState] = {}
         self._connector_configs: dict[str, dict[str, str]] = {}
@@ -216,6 +215,25 @@ class Herder:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="herder", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._heartbeats, name="herder-heartbeat", daemon=True).start()
+
+    def _heartbeats(self) -> None:
+        """Heartbeats on their own thread, so stopping slow tasks (up to the graceful
+        timeout each) does not cost the worker its membership."""
+        interval_s = self.config.get_int(HEARTBEAT_INTERVAL_MS) / 1000
+        while not self._stopping.wait(interval_s):
+            generation = self.member.generation
+            if self.rebalancing or self._need_rejoin or generation < 0:
+                continue
+            try:
+                code = self.member.heartbeat()
+            except Exception as exc:
+                log.warning("heartbeat failed: %s", exc)
+                continue
+            # A reply for a generation already replaced says nothing about the new one.
+            if code.value != 0 and self.member.generation == generation:
+                log.info("heartbeat: %s; rejoining", code.name)
+                self._need_rejoin = True
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop tasks and connectors (each within the graceful timeout) and leave the group."""
@@ -309,14 +327,6 @@ class Herder:
         self.config_reader.poll(0.05)
         if self._events:
             self._handle_events()
-        if time.monotonic() >= self._next_heartbeat:
-            code = self.member.heartbeat()
-            self._next_heartbeat = (
-                time.monotonic() + self.config.get_int(HEARTBEAT_INTERVAL_MS) / 1000
-            )
-            if code in REJOIN_ERRORS or code.value != 0:
-                log.info("heartbeat: %s; rejoining", code.name)
-                self._need_rejoin = True
         if self.is_leader and not self._need_rejoin:
             self._leader_duties()
         self._reconfigure_connectors()
@@ -450,7 +460,6 @@ class Herder:
             self._rejoin_at = time.monotonic() + assignment.delay_ms / 1000
         self._events.clear()
         self.rebalancing = False
-        self._next_heartbeat = 0.0
         log.info(
             "joined generation %d as %s (leader %s): owns %d connectors, %d tasks",
             result.generation,
