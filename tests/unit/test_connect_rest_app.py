@@ -212,3 +212,17 @@ def test_read_only_connector_endpoints() -> None:
     )
     status, spec = _get("/openapi.json")
     assert "/connectors/{connector}/status" in spec["paths"] and "/connectors" in spec["paths"]
+
+
+def test_openapi_lists_the_endpoints_that_change_the_cluster_only_when_served() -> None:
+    from oncelog.connect.rest_app import openapi
+
+    without = openapi(connectors=True)["paths"]
+    assert "post" not in without["/connectors"] and "/health" not in without
+    paths = openapi(connectors=True, herder=True)["paths"]
+    assert sorted(paths["/connectors"]) == ["get", "post"]
+    assert sorted(paths["/connectors/{connector}"]) == ["delete", "get"]
+    assert sorted(paths["/connectors/{connector}/offsets"]) == ["delete", "get", "patch"]
+    restart = paths["/connectors/{connector}/restart"]["post"]
+    assert [p["name"] for p in restart["parameters"]] == ["connector", "includeTasks", "onlyFailed"]
+    assert sorted(restart["responses"]) == ["202", "404", "409"]

@@ -218,9 +218,9 @@ class ConnectorResource:
         return web.json_response(source_offsets_json(self.view.offsets().connector_offsets(name)))
 
 
-def openapi(connectors: bool = True) -> dict[str, Any]:
+def openapi(connectors: bool = True, herder: bool = False) -> dict[str, Any]:
     """The OpenAPI description of the public endpoints served (``connectors``: with
-    the ``/connectors`` endpoints)."""
+    the ``/connectors`` endpoints; ``herder``: with those that change the cluster)."""
     error = {"$ref": "#/components/schemas/Error"}
 
     def responses(ok: str, *codes: int) -> dict[str, Any]:
@@ -334,6 +334,39 @@ def openapi(connectors: bool = True) -> dict[str, Any]:
     }
     if not connectors:
         spec["paths"] = {p: v for p, v in spec["paths"].items() if not p.startswith("/connectors")}
+    if herder:
+        json_object = {
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+        flags = [
+            {"name": n, "in": "query", "schema": {"type": "boolean"}}
+            for n in ("includeTasks", "onlyFailed")
+        ]
+        for path, method, summary, params, ok, codes, body in (
+            ("/", "get", "Version information", [], "200", (), False),
+            ("/health", "get", "Worker health", [], "200", (503,), False),
+            ("/connectors", "post", "Create a connector ({name, config[, initial_state]})", [], "201", (400, 409), True),
+            ("/connectors/{connector}/config", "put", "Create or replace a connector's config", [connector], "200", (400, 409), True),
+            ("/connectors/{connector}/config", "patch", "Change some keys (null removes)", [connector], "200", (400, 404, 409), True),
+            ("/connectors/{connector}/pause", "put", "Pause the connector and its tasks", [connector], "202", (404, 409), False),
+            ("/connectors/{connector}/resume", "put", "Resume the connector and its tasks", [connector], "202", (404, 409), False),
+            ("/connectors/{connector}/stop", "put", "Stop the connector and shut its tasks down", [connector], "204", (404, 409), False),
+            ("/connectors/{connector}/restart", "post", "Restart the connector (KIP-745 flags)", [connector, *flags], "202", (404, 409), False),
+            ("/connectors/{connector}/tasks/{task}/restart", "post", "Restart one task", [connector, task], "204", (404, 409), False),
+            ("/connectors/{connector}", "delete", "Delete the connector", [connector], "204", (404, 409), False),
+            ("/connectors/{connector}/offsets", "patch", "Alter offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), True),
+            ("/connectors/{connector}/offsets", "delete", "Reset offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), False),
+        ):  # fmt: skip
+            codes_out = responses(summary, *codes)
+            codes_out[ok] = codes_out.pop("200")
+            operation: dict[str, Any] = {
+                "summary": summary,
+                "parameters": params,
+                "responses": codes_out,
+            }
+            if body:
+                operation["requestBody"] = json_object
+            spec["paths"].setdefault(path, {})[method] = operation
     return spec
 
 
@@ -366,7 +399,7 @@ def create_app(
     app.router.add_put("/connector-plugins/{plugin}/config/validate", resource.validate)
 
     async def openapi_json(request: web.Request) -> web.Response:
-        spec = openapi(connectors=view is not None)
+        spec = openapi(connectors=view is not None, herder=herder_routes is not None)
         return web.json_response(spec)
 
     async def root(request: web.Request) -> web.Response:

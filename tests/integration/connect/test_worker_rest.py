@@ -72,6 +72,11 @@ def test_start_up_creates_compacted_internal_topics_and_prints_one_ready_line(cl
         assert future.result(10)["cleanup.policy"].value == "compact", resource
     assert worker.get("/health")["status"] == "healthy"
     assert "version" in worker.get("/")
+    paths = worker.get("/openapi.json")["paths"]
+    assert sorted(paths["/connectors"]) == ["get", "post"]
+    assert sorted(paths["/connectors/{connector}/config"]) == ["get", "patch", "put"]
+    assert sorted(paths["/connectors/{connector}/offsets"]) == ["delete", "get", "patch"]
+    assert paths["/connectors/{connector}/stop"]["put"]["responses"]["204"]
 
 
 def test_refuses_an_offsets_topic_that_is_not_compacted(cluster, tmp_path: Path) -> None:
