@@ -387,9 +387,23 @@ class SinkOffsetsAdmin:
         self, group: str, offsets: Mapping[ConnectTopicPartition, int], timeout_s: float = 30
     ) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
-        self.admin.alter_consumer_group_offsets(
+        result = self.admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, parts)], request_timeout=timeout_s
         )[group].result(timeout_s)
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            if any(tp.error.code() == KafkaError.UNKNOWN_MEMBER_ID for tp in failed):
+                # The group still has members: the sink tasks have not stopped yet.
+                raise ConnectException(
+                    f"Failed to alter consumer group offsets for group {group} either because its "
+                    "tasks haven't stopped completely yet or the connector was resumed before the "
+                    "request to alter its offsets could be successfully completed. If the connector "
+                    "is in a stopped state, this operation can be safely retried."
+                )
+            raise ConnectException(
+                f"Failed to alter consumer group offsets for group {group}: "
+                + ", ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
+            )
 
     def delete_group(self, group: str, timeout_s: float = 30) -> None:
         try:

@@ -24,7 +24,7 @@ from oncelog.connect.api import SinkConnector, SourceConnector
 from oncelog.connect.config import convert_to_string
 from oncelog.connect.config_state import ClusterConfigSnapshot
 from oncelog.connect.connector_config import validate_connector_config
-from oncelog.connect.errors import ConfigException, ConnectRestException
+from oncelog.connect.errors import ConfigException, ConnectException, ConnectRestException
 from oncelog.connect.offsets import OffsetsView
 from oncelog.connect.offsets_api import source_offsets_json
 from oncelog.connect.plugins import PluginRegistry
@@ -49,6 +49,9 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         if exc.status < 400:
             raise
         return error_response(exc.status, f"HTTP {exc.status} {exc.reason}")
+    except ConnectException as exc:
+        # Kafka answers 500 with the message for failures it does not classify.
+        return error_response(500, str(exc))
 
 
 async def json_body(request: web.Request) -> Any:

@@ -155,16 +155,22 @@ class WorkerSinkTask:
         self._next_commit = self.clock() + self.flush_interval_s
 
     def stop(self) -> None:
-        """Stop the task; the final commit and close happen in :meth:`close`."""
-        self.task.stop()
+        """Ask the loop to stop (from another thread). The task itself is stopped in
+        :meth:`close`, on the loop's thread, as Kafka does: a sink task may still be in
+        ``put`` or ``flush`` when the stop is requested."""
 
     def close(self) -> None:
-        assigned = sorted(self.context.assignment())
-        if assigned:
-            self._commit(assigned)
-            self.task.close(assigned)
-        self.source.close()
-        self.chain.close()
+        try:
+            assigned = sorted(self.context.assignment())
+            if assigned:
+                self._commit(assigned)
+                self.task.close(assigned)
+        finally:
+            try:
+                self.source.close()  # may revoke partitions: the task must still be open
+            finally:
+                self.task.stop()
+                self.chain.close()
 
     # -- partitions ----------------------------------------------------------------------
 

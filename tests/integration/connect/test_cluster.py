@@ -114,6 +114,10 @@ def test_life_cycle_through_rest_with_forwarding(trio) -> None:
     for w in workers:
         assert w.call("GET", "/connectors/v/status")[0] == 404
 
+    # With forward=false a follower may not forward: only the leader answers (404 here).
+    codes = sorted(w.call("PUT", "/connectors/nope/pause?forward=false")[0] for w in workers)
+    assert codes == [404, 409, 409]
+
     # Writes sent to followers reached the leader: it logged forwarded requests.
     logs = "".join((base / f"worker{i}.log").read_text() for i in range(3))
     assert "forward=true" in logs

@@ -251,6 +251,27 @@ def test_file_stream_source_to_topic_to_file_stream_sink(cluster) -> None:
     with source_file.open("a") as fh:
         fh.write("one more\n")
     wait_for(lambda: sink_file.read_text().splitlines() == [*lines, "one more"], 30, "appended")
+
+    # KIP-875 on a sink: its consumer group's offsets, changed while STOPPED.
+    assert worker.call("PUT", "/connectors/fs-sink/stop")[0] == 204
+    wait_for(
+        lambda: {t["state"] for t in _status(worker, "fs-sink")["tasks"]} == {"UNASSIGNED"},
+        30,
+        "sink task stopped (its consumer left the group)",
+    )
+    lines_0 = {"kafka_topic": "lines", "kafka_partition": 0}
+    status, body = worker.call(
+        "PATCH",
+        "/connectors/fs-sink/offsets",
+        {"offsets": [{"partition": lines_0, "offset": {"kafka_offset": 10}}]},
+    )
+    assert status == 200, body
+    assert worker.get("/connectors/fs-sink/offsets") == {
+        "offsets": [{"partition": lines_0, "offset": {"kafka_offset": 10}}]
+    }
+    status, body = worker.call("DELETE", "/connectors/fs-sink/offsets")
+    assert status == 200 and "have been reset" in body["message"], body
+    assert worker.get("/connectors/fs-sink/offsets") == {"offsets": []}
     for name in ("fs-src", "fs-sink"):
         assert worker.call("DELETE", f"/connectors/{name}")[0] == 204
 
