@@ -305,7 +305,8 @@ class Herder:
                 continue
             try:
                 if request.leader_only:
-                    if self.rebalancing or self.leader_id is None:
+                    # As Kafka: not while a rebalance is under way or already needed.
+                    if self.rebalancing or self._need_rejoin or self.leader_id is None:
                         raise RebalanceInProgress()
                     if not self.is_leader:
                         raise NotLeaderError(self.leader_url)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 READY_PREFIX = "oncelog connect worker ready on "
+REBALANCE = "conflicting operation (e.g. worker rebalance)"
 
 
 def free_port() -> int:
@@ -108,8 +109,24 @@ class WorkerProcess:
     # -- REST ------------------------------------------------------------------------------
 
     def call(
-        self, method: str, path: str, body: Any = None, raw: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        raw: bytes | None = None,
+        *,
+        retry_rebalance_s: float = 30,
     ) -> tuple[int, Any]:
+        """One request; a 409 for a rebalance in progress is retried for up to
+        ``retry_rebalance_s``, as Kafka's clients are told to."""
+        deadline = time.monotonic() + retry_rebalance_s
+        while True:
+            status, answer = self._call_once(method, path, body, raw)
+            if status != 409 or REBALANCE not in str(answer) or time.monotonic() > deadline:
+                return status, answer
+            time.sleep(0.2)
+
+    def _call_once(self, method: str, path: str, body: Any, raw: bytes | None) -> tuple[int, Any]:
         data = raw if raw is not None else None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
