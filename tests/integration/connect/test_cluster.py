@@ -192,3 +192,62 @@ def test_sigkilled_worker_tasks_resume_on_survivors_without_gaps(trio) -> None:
             f"task {task}: {len(counts)} distinct seqnos, {sum(c - 1 for c in counts.values())} duplicates"
         )
     print(f"duplicates after SIGKILL: {duplicates}")
+
+
+def _leader(base: Path, count: int) -> int:
+    """Which worker's log last says it joined as leader."""
+    latest: tuple[str, int] | None = None
+    for i in range(count):
+        for line in (base / f"leader{i}.log").read_text().splitlines():
+            if " as leader " in line and (latest is None or line[:23] >= latest[0]):
+                latest = (line[:23], i)
+    assert latest is not None
+    return latest[1]
+
+
+@pytest.mark.slow
+def test_sigkilled_leader_tasks_resume_on_survivors_without_gaps(tmp_path: Path) -> None:
+    broker = EmbeddedBroker(tmp_path / "data").start()
+    workers = [
+        WorkerProcess(worker_settings(broker.bootstrap, "lead"), tmp_path / f"leader{i}.log")
+        for i in range(3)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        config = {
+            "connector.class": "VerifiableSource",
+            "throughput": "100",
+            "topic": "lead",
+            "tasks.max": "6",
+        }
+        assert workers[1].call("POST", "/connectors", {"name": "k", "config": config})[0] == 201
+        _wait_states(workers, "k", "RUNNING", ["RUNNING"] * 6, 60)
+        victim = _leader(tmp_path, 3)
+        workers[victim].kill()
+        survivors = [w for i, w in enumerate(workers) if i != victim]
+        survivor_ids = {w.url.removeprefix("http://") for w in survivors}
+        wait_for(
+            lambda: all(
+                t["state"] == "RUNNING" and t["worker_id"] in survivor_ids
+                for t in survivors[0].get("/connectors/k/status")["tasks"]
+            ),
+            60,
+            "tasks moved off the dead leader",
+        )
+        # The survivors elected a new leader that serves writes.
+        assert survivors[0].call("PUT", "/connectors/k/stop")[0] == 204
+        wait_for(lambda: _agreed(survivors, "/connectors/k/tasks") == [], 40, "stopped")
+        seqnos: dict[int, set[int]] = defaultdict(set)
+        records = consume_all(broker.bootstrap, "lead", 10**9, timeout_s=5)
+        for message in records:
+            value = json.loads(message.value())
+            seqnos[value["task"]].add(value["seqno"])
+        assert sorted(seqnos) == list(range(6))
+        for task, seen in seqnos.items():
+            assert seen == set(range(max(seen) + 1)), f"task {task} lost seqnos"
+        print(f"leader kill: {len(records) - sum(map(len, seqnos.values()))} duplicates")
+    finally:
+        for worker in workers:
+            worker.kill()
+        broker.stop()
