@@ -31,6 +31,7 @@ import os
 import queue
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -519,15 +520,7 @@ class Herder:
             started = self.worker.start_connector(name, config, target)
         except Exception as exc:
             log.warning("connector %s failed to start: %s", name, exc)
-            self._write_status(
-                ConnectorStatus(
-                    name,
-                    status_records.State.FAILED,
-                    self.worker_id,
-                    self.member.generation,
-                    str(exc),
-                )
-            )
+            self._connector_failed(name, exc)
             return
         if started and target is TargetState.STARTED:
             self._reconfigure.add(name)
@@ -661,15 +654,7 @@ class Herder:
                 )
             except Exception as exc:
                 log.warning("connector %s failed to generate task configs: %s", name, exc)
-                self._write_status(
-                    ConnectorStatus(
-                        name,
-                        status_records.State.FAILED,
-                        self.worker_id,
-                        self.member.generation,
-                        str(exc),
-                    )
-                )
+                self._connector_failed(name, exc)
                 self._reconfigure.discard(name)
                 continue
             stored = leader_duties.stored_task_configs(snapshot, name)
@@ -778,6 +763,14 @@ class Herder:
         self.offsets_reader.read_to_end(READ_TIMEOUT_S)
 
     # -- statuses --------------------------------------------------------------------------
+
+    def _connector_failed(self, name: str, error: BaseException) -> None:
+        trace = "".join(traceback.format_exception(error))
+        self._write_status(
+            ConnectorStatus(
+                name, status_records.State.FAILED, self.worker_id, self.member.generation, trace
+            )
+        )
 
     def _write_status(self, status: StatusRecord) -> None:
         if (

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from oncelog.connect.internal_log import InternalTopicReader, LogRecord
+from oncelog.connect.kafka_io import TopicLogConsumer
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import consume_all
@@ -25,6 +27,46 @@ from .workers import READY_PREFIX, WorkerProcess, free_port, wait_for, worker_se
 
 GROUP = "solo"
 
+FAILING_PLUGIN = '''
+"""A source whose task fails on its first poll."""
+from oncelog.connect.api import SourceConnector, SourceTask
+from oncelog.connect.config import ConfigDef
+
+
+class FailingTask(SourceTask):
+    def version(self):
+        return "1"
+
+    def start(self, config):
+        pass
+
+    def poll(self):
+        raise RuntimeError("the source is unreachable")
+
+    def stop(self):
+        pass
+
+
+class FailingConnector(SourceConnector):
+    def version(self):
+        return "1"
+
+    def config_def(self):
+        return ConfigDef()
+
+    def start(self, config):
+        pass
+
+    def task_class(self):
+        return FailingTask
+
+    def task_configs(self, max_tasks):
+        return [{} for _ in range(max_tasks)]
+
+    def stop(self):
+        pass
+'''
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[EmbeddedBroker, WorkerProcess, Path]]:
@@ -32,6 +74,7 @@ def cluster() -> Iterator[tuple[EmbeddedBroker, WorkerProcess, Path]]:
     plugins = base / "plugins"
     plugins.mkdir()
     (plugins / "counter_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    (plugins / "failing_plugin.py").write_text(textwrap.dedent(FAILING_PLUGIN))
     broker = EmbeddedBroker(base / "data").start()
     worker = WorkerProcess(
         worker_settings(broker.bootstrap, GROUP, **{"plugin.path": str(plugins)}),
@@ -308,3 +351,53 @@ def test_sigterm_stops_the_worker_gracefully(cluster) -> None:
         assert time.monotonic() - started < 3 + 5
     finally:
         worker.kill()
+
+
+def test_failed_tasks_report_the_trace_and_restart_only_failed(cluster) -> None:
+    _, worker, _ = cluster
+    config = {"connector.class": "FailingConnector", "tasks.max": "2"}
+    assert worker.call("POST", "/connectors", {"name": "failing", "config": config})[0] == 201
+    wait_for(
+        lambda: [t["state"] for t in _status(worker, "failing")["tasks"]] == ["FAILED"] * 2,
+        30,
+        "tasks failed",
+    )
+    task = worker.get("/connectors/failing/tasks/0/status")
+    assert "RuntimeError: the source is unreachable" in task["trace"]
+    assert _status(worker, "failing")["connector"]["state"] == "RUNNING"
+
+    status, body = worker.call(
+        "POST", "/connectors/failing/restart?includeTasks=true&onlyFailed=true"
+    )
+    assert status == 202, body
+    assert body["connector"]["state"] == "RUNNING"  # not failed: not restarted
+    assert [t["state"] for t in body["tasks"]] == ["RESTARTING"] * 2
+    assert all("trace" not in t for t in body["tasks"])
+    # Restarted, the tasks fail again on their first poll: the status topic shows
+    # FAILED, RESTARTING, RUNNING, FAILED for each.
+    broker = cluster[0]
+
+    def history(task: int) -> list[str]:
+        key = f"status-task-failing-{task}".encode()
+        states: list[str] = []
+
+        def apply(record: LogRecord) -> None:
+            if record.key == key and record.value:
+                states.append(json.loads(record.value)["state"])
+
+        consumer = TopicLogConsumer({"bootstrap.servers": broker.bootstrap})
+        try:
+            reader = InternalTopicReader(consumer, f"{GROUP}-status", apply)
+            reader.start()
+            reader.read_to_end(10)
+        finally:
+            consumer.close()
+        return states
+
+    for task in (0, 1):
+        wait_for(
+            lambda task=task: history(task)[-4:] == ["FAILED", "RESTARTING", "RUNNING", "FAILED"],
+            30,
+            f"task {task} restarted and failed again",
+        )
+    assert worker.call("DELETE", "/connectors/failing")[0] == 204
