@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
@@ -32,10 +34,12 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy src
 
 bench: install
 	$(BIN)/python bench/produce.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -22,10 +22,10 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from oncelog.protocol.framing import begin_frame, end_frame
 from oncelog.protocol.guard import FrameShapeError, check_request
 
 _HEADER_PREFIX = struct.Struct(">hhi")
-_SIZE = struct.Struct(">i")
 ZERO_MS = datetime.timedelta(0)
 
 
@@ -55,7 +55,9 @@ def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
     return entity_reader(header), entity_reader(schema), header, schema
 
 
-def decode_request(frame: bytes | bytearray | memoryview, api_key: int, version: int) -> tuple[RequestHeader, Any]:
+def decode_request(
+    frame: bytes | bytearray | memoryview, api_key: int, version: int
+) -> tuple[RequestHeader, Any]:
     header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
     if isinstance(frame, bytearray):  # kio reads only read-only buffers; a view avoids a copy
         frame = memoryview(frame).toreadonly()
@@ -90,13 +92,10 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     """Size-prefixed response frame, with the header version kio's schema names."""
     header_writer, body_writer, header_schema = _response_writer(api_key, version)
     buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
+    begin_frame(buf)
     header_writer(buf, header_schema(correlation_id=correlation_id))
     body_writer(buf, response)
-    data = buf.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    del data
-    return buf.getvalue()
+    return end_frame(buf)
 
 
 @cache

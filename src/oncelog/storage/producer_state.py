@@ -1,8 +1,9 @@
 """Per-partition producer state for idempotent and transactional producers (KIP-98, KIP-192).
 
 Sans-IO: no files, sockets or clocks; callers pass offsets and ``now_ms`` in and persist
-``snapshot()`` bytes themselves. Semantics follow Kafka's producer state manager, with the
-KIP-192 error codes (DUPLICATE_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) for lost state.
+``snapshot()`` bytes themselves. Semantics follow current Kafka's producer state manager:
+KIP-192's DUPLICATE_SEQUENCE_NUMBER for an old batch no longer cached, and KIP-360's rule
+that a producer the partition holds no state for may continue at any sequence.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.records.batch import BatchHeader
 
+from .errors import LogError
+
 SEQ_MOD = 0x80000000  # sequences are non-negative int32 and wrap to 0 after 2**31-1
 NO_SEQUENCE = -1
 NO_EPOCH = -1
@@ -28,7 +31,7 @@ _ENTRY = struct.Struct(">qhiqqB")  # pid, epoch, coord epoch, last ts, txn first
 _BATCH = struct.Struct(">iiqqq")
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(LogError):
     """A batch or marker the producer state rejects; ``error_code`` goes into the response."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
@@ -110,7 +113,7 @@ class ProducerStateManager:
 
     # -- validation -------------------------------------------------------------------------
 
-    def check_append(self, header: BatchHeader, *, log_start_offset: int) -> BatchMetadata | None:
+    def check_append(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a client batch before offsets are assigned.
 
         Returns the cached metadata of an identical recent batch (answer success with its
@@ -130,13 +133,10 @@ class ProducerStateManager:
         epoch, first, last = header.producer_epoch, header.base_sequence, header.last_sequence
         entry = self._producers.get(pid)
         if entry is None:
-            if first != 0:
-                # KIP-192: state lost (expired/retention); the client decides via log start.
-                raise ProducerStateError(
-                    ErrorCode.unknown_producer_id,
-                    f"no state for producer {pid} (first sequence {first}, "
-                    f"log start offset {log_start_offset})",
-                )
+            # KIP-360 (Kafka >= 2.5): with no state for this producer (new, expired, or its
+            # records removed by retention/DeleteRecords) any sequence is accepted, so a
+            # producer whose state was dropped continues instead of failing every send.
+            self._check_txn_bit(pid, header)
             return None
         if epoch < entry.epoch:
             raise ProducerStateError(
@@ -165,12 +165,15 @@ class ProducerStateManager:
                 ErrorCode.out_of_order_sequence_number,
                 f"producer {pid} new epoch {epoch} must start at sequence 0, got {first}",
             )
+        self._check_txn_bit(pid, header)
+        return None
+
+    def _check_txn_bit(self, pid: int, header: BatchHeader) -> None:
         if pid in self._ongoing and not header.is_transactional:
             raise ProducerStateError(
                 ErrorCode.invalid_txn_state,
                 f"non-transactional batch from producer {pid} during an open transaction",
             )
-        return None
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         entry = self._producers.get(producer_id)

@@ -1,0 +1,90 @@
+"""AddPartitionsToTxn (API 24): partitions join a producer's transaction; v4+
+batches transactions and lets brokers verify membership (KIP-890 part 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.compat import fenced_for_version
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+from oncelog.txn.messages import Reply
+
+FENCED_SINCE = 2
+
+
+def _partition_results(r: Any, topics: Any, reply: Reply, ctx: RequestContext) -> tuple[Any, ...]:
+    out = []
+    for t in topics:
+        parts = []
+        for p in t.partitions:
+            code = reply.error
+            if reply.partition_errors is not None:
+                code = reply.partition_errors.get((t.name, p), reply.error)
+            parts.append(
+                make(
+                    r.AddPartitionsToTxnPartitionResult,
+                    partition_index=p,
+                    partition_error_code=fenced_for_version(code, ctx.version, FENCED_SINCE),
+                )
+            )
+        out.append(
+            make(r.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(parts))
+        )
+    return tuple(out)
+
+
+async def _add_partitions(
+    ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
+) -> Reply:
+    partitions = [(t.name, p) for t in topics for p in t.partitions]
+    return await ctx.broker.txn.add_partitions(
+        txn_id, pid, epoch, partitions, verify_only=verify_only
+    )
+
+
+async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
+    r = ctx.response
+    if hasattr(req, "transactions"):  # v4+: batched, from brokers (verify_only)
+        results = []
+        for txn in req.transactions:
+            reply = await _add_partitions(
+                ctx,
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                txn.topics,
+                txn.verify_only,
+            )
+            results.append(
+                make(
+                    r.AddPartitionsToTxnResult,
+                    transactional_id=txn.transactional_id,
+                    topic_results=_partition_results(r, txn.topics, reply, ctx),
+                )
+            )
+        return make(
+            r.AddPartitionsToTxnResponse,
+            error_code=ErrorCode.none,
+            results_by_transaction=tuple(results),
+        )
+    reply = await _add_partitions(
+        ctx,
+        req.v3_and_below_transactional_id,
+        req.v3_and_below_producer_id,
+        req.v3_and_below_producer_epoch,
+        req.v3_and_below_topics,
+        False,
+    )
+    return make(
+        r.AddPartitionsToTxnResponse,
+        results_by_topic_v3_and_below=_partition_results(r, req.v3_and_below_topics, reply, ctx),
+    )
+
+
+# Transaction version 1 only: versions that signal TV2 (KIP-890 part 2) are not advertised.
+API = ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, add_partitions_to_txn)

@@ -1,0 +1,30 @@
+"""AlterConfigs (API 33): replace a topic's config overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.config_resources import apply_topic_config_change
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.broker.topics import TopicError
+from oncelog.protocol.api_keys import ApiKey
+
+
+def alter_configs(ctx: RequestContext, req: Any) -> Any:
+    def replace(_: dict[str, str], configs: Any) -> dict[str, str]:
+        out = {}
+        for c in configs:
+            if c.value is None:
+                raise TopicError(
+                    ErrorCode.invalid_request, f"Null value not supported for : {c.name}"
+                )
+            out[c.name] = c.value
+        return out
+
+    return apply_topic_config_change(ctx, req, replace)
+
+
+API = ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, alter_configs)

@@ -1,0 +1,125 @@
+"""CreateTopics (API 19): new topics with one replica on this broker."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.config_resources import config_entries
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.broker.topics import TopicError
+from oncelog.clock import now_ms
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+log = logging.getLogger(__name__)
+
+
+def _replication_error(rf: int) -> TopicError | None:
+    if rf == -1 or rf == 1:
+        return None
+    if rf <= 0:
+        return TopicError(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    return TopicError(
+        ErrorCode.invalid_replication_factor,
+        f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+        f"{rf} cannot be reached because only 1 broker(s) are registered.",
+    )
+
+
+def create_topics(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        topic = None
+        try:
+            if counts[t.name] > 1:
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    f"Create topics request from client `{ctx.header.client_id}` contains "
+                    f"multiple entries for the following topics: {t.name}",
+                )
+            assignments = t.assignments or ()
+            num = t.num_partitions
+            if assignments:
+                if num != -1 or t.replication_factor != -1:
+                    raise TopicError(
+                        ErrorCode.invalid_request,
+                        "Both numPartitions or replicationFactor and replicasAssignments were "
+                        "set. Both cannot be used at the same time.",
+                    )
+                num = len(assignments)
+                if any(tuple(a.broker_ids) != (broker.node_id,) for a in assignments):
+                    raise TopicError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Replica assignments must name only broker {broker.node_id}",
+                    )
+            else:
+                err = _replication_error(t.replication_factor)
+                if err:
+                    raise err
+            if num == -1:
+                num = broker.config.get_int("num.partitions")
+            configs: dict[str, str] = {}
+            for c in t.configs:
+                if c.value is None:
+                    raise TopicError(
+                        ErrorCode.invalid_config,
+                        f"Null value not supported for topic configs: {c.name}",
+                    )
+                configs[c.name] = c.value
+            topic = broker.topics.create(
+                t.name, num, configs, now_ms=now_ms(), validate_only=req.validate_only
+            )
+            if topic:
+                log.info("created topic %s with %d partitions", t.name, num)
+            results.append(
+                make(
+                    r.CreatableTopicResult,
+                    name=t.name,
+                    topic_id=topic.topic_id if topic else None,
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                    num_partitions=num,
+                    replication_factor=1,
+                    configs=tuple(
+                        make(
+                            r.CreatableTopicConfigs,
+                            name=e.name,
+                            value=e.value,
+                            read_only=e.read_only,
+                            config_source=e.source,
+                            is_sensitive=False,
+                        )
+                        for e in config_entries(broker, configs)
+                    )
+                    if hasattr(r, "CreatableTopicConfigs")  # v5+
+                    else None,
+                )
+            )
+        except TopicError as exc:
+            results.append(
+                make(
+                    r.CreatableTopicResult,
+                    name=t.name,
+                    topic_id=None,
+                    error_code=exc.code,
+                    error_message=exc.message,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+    return make(r.CreateTopicsResponse, topics=tuple(results))
+
+
+API = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, create_topics)

@@ -1,0 +1,48 @@
+"""DeleteRecords (API 21): raise a partition's log start offset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+from oncelog.storage.log import OffsetOutOfRangeError
+
+
+def delete_records(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = ErrorCode.none, -1
+            part = broker.topics.partition(t.name, p.partition_index)
+            if part is None:
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                target = part.high_watermark if p.offset == -1 else p.offset
+                if target < 0 or target > part.high_watermark:
+                    code = ErrorCode.offset_out_of_range
+                else:
+                    try:
+                        low = part.delete_records_before(target)
+                    except OffsetOutOfRangeError:
+                        code = ErrorCode.offset_out_of_range
+            parts.append(
+                make(
+                    r.DeleteRecordsPartitionResult,
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
+        topics.append(make(r.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
+    return make(r.DeleteRecordsResponse, topics=tuple(topics))
+
+
+API = ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, delete_records)

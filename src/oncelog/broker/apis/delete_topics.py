@@ -1,0 +1,46 @@
+"""DeleteTopics (API 20): delete non-internal topics when delete.topic.enable."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.broker.topics import TopicError
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+log = logging.getLogger(__name__)
+
+
+def delete_topics(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    names = getattr(req, "topic_names", None)
+    if names is None:  # v6 uses DeleteTopicState entries
+        names = tuple(t.name for t in req.topics)
+    results = []
+    for name in names:
+        code, message = ErrorCode.none, None
+        try:
+            if not broker.config.get_bool("delete.topic.enable"):
+                raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+            topic = broker.topics.get(name)
+            if topic is not None and topic.internal:
+                raise TopicError(
+                    ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}"
+                )
+            broker.topics.delete(name)
+            log.info("deleted topic %s", name)
+        except TopicError as exc:
+            code, message = exc.code, exc.message
+        results.append(
+            make(r.DeletableTopicResult, name=name, error_code=code, error_message=message)
+        )
+    return make(r.DeleteTopicsResponse, responses=tuple(results))
+
+
+API = ApiSpec(ApiKey.DELETE_TOPICS, 1, 5, delete_topics)

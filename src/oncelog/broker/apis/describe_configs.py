@@ -1,0 +1,97 @@
+"""DescribeConfigs (API 32): effective topic configs and the static broker configs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.config_resources import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    SOURCE_DEFAULT,
+    SOURCE_STATIC_BROKER,
+    ConfigEntry,
+    config_entries,
+)
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+if TYPE_CHECKING:
+    from oncelog.broker.broker import Broker
+
+
+def _broker_entries(broker: Broker) -> list[ConfigEntry]:
+    cfg = broker.config
+    return [
+        ConfigEntry(
+            k,
+            str(v).lower() if isinstance(v, bool) else str(v),
+            SOURCE_STATIC_BROKER if k in cfg.explicit else SOURCE_DEFAULT,
+            True,
+        )
+        for k, v in sorted(cfg.values.items())
+    ]
+
+
+def describe_configs(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    results = []
+    for res in req.resources:
+        code, message, entries = ErrorCode.none, None, []
+        if res.resource_type == RESOURCE_TOPIC:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                code, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    f"Topic {res.resource_name} does not exist",
+                )
+            else:
+                entries = config_entries(broker, topic.configs)
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {broker.node_id} "
+                    f"but received {res.resource_name}",
+                )
+            else:
+                entries = _broker_entries(broker)
+        else:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Unsupported resource type {res.resource_type}",
+            )
+        keys = res.configuration_keys
+        if keys is not None:
+            entries = [e for e in entries if e.name in keys]
+        results.append(
+            make(
+                r.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=tuple(
+                    make(
+                        r.DescribeConfigsResourceResult,
+                        name=e.name,
+                        value=e.value,
+                        read_only=e.read_only,
+                        config_source=e.source,
+                        is_default=e.source == SOURCE_DEFAULT,
+                        is_sensitive=False,
+                        synonyms=(),
+                        documentation=None,
+                    )
+                    for e in entries
+                ),
+            )
+        )
+    return make(r.DescribeConfigsResponse, results=tuple(results))
+
+
+API = ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, describe_configs)

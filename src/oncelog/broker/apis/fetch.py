@@ -1,0 +1,165 @@
+"""Fetch (API 1): byte ranges straight from segment files, long polling, sessions."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import READ_COMMITTED
+from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+from oncelog.storage.log import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from oncelog.broker.broker import Broker
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    key: PartitionKey
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    aborted: tuple[tuple[int, int], ...] | None = None
+
+
+def read_partition(
+    broker: Broker,
+    key: PartitionKey,
+    offset: int,
+    max_bytes: int,
+    *,
+    committed: bool,
+    min_one: bool,
+    leader_epoch: int,
+) -> PartitionResult:
+    part = broker.topics.partition(*key)
+    if part is None:
+        return PartitionResult(key, ErrorCode.unknown_topic_or_partition)
+    if leader_epoch > 0:
+        return PartitionResult(key, ErrorCode.unknown_leader_epoch)
+    hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
+    result = PartitionResult(key, ErrorCode.none, hw, lso, start, aborted=() if committed else None)
+    bound = lso if committed else hw
+    try:
+        data = part.read(offset, max_bytes, max_offset=bound, min_one=min_one)
+    except OffsetOutOfRangeError:
+        result.error = ErrorCode.offset_out_of_range
+        return result
+    if data is not None:
+        result.records = data.read()
+        if committed:
+            result.aborted = tuple(part.aborted_transactions(offset, bound))
+    return result
+
+
+def _fetch_all(
+    broker: Broker,
+    wanted: list[tuple[PartitionKey, int, int, int]],
+    max_bytes: int,
+    committed: bool,
+) -> tuple[list[PartitionResult], int]:
+    results = []
+    remaining = max_bytes
+    total = 0
+    for key, offset, part_max, epoch in wanted:
+        res = read_partition(
+            broker,
+            key,
+            offset,
+            min(part_max, max(remaining, 0)),
+            committed=committed,
+            min_one=total == 0,
+            leader_epoch=epoch,
+        )
+        size = len(res.records)
+        total += size
+        remaining -= size
+        results.append(res)
+    return results, total
+
+
+async def fetch(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.get_int("fetch.max.bytes"))
+    epochs: dict[PartitionKey, int] = {}
+    requested = []
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.topic, p.partition)
+            epochs[key] = getattr(p, "current_leader_epoch", -1)
+            requested.append((key, p.fetch_offset, p.partition_max_bytes))
+    forgotten = [
+        (t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions
+    ]
+    session: FetchSession | None = None
+    try:
+        session, to_fetch = broker.fetch_sessions.resolve(
+            getattr(req, "session_id", 0), getattr(req, "session_epoch", -1), requested, forgotten
+        )
+    except FetchSessionError as exc:
+        return make(r.FetchResponse, error_code=exc.code, session_id=0, responses=())
+    wanted = [(k, off, mb, epochs.get(k, -1)) for k, off, mb in to_fetch]
+    deadline = time.monotonic() + req.max_wait.total_seconds()
+    while True:
+        results, total = _fetch_all(broker, wanted, max_bytes, committed)
+        if total >= req.min_bytes or any(x.error != ErrorCode.none for x in results):
+            break
+        left = deadline - time.monotonic()
+        if left <= 0 or not await broker.notifier.wait([k for k, *_ in wanted], left):
+            results, total = _fetch_all(broker, wanted, max_bytes, committed)
+            break
+    incremental = session is not None and req.session_epoch > 0
+    by_topic: dict[str, list[Any]] = {}
+    for res in results:
+        if session is not None:
+            changed = session.changed(
+                res.key,
+                res.high_watermark,
+                res.last_stable_offset,
+                res.log_start_offset,
+                bool(res.records),
+                res.error,
+            )
+            if incremental and not changed:
+                continue
+        by_topic.setdefault(res.key[0], []).append(
+            make(
+                r.PartitionData,
+                partition_index=res.key[1],
+                error_code=res.error,
+                high_watermark=res.high_watermark,
+                last_stable_offset=res.last_stable_offset,
+                log_start_offset=res.log_start_offset,
+                aborted_transactions=None
+                if res.aborted is None
+                else tuple(
+                    make(r.AbortedTransaction, producer_id=pid, first_offset=first)
+                    for pid, first in res.aborted
+                ),
+                preferred_read_replica=-1,
+                records=res.records,
+            )
+        )
+    return make(
+        r.FetchResponse,
+        error_code=ErrorCode.none,
+        session_id=session.id if session is not None else 0,
+        responses=tuple(
+            make(r.FetchableTopicResponse, topic=name, partitions=tuple(ps))
+            for name, ps in by_topic.items()
+        ),
+    )
+
+
+API = ApiSpec(ApiKey.FETCH, 4, 12, fetch)

@@ -1,0 +1,53 @@
+"""FindCoordinator (API 10): this broker coordinates every group and transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+KEY_GROUP, KEY_TXN = 0, 1
+
+
+def find_coordinator(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    key_type = getattr(req, "key_type", KEY_GROUP)
+    host, port = broker.advertised_address
+    keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", None),)
+    code = ErrorCode.none if key_type in (KEY_GROUP, KEY_TXN) else ErrorCode.invalid_request
+    message = None if code == ErrorCode.none else f"unknown key type {key_type}"
+    if code == ErrorCode.none and key_type == KEY_TXN and not broker.txn.loaded:
+        code = ErrorCode.coordinator_load_in_progress
+    if hasattr(r, "Coordinator"):  # v4+: batched
+        return make(
+            r.FindCoordinatorResponse,
+            coordinators=tuple(
+                make(
+                    r.Coordinator,
+                    key=k,
+                    node_id=broker.node_id if not code else -1,
+                    host=host if not code else "",
+                    port=port if not code else -1,
+                    error_code=code,
+                    error_message=message,
+                )
+                for k in keys
+            ),
+        )
+    return make(
+        r.FindCoordinatorResponse,
+        error_code=code,
+        error_message=message,
+        node_id=broker.node_id if not code else -1,
+        host=host if not code else "",
+        port=port if not code else -1,
+    )
+
+
+API = ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, find_coordinator)

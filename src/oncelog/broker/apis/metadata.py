@@ -1,0 +1,119 @@
+"""Metadata (API 3): topics, partitions and this one broker; auto-creates topics."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import OPS_UNKNOWN
+from oncelog.broker.request import RequestContext
+from oncelog.broker.topics import Topic, TopicError, topic_name_error
+from oncelog.clock import now_ms
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+log = logging.getLogger(__name__)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
+    r = ctx.response
+    node = ctx.broker.node_id
+    parts = tuple(
+        make(
+            r.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=i,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for i in range(len(topic.partitions))
+    )
+    return make(
+        r.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=parts,
+        topic_authorized_operations=OPS_UNKNOWN,
+    )
+
+
+def _error_entry(
+    ctx: RequestContext, name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> Any:
+    return make(
+        ctx.response.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id or ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=OPS_UNKNOWN,
+    )
+
+
+def metadata(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    r = ctx.response
+    registry = broker.topics
+    requested = req.topics
+    if ctx.version == 0 and requested == ():
+        requested = None  # v0: an empty list means all topics
+    # v0-v3 always auto-create; v4+ asks explicitly.
+    allow_auto = getattr(req, "allow_auto_topic_creation", True) and broker.config.get_bool(
+        "auto.create.topics.enable"
+    )
+    entries = []
+    if requested is None:
+        entries = [_topic_entry(ctx, t) for t in registry.topics.values()]
+    else:
+        for item in requested:
+            name = getattr(item, "name", None)
+            topic_id = getattr(item, "topic_id", None)
+            if name is None:
+                topic = registry.by_id.get(topic_id) if topic_id else None
+                if topic is None:
+                    entries.append(_error_entry(ctx, None, ErrorCode.unknown_topic_id, topic_id))
+                else:
+                    entries.append(_topic_entry(ctx, topic))
+                continue
+            topic = registry.get(name)
+            if topic is None and topic_name_error(name) is not None:
+                entries.append(_error_entry(ctx, name, ErrorCode.invalid_topic_exception))
+                continue
+            if topic is None and allow_auto:
+                try:
+                    topic = registry.create(
+                        name, broker.config.get_int("num.partitions"), {}, now_ms=now_ms()
+                    )
+                    log.info("auto-created topic %s", name)
+                except TopicError as exc:
+                    entries.append(_error_entry(ctx, name, exc.code))
+                    continue
+            if topic is None:
+                entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
+            else:
+                entries.append(_topic_entry(ctx, topic))
+    host, port = broker.advertised_address
+    return make(
+        r.MetadataResponse,
+        brokers=(
+            make(r.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),
+        ),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=OPS_UNKNOWN,
+    )
+
+
+API = ApiSpec(ApiKey.METADATA, 0, 12, metadata)

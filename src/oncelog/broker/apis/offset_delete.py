@@ -1,0 +1,40 @@
+"""OffsetDelete (API 47, KIP-496): delete a group's offsets for unsubscribed topics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.group import messages as gm
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+
+async def offset_delete(ctx: RequestContext, req: Any) -> Any:
+    groups = ctx.broker.groups
+    r = ctx.response
+    reply = await groups.delete_offsets(
+        gm.OffsetDeleteRequest(
+            req.group_id,
+            tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics),
+        )
+    )
+    return make(
+        r.OffsetDeleteResponse,
+        error_code=reply.error,
+        topics=tuple(
+            make(
+                r.OffsetDeleteResponseTopic,
+                name=t,
+                partitions=tuple(
+                    make(r.OffsetDeleteResponsePartition, partition_index=p, error_code=e)
+                    for p, e in parts
+                ),
+            )
+            for t, parts in reply.topics
+        ),
+    )
+
+
+API = ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete)

@@ -1,0 +1,70 @@
+"""OffsetFetch (API 9): a group's committed offsets; require_stable waits out
+pending transactional commits (KIP-447)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.group import messages as gm
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+
+def _fetch_one(
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+) -> gm.OffsetFetchReply:
+    wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+    return ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
+
+
+def _topics(reply: gm.OffsetFetchReply, topic_cls: type, partition_cls: type) -> tuple[Any, ...]:
+    """The per-topic results; v8+ and older versions name the classes differently."""
+    return tuple(
+        make(
+            topic_cls,
+            name=t,
+            partitions=tuple(
+                make(
+                    partition_cls,
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata,
+                    error_code=p.error,
+                )
+                for p in parts
+            ),
+        )
+        for t, parts in reply.topics
+    )
+
+
+def offset_fetch(ctx: RequestContext, req: Any) -> Any:
+    r = ctx.response
+    if hasattr(req, "groups"):  # v8+: several groups
+        out = []
+        for g in req.groups:
+            reply = _fetch_one(ctx, g.group_id, g.topics, req.require_stable)
+            out.append(
+                make(
+                    r.OffsetFetchResponseGroup,
+                    group_id=g.group_id,
+                    error_code=reply.error,
+                    topics=_topics(
+                        reply, r.OffsetFetchResponseTopics, r.OffsetFetchResponsePartitions
+                    ),
+                )
+            )
+        return make(r.OffsetFetchResponse, groups=tuple(out))
+    reply = _fetch_one(ctx, req.group_id, req.topics, getattr(req, "require_stable", False))
+    return make(
+        r.OffsetFetchResponse,
+        error_code=reply.error,
+        topics=_topics(reply, r.OffsetFetchResponseTopic, r.OffsetFetchResponsePartition),
+    )
+
+
+# v10 switches to topic ids and is not advertised.
+API = ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, offset_fetch)

@@ -1,0 +1,36 @@
+"""TxnOffsetCommit (API 28): offsets committed inside a producer's transaction
+(KIP-98), fenced by group generation from v3 on (KIP-447)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.commit_shapes import commit_response, commit_topics
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.group import messages as gm
+from oncelog.protocol.api_keys import ApiKey
+
+
+async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
+    # The service checks that the producer holds the transaction (KIP-98) and the
+    # group generation (KIP-447); only the fenced code depends on the version.
+    reply = await ctx.broker.groups.txn_commit_offsets(
+        gm.TxnOffsetCommitRequest(
+            transactional_id=req.transactional_id,
+            group_id=req.group_id,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch,
+            topics=commit_topics(req),
+            generation_id=getattr(req, "generation_id", -1),
+            member_id=getattr(req, "member_id", ""),
+            group_instance_id=getattr(req, "group_instance_id", None),
+        ),
+        fenced=ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch,
+    )
+    return commit_response(ctx.response, "TxnOffsetCommit", reply)
+
+
+API = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit)

@@ -1,0 +1,45 @@
+"""What the connection loop hands a handler, and what a handler may answer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from oncelog.protocol.messages import RequestHeader, response_module
+
+if TYPE_CHECKING:
+    from oncelog.broker.broker import Broker
+
+
+class NoResponse:
+    """Returned by a handler when Kafka sends nothing back (acks=0 produce)."""
+
+
+NO_RESPONSE = NoResponse()
+
+
+class CloseConnection(Exception):
+    """Kafka's answer to a request it cannot serve: close the connection."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    connection_id: int
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def response(self) -> ModuleType:
+        """The kio module holding this request's response classes."""
+        return response_module(self.header.api_key, self.header.api_version)
+
+
+# A handler gets the decoded kio request and returns a kio response (or NO_RESPONSE).
+Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]

@@ -1,0 +1,113 @@
+"""asyncio flow control around ``FrameParser``: recv_into its memory, wait, back-pressure.
+
+The event loop writes received bytes straight into the parser's buffers
+(BufferedProtocol), so a large frame lands in its own bytearray with no extra
+copy. Reading pauses while too many frames wait to be served; writers wait while
+the transport's send buffer is above its high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from oncelog.protocol.framing import Frame, FrameError, FrameParser
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    def __init__(
+        self,
+        max_size: int,
+        on_connect: Callable[[FrameProtocol], None],
+        max_queued: int = 64,
+    ) -> None:
+        self.parser = FrameParser(max_size)
+        self.on_connect = on_connect
+        self.max_queued = max_queued
+        self.transport: asyncio.Transport | None = None
+        self._eof = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # -- asyncio callbacks -------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transport is not an asyncio.Transport subclass
+        self.transport = transport  # type: ignore[assignment]
+        self.on_connect(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.parser.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.parser.buffer_updated(nbytes)
+        self._wake()
+        if (
+            self.parser.queued >= self.max_queued
+            and not self._paused
+            and self.transport is not None
+        ):
+            self._paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._wake()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None:
+            if not self._drained.done():
+                self._drained.set_result(None)
+            self._drained = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    # -- consumer side -------------------------------------------------------------
+    async def next_frame(self) -> Frame | None:
+        """The next complete frame; None on a clean end of stream between frames."""
+        while True:
+            frame = self.parser.next_frame()  # raises FrameError once the stream is broken
+            if frame is not None:
+                if (
+                    self._paused
+                    and self.parser.queued < self.max_queued // 2
+                    and self.transport is not None
+                ):
+                    self._paused = False
+                    self.transport.resume_reading()
+                return frame
+            if self._eof:
+                if self.parser.inside_frame:
+                    raise FrameError("connection closed inside a frame")
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def write(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark."""
+        if self._drained is not None:
+            await self._drained
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()

@@ -1,0 +1,85 @@
+"""Kill points for fault-injection tests of the exactly-once Spark sink.
+
+A test runs the Spark driver as the leader of its own session (``start_new_session=True``)
+and sets ``ONCELOG_SPARK_KILL_AT=<point>[@<batchId>]`` (points: oncelog.spark.hooks.POINTS).
+When the sink reaches that point (in the executor or in the driver's commit worker), it
+SIGKILLs the whole driver session: the driver's Python process, the JVM and every Python
+worker. Nothing runs unless the driver application armed it (:func:`arm`): that exports
+``ONCELOG_SPARK_KILL_SID`` = its own session id, so a stray variable can never kill an
+unrelated process tree, and installs :func:`maybe_kill` as the data source's hook.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from oncelog.spark.hooks import HOOK_ENV, POINTS
+
+KILL_AT_ENV = "ONCELOG_SPARK_KILL_AT"
+KILL_SID_ENV = "ONCELOG_SPARK_KILL_SID"
+HOOK = "oncelog.testing.faults:maybe_kill"
+
+
+def arm() -> bool:
+    """Called by a driver application that leads its own session: allows kill points to
+    kill this session. Returns whether a kill point is configured."""
+    if os.getsid(0) != os.getpid():
+        return False
+    os.environ[KILL_SID_ENV] = str(os.getpid())
+    os.environ[HOOK_ENV] = HOOK
+    return bool(os.environ.get(KILL_AT_ENV))
+
+
+def parse(spec: str) -> tuple[str, int | None]:
+    point, _, batch = spec.strip().partition("@")
+    if point not in POINTS:
+        raise ValueError(f"{KILL_AT_ENV}: unknown kill point {point!r}; known: {', '.join(POINTS)}")
+    return point, int(batch) if batch else None
+
+
+def maybe_kill(point: str, batch_id: int) -> None:
+    spec = os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    want, batch = parse(spec)
+    if want != point or (batch is not None and batch != batch_id):
+        return
+    sid = os.environ.get(KILL_SID_ENV)
+    if not sid or int(sid) != os.getsid(0):
+        return
+    kill_session(int(sid))
+
+
+def session_members(sid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is the state (field 3); the session id is field 6
+        if int(fields[3]) == sid:
+            out.append(int(name))
+    return out
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session sid (the caller last, if it belongs to it)."""
+    me = os.getpid()
+    for _ in range(3):
+        members = [p for p in session_members(sid) if p != me]
+        if not members:
+            break
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    if os.getsid(0) == sid:
+        os.kill(me, signal.SIGKILL)
