@@ -78,7 +78,7 @@ from oncelog.connect.connect_protocol import (
 )
 from oncelog.connect.errors import ConnectException, ConnectRestException
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
-from oncelog.connect.kafka_io import TaskClients, TopicLogConsumer, TopicWriter
+from oncelog.connect.kafka_io import TaskClients, TopicLogConsumer, TopicWriter, client_config
 from oncelog.connect.membership import ConnectGroupMember
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_views import restart_plan
@@ -162,7 +162,7 @@ class Herder:
                 "(use compatible or sessioned)"
             )
         self.member = ConnectGroupMember(
-            shared["bootstrap.servers"],
+            client_config(shared),
             str(config.get(GROUP_ID)),
             session_timeout_ms=config.get_int(SESSION_TIMEOUT_MS),
             rebalance_timeout_ms=config.get_int(REBALANCE_TIMEOUT_MS),

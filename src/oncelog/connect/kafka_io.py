@@ -1,6 +1,9 @@
-"""The worker's Kafka clients, over confluent-kafka: the ONE module of ``connect`` that
-uses a Kafka client library for records (group membership speaks the protocol itself
-in ``membership``). When the project's client layer lands, only this module changes.
+"""The worker's Kafka clients: the ONE module of ``connect`` that uses a Kafka client
+library for records (group membership speaks the protocol itself in ``membership``,
+over the client layer's connections). Every configuration goes through the client
+layer (``oncelog.client``: ``ClientConfig`` for bootstrap servers, TLS and SASL;
+``Admin`` for the admin client); producers and consumers are confluent-kafka's, as
+the client layer prescribes.
 
 - :class:`TaskClients` implements the worker's ``ClientFactory``: each source task's
   idempotent producer, the offset writer, each sink task's consumer in group
@@ -30,8 +33,11 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource
 
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
 from oncelog.connect import client_configs
 from oncelog.connect.errors import ConnectException
 from oncelog.connect.internal_log import LogRecord
@@ -48,8 +54,22 @@ _JAVA_ONLY = frozenset(
 )
 
 
+def client_config(config: Mapping[str, Any]) -> ClientConfig:
+    """The client layer's connection settings (bootstrap, TLS, SASL) of a client config;
+    raises ConnectException for invalid security settings."""
+    try:
+        return ClientConfig.of(
+            str(config["bootstrap.servers"]), {k: str(v) for k, v in config.items()}
+        )
+    except (ClientError, ValueError) as exc:
+        raise ConnectException(f"Invalid client settings: {exc}") from None
+
+
 def _librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k not in _JAVA_ONLY}
+    """A confluent-kafka configuration built by the client layer: its connection
+    settings, then this client's own."""
+    own = {k: v for k, v in config.items() if k not in _JAVA_ONLY and k != "bootstrap.servers"}
+    return client_config(config).librdkafka(**own)
 
 
 class ProducerSender:
@@ -317,33 +337,22 @@ class InternalTopicAdmin:
     """Creates the internal topics at start and checks they are compacted."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.admin = AdminClient(_librdkafka(config))
+        self.layer = Admin(client_config(config))
+        self.admin = self.layer.client
 
     def ensure(self, topics: Mapping[str, tuple[str, int, int]], timeout_s: float = 30) -> None:
         """Create each (topic, partitions, replication factor) that is missing, with
         ``cleanup.policy=compact``; fail on an existing one that is not compacted only."""
         existing = set(self.admin.list_topics(timeout=timeout_s).topics)
-        wanted = [
-            NewTopic(
-                topic,
-                num_partitions=partitions,
-                replication_factor=replication,
-                config={"cleanup.policy": COMPACT},
-            )
-            for topic, partitions, replication in topics.values()
-            if topic not in existing
-        ]
-        if wanted:
-            for topic, future in self.admin.create_topics(
-                wanted, request_timeout=timeout_s
-            ).items():
-                try:
-                    future.result(timeout_s)
-                except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                        raise ConnectException(
-                            f"Unable to create internal topic {topic}: {exc}"
-                        ) from None
+        for topic, partitions, replication in topics.values():
+            if topic in existing:
+                continue
+            try:
+                self.layer.create_topics(
+                    [topic], partitions, replication, config={"cleanup.policy": COMPACT}
+                )
+            except ClientError as exc:
+                raise ConnectException(f"Unable to create internal topic {topic}: {exc}") from None
         for purpose, (topic, _, _) in topics.items():
             policy = self.cleanup_policy(topic, timeout_s)
             if {p.strip() for p in policy.split(",")} != {COMPACT}:
@@ -370,7 +379,7 @@ class SinkOffsetsAdmin:
     """A sink connector's offsets: its consumer group ``connect-<name>`` (KIP-875)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.admin = AdminClient(_librdkafka(config))
+        self.admin = Admin(client_config(config)).client
 
     def offsets(self, group: str, timeout_s: float = 30) -> dict[ConnectTopicPartition, int]:
         request = [ConsumerGroupTopicPartitions(group)]

@@ -1,11 +1,10 @@
 """Worker group membership: JoinGroup, SyncGroup, Heartbeat and LeaveGroup with
 protocol type ``connect``, which librdkafka cannot do (it only joins consumer groups).
 
-This is the one module of ``connect`` that talks the Kafka protocol itself. It is
-built on kio's request classes over a minimal blocking socket transport
-(:class:`SocketTransport`), to be swapped for the client layer's protocol client
-(TLS, SASL, retry policy, errors classified by code) once that exists. Everything
-above it (the herder) only sees :class:`ConnectGroupMember`.
+This is the one module of ``connect`` that talks the Kafka protocol itself: kio's
+request classes over the client layer's connections (``oncelog.client.wire``, with
+the worker's TLS and SASL settings). Everything above it (the herder) only sees
+:class:`ConnectGroupMember`.
 
 The member offers Connect's sub-protocols (``sessioned``, ``compatible``,
 ``default``), handles the join handshake (KIP-394 ``MEMBER_ID_REQUIRED``), and
@@ -16,16 +15,11 @@ outside (``assignor``) and passed to :meth:`ConnectGroupMember.sync`.
 from __future__ import annotations
 
 import datetime as dt
-import io
-import itertools
-import socket
-import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest
 from kio.schema.heartbeat.v3.request import HeartbeatRequest
@@ -33,13 +27,12 @@ from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestP
 from kio.schema.leave_group.v3.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.schema.types import GroupId
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i32Timedelta
 
+from oncelog.client.config import ClientConfig
+from oncelog.client.wire import WireClient
 from oncelog.connect.connect_protocol import PROTOCOL_TYPE
 from oncelog.connect.errors import ConnectException
-
-_SIZE = struct.Struct(">i")
 
 # Errors after which the member rejoins, and after which it looks up the coordinator again.
 REJOIN_ERRORS = frozenset(
@@ -59,56 +52,6 @@ class MembershipError(ConnectException):
         super().__init__(f"{api} failed: {code.name.upper()} ({code.value})")
         self.api = api
         self.code = code
-
-
-class SocketTransport:
-    """One blocking connection: size-prefixed frames with kio-encoded bodies."""
-
-    def __init__(self, address: str, *, client_id: str, timeout_s: float) -> None:
-        host, _, port = address.rpartition(":")
-        self._sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self._client_id = client_id
-        self._correlation = itertools.count(1)
-
-    def request(self, request: Any) -> Any:
-        correlation_id = next(self._correlation)
-        header_schema = request.__header_schema__
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        header = header_schema(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=correlation_id,
-            client_id=self._client_id,
-        )
-        entity_writer(header_schema)(buf, header)
-        entity_writer(type(request))(buf, request)
-        data = buf.getbuffer()
-        _SIZE.pack_into(data, 0, len(data) - 4)
-        del data
-        self._sock.sendall(buf.getvalue())
-        frame = self._recv_exact(_SIZE.unpack(self._recv_exact(4))[0])
-        schema = load_response_schema(request.__api_key__, request.__version__)
-        response_header, pos = entity_reader(schema.__header_schema__)(frame, 0)
-        if response_header.correlation_id != correlation_id:
-            raise ConnectException(
-                f"correlation id {response_header.correlation_id} != {correlation_id}"
-            )
-        body, _ = entity_reader(schema)(frame, pos)
-        return body
-
-    def _recv_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self._sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 @dataclass(frozen=True)
@@ -133,21 +76,24 @@ class ConnectGroupMember:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: str | ClientConfig,
         group_id: str,
         *,
         session_timeout_ms: int = 10_000,
         rebalance_timeout_ms: int = 60_000,
         client_id: str = "connect-worker",
     ) -> None:
-        self.bootstrap = bootstrap.split(",")[0].strip()
+        # A bare address string means PLAINTEXT; a ClientConfig carries TLS/SASL settings.
+        self.client_config = (
+            bootstrap if isinstance(bootstrap, ClientConfig) else ClientConfig.of(bootstrap)
+        )
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.client_id = client_id
         self.member_id = ""
         self.generation = -1
-        self._transport: SocketTransport | None = None
+        self._transport: WireClient | None = None
         self._lock = threading.Lock()  # one request in flight on the connection
 
     # -- connection --------------------------------------------------------------------
@@ -156,24 +102,32 @@ class ConnectGroupMember:
         # A JoinGroup may block for a whole rebalance.
         return self.rebalance_timeout_ms / 1000 + 30
 
-    def _coordinator(self) -> SocketTransport:
+    def _connect(self, address: str) -> WireClient:
+        return WireClient(
+            address,
+            client_id=self.client_id,
+            timeout=self._timeout_s(),
+            security=self.client_config.security,
+        )
+
+    def _coordinator(self) -> WireClient:
         if self._transport is None:
-            bootstrap = SocketTransport(
-                self.bootstrap, client_id=self.client_id, timeout_s=self._timeout_s()
-            )
-            try:
-                response = bootstrap.request(
-                    FindCoordinatorRequest(key=self.group_id, key_type=i8(0))
-                )
-            finally:
-                bootstrap.close()
+            response = None
+            failures: list[str] = []
+            for server in self.client_config.servers():
+                try:
+                    with self._connect(server) as bootstrap:
+                        response = bootstrap.request(
+                            FindCoordinatorRequest(key=self.group_id, key_type=i8(0))
+                        )
+                    break
+                except OSError as exc:
+                    failures.append(f"{server}: {exc}")
+            if response is None:
+                raise ConnectException(f"No bootstrap server answered: {'; '.join(failures)}")
             if response.error_code != ErrorCode.none:
                 raise MembershipError("FindCoordinator", response.error_code)
-            self._transport = SocketTransport(
-                f"{response.host}:{response.port}",
-                client_id=self.client_id,
-                timeout_s=self._timeout_s(),
-            )
+            self._transport = self._connect(f"{response.host}:{response.port}")
         return self._transport
 
     def _request(self, request: Any) -> Any:
