@@ -268,8 +268,7 @@ class Herder:
             self.stopped.set()
 
     def _shutdown(self) -> None:
-        for task in sorted(self._tasks):
-            self.worker.stop_task(task)
+        self.worker.stop_tasks(sorted(self._tasks))
         for name in sorted(self._connector_targets):
             self.worker.stop_connector(name)
         self._tasks.clear()
@@ -474,10 +473,10 @@ class Herder:
         self.joined.set()
 
     def _stop_revoked(self, revoked: Work) -> None:
-        for task in sorted(revoked.tasks):
-            if task in self._tasks:
-                self.worker.stop_task(task)
-                del self._tasks[task]
+        revoked_tasks = sorted(t for t in revoked.tasks if t in self._tasks)
+        self.worker.stop_tasks(revoked_tasks)
+        for task in revoked_tasks:
+            del self._tasks[task]
         for name in sorted(revoked.connectors):
             if name in self._connector_targets:
                 self._stop_connector(name)
@@ -491,8 +490,8 @@ class Herder:
         )
         if steps.is_empty():
             return
+        self.worker.stop_tasks(steps.stop_tasks)
         for task in steps.stop_tasks:
-            self.worker.stop_task(task)
             self._tasks.pop(task, None)
         for name in steps.stop_connectors:
             self._stop_connector(name)

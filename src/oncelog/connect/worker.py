@@ -19,8 +19,9 @@ does not stop in time, as Kafka does.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -240,17 +241,24 @@ class Worker:
 
     def stop_task(self, task_id: ConnectorTaskId) -> bool:
         """Stop a task and wait for it up to the graceful timeout; False if abandoned."""
-        runner = self.tasks.pop(task_id, None)
-        if runner is None:
-            return True
-        runner.stopping.set()
-        runner.state_changed.set()
-        runner.loop.stop()
-        assert runner.thread is not None
-        runner.thread.join(self.config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000)
-        stopped = not runner.thread.is_alive()
-        if runner.failure is None:
-            self._task_status(task_id, State.UNASSIGNED)
+        return self.stop_tasks([task_id])
+
+    def stop_tasks(self, task_ids: Iterable[ConnectorTaskId]) -> bool:
+        """Stop tasks together, waiting for all of them within one graceful timeout (as
+        Kafka does); False if any was abandoned."""
+        runners = [r for r in (self.tasks.pop(t, None) for t in task_ids) if r is not None]
+        for runner in runners:
+            runner.stopping.set()
+            runner.state_changed.set()
+            runner.loop.stop()
+        deadline = time.monotonic() + self.config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        stopped = True
+        for runner in runners:
+            assert runner.thread is not None
+            runner.thread.join(max(0.0, deadline - time.monotonic()))
+            stopped = stopped and not runner.thread.is_alive()
+            if runner.failure is None:
+                self._task_status(runner.id, State.UNASSIGNED)
         return stopped
 
     def task_failure(self, task_id: ConnectorTaskId) -> str | None:
