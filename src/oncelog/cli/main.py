@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import topics, transactions
+from oncelog.cli import connect, topics, transactions
 from oncelog.cli.demo import demo
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="oncelog: an exactly-once, Kafka-compatible streaming log.")
 app.add_typer(topics.app, name="topics")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(connect.app, name="connect")
 app.command()(demo)
 
 

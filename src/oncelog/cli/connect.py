@@ -1,0 +1,42 @@
+"""`oncelog connect ...`: the Kafka-Connect-compatible worker."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Run Kafka-Connect-compatible workers.")
+
+
+@app.command()
+def worker(
+    config: Annotated[
+        Path | None, typer.Option("--config", help="A worker.properties file.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a worker config: key=value (repeatable)."),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Run a distributed-mode worker; prints one ready line once it serves REST and has joined."""
+    from oncelog.connect.errors import ConnectException
+    from oncelog.connect.worker_config import WorkerConfig
+    from oncelog.connect.worker_process import run_worker
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cfg = WorkerConfig.load(config, set_ or [])
+    except ConnectException as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        run_worker(cfg, lambda line: typer.echo(line))
+    except ConnectException as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc

@@ -1,0 +1,1 @@
+"""Kafka-Connect-compatible runtime: distributed workers, REST API and connectors (docs/connect.md)."""

@@ -1,0 +1,99 @@
+"""Kafka client settings for a connector's tasks, assembled as Kafka Connect does.
+
+Precedence, lowest first: the worker's shared client settings (bootstrap servers,
+security), the framework's defaults for that client, the worker's ``producer.*`` /
+``consumer.*`` / ``admin.*`` settings, then the connector's ``producer.override.*``
+/ ``consumer.override.*`` / ``admin.override.*`` settings, which the worker's
+``connector.client.config.override.policy`` must allow (Kafka's KIP-458 policies:
+``None``, ``Principal``, ``All``).
+
+Settings keep Kafka's (Java client) names; the client layer maps them to its
+library. The names used as defaults here mean the same in librdkafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from oncelog.connect.config import ConfigValue
+from oncelog.connect.worker_config import WorkerConfig
+
+PRODUCER_OVERRIDE = "producer.override."
+CONSUMER_OVERRIDE = "consumer.override."
+ADMIN_OVERRIDE = "admin.override."
+OVERRIDE_PREFIXES = (PRODUCER_OVERRIDE, CONSUMER_OVERRIDE, ADMIN_OVERRIDE)
+
+# What the Principal policy lets a connector choose: its own identity.
+PRINCIPAL_KEYS = frozenset({"sasl.jaas.config", "sasl.mechanism", "security.protocol"})
+
+
+def validate_overrides(policy: str, connector_config: Mapping[str, str]) -> dict[str, ConfigValue]:
+    """A :class:`ConfigValue` with an error for each override the policy forbids."""
+    result: dict[str, ConfigValue] = {}
+    for key, value in connector_config.items():
+        prefix = next((p for p in OVERRIDE_PREFIXES if key.startswith(p)), None)
+        if prefix is None:
+            continue
+        client_key = key[len(prefix) :]
+        config_value = ConfigValue(key, value)
+        allowed = policy == "All" or (policy == "Principal" and client_key in PRINCIPAL_KEYS)
+        if not allowed:
+            config_value.add_error(
+                f"The '{policy}' policy does not allow '{client_key}' to be overridden in the connector configuration."
+            )
+        result[key] = config_value
+    return result
+
+
+def _overrides(connector_config: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix) :]: v for k, v in connector_config.items() if k.startswith(prefix)}
+
+
+def source_producer_config(
+    worker: WorkerConfig, connector: str, task: int, connector_config: Mapping[str, str]
+) -> dict[str, str]:
+    """The producer of a source task: idempotent, acks=all, retried without a deadline."""
+    config = worker.shared_client_config()
+    config.update(
+        {
+            "enable.idempotence": "true",
+            "acks": "all",
+            # Idempotence keeps order with up to 5 requests in flight.
+            "max.in.flight.requests.per.connection": "5",
+            "delivery.timeout.ms": str(2**31 - 1),
+            "client.id": f"connector-producer-{connector}-{task}",
+        }
+    )
+    config.update({k: str(v) for k, v in worker.originals_with_prefix("producer.").items()})
+    config.update(_overrides(connector_config, PRODUCER_OVERRIDE))
+    return config
+
+
+def sink_consumer_config(
+    worker: WorkerConfig, connector: str, task: int, connector_config: Mapping[str, str]
+) -> dict[str, str]:
+    """The consumer of a sink task: group ``connect-<connector>``, manual commits."""
+    config = worker.shared_client_config()
+    config.update(
+        {
+            "group.id": f"connect-{connector}",
+            "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest",
+            "client.id": f"connector-consumer-{connector}-{task}",
+        }
+    )
+    config.update({k: str(v) for k, v in worker.originals_with_prefix("consumer.").items()})
+    config.update(_overrides(connector_config, CONSUMER_OVERRIDE))
+    return config
+
+
+def connector_admin_config(
+    worker: WorkerConfig, connector: str, connector_config: Mapping[str, str]
+) -> dict[str, str]:
+    config = worker.shared_client_config()
+    config["client.id"] = f"connector-adminclient-{connector}"
+    admin = worker.originals_with_prefix("admin.")
+    # admin.listeners is the REST admin listener, not a client setting.
+    config.update({k: str(v) for k, v in admin.items() if not k.startswith("listeners")})
+    config.update(_overrides(connector_config, ADMIN_OVERRIDE))
+    return config

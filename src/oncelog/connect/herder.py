@@ -1,0 +1,782 @@
+"""The distributed herder: one thread that ties a worker to its cluster.
+
+Each tick it:
+
+- rejoins the group when needed (incremental cooperative: the leader runs
+  ``assignor.assign`` on what members report, and each member adds what it is
+  assigned and stops what is revoked; a revocation is followed by a rejoin);
+- reads the config topic to the end before acting on an assignment, and keeps
+  reading the three internal topics;
+- carries out ``worker_plan.plan`` (start/stop/transition connectors and tasks);
+- (a separate thread heartbeats, so slow task stops cost no membership);
+- runs the requests the REST API queued (:meth:`submit`). Requests that change the
+  cluster's configuration are served by the leader only, the one writer of the config
+  topic; elsewhere they raise :class:`NotLeaderError` and the REST layer forwards them.
+
+Connectors generate their task configs where they run; the leader writes them (a
+follower sends them to the leader's internal ``PUT /connectors/{c}/tasks``, signed
+with the session key).
+
+Task life cycle, producers and config-topic reading are where KIP-618 (exactly-once
+sources) hooks in next: the config state already tracks task generations and
+fencing records.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import queue
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from oncelog.connect import (
+    config_records,
+    leader_duties,
+    offset_records,
+    request_signing,
+    status_records,
+)
+from oncelog.connect.assignor import (
+    EMPTY,
+    AssignorState,
+    ConnectorTaskId,
+    Work,
+    assign,
+    configured_work,
+)
+from oncelog.connect.cluster_view import ClusterState
+from oncelog.connect.config_records import (
+    ConfigRecord,
+    ConnectorConfigRecord,
+    RestartRequestRecord,
+    TargetState,
+    TargetStateRecord,
+)
+from oncelog.connect.config_state import (
+    ConfigEvent,
+    ConnectorChanged,
+    RestartRequested,
+)
+from oncelog.connect.connect_protocol import (
+    CONFIG_MISMATCH,
+    ConnectAssignment,
+    ConnectProtocolVersion,
+    WorkerState,
+    decode_assignment,
+    decode_metadata,
+    encode_assignment,
+    join_protocols,
+)
+from oncelog.connect.errors import ConnectException, ConnectRestException
+from oncelog.connect.internal_log import InternalTopicReader, LogRecord
+from oncelog.connect.kafka_io import TaskClients, TopicLogConsumer, TopicWriter, client_config
+from oncelog.connect.membership import ConnectGroupMember
+from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.rest_views import restart_plan
+from oncelog.connect.status_records import ConnectorStatus, StatusRecord, TaskStatus
+from oncelog.connect.worker import Worker
+from oncelog.connect.worker_config import (
+    CONNECT_PROTOCOL,
+    GROUP_ID,
+    HEARTBEAT_INTERVAL_MS,
+    REBALANCE_TIMEOUT_MS,
+    SCHEDULED_REBALANCE_MAX_DELAY_MS,
+    SESSION_TIMEOUT_MS,
+    WORKER_SYNC_TIMEOUT_MS,
+    WORKER_UNSYNC_BACKOFF_MS,
+    WorkerConfig,
+)
+from oncelog.connect.worker_connector import task_configs_changed
+from oncelog.connect.worker_plan import LocalState, RunningTask, plan
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+KEY_TTL_MS = "inter.worker.key.ttl.ms"
+SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
+VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
+KEY_ALGORITHM = "inter.worker.key.generation.algorithm"
+KEY_SIZE = "inter.worker.key.size"
+READ_TIMEOUT_S = 30.0
+
+
+class NotLeaderError(ConnectException):
+    """The request must be served by the leader, at ``leader_url`` (None: unknown)."""
+
+    def __init__(self, leader_url: str | None) -> None:
+        super().__init__(f"This worker is not the leader; the leader is {leader_url}")
+        self.leader_url = leader_url
+
+
+class RebalanceInProgress(ConnectRestException):
+    def __init__(self) -> None:
+        super().__init__(
+            409,
+            "Cannot complete request because of a conflicting operation (e.g. worker rebalance)",
+        )
+
+
+@dataclass
+class _Request:
+    fn: Callable[[], Any]
+    future: concurrent.futures.Future[Any]
+    leader_only: bool
+
+
+class Herder:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        plugins: PluginRegistry,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.plugins = plugins
+        self.url = url
+        self.worker_id = url.split("://", 1)[-1].rstrip("/")
+        self.clock = clock
+        topics = config.internal_topics()
+        self.config_topic, self.offsets_topic, self.status_topic = (
+            topics["config"][0],
+            topics["offsets"][0],
+            topics["status"][0],
+        )
+        shared = config.shared_client_config()
+        self.state = ClusterState()
+        self.protocol = ConnectProtocolVersion.from_config(str(config.get(CONNECT_PROTOCOL)))
+        if self.protocol is ConnectProtocolVersion.EAGER:
+            raise ConnectException(
+                "connect.protocol=eager is not supported: this runtime rebalances incrementally "
+                "(use compatible or sessioned)"
+            )
+        self.member = ConnectGroupMember(
+            client_config(shared),
+            str(config.get(GROUP_ID)),
+            session_timeout_ms=config.get_int(SESSION_TIMEOUT_MS),
+            rebalance_timeout_ms=config.get_int(REBALANCE_TIMEOUT_MS),
+            client_id=f"connect-{self.worker_id}",
+        )
+        self._events: list[ConfigEvent] = []
+        self.config_reader = InternalTopicReader(
+            TopicLogConsumer(shared), self.config_topic, self._config_record
+        )
+        self.status_reader = InternalTopicReader(
+            TopicLogConsumer(shared), self.status_topic, self._status_record
+        )
+        self.offsets_reader = InternalTopicReader(
+            TopicLogConsumer(shared), self.offsets_topic, self._offset_record
+        )
+        self.config_writer = TopicWriter(shared, self.config_topic)
+        self.status_writer = TopicWriter(shared, self.status_topic)
+        self.offsets_writer = TopicWriter(shared, self.offsets_topic)
+        self.worker = Worker(
+            self.worker_id,
+            config,
+            plugins,
+            TaskClients(config, self.offsets_topic),
+            self.state.offsets_view,
+            self._write_status,
+            generation=lambda: self.member.generation,
+        )
+        self.requests: queue.Queue[_Request] = queue.Queue()
+        self.joined = threading.Event()
+        self.stopped = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Group state.
+        self.owned: Work = EMPTY
+        self.leader_id: str | None = None
+        self.leader_url: str | None = None
+        self.rebalancing = True
+        self._need_rejoin = True
+        self._rejoin_at: float | None = None
+        self._last_generation = -1
+        self._assignor = AssignorState()
+        self._configured_at_assignment: Work = EMPTY
+        # What runs here.
+        self._connector_targets: dict[str, TargetState] = {}
+        self._connector_configs: dict[str, dict[str, str]] = {}
+        self._tasks: dict[ConnectorTaskId, RunningTask] = {}
+        self._reconfigure: set[str] = set()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="herder", daemon=True)
+        self._thread.start()
+        threading.Thread(target=self._heartbeats, name="herder-heartbeat", daemon=True).start()
+
+    def _heartbeats(self) -> None:
+        """Heartbeats on their own thread, so stopping slow tasks (up to the graceful
+        timeout each) does not cost the worker its membership."""
+        interval_s = self.config.get_int(HEARTBEAT_INTERVAL_MS) / 1000
+        while not self._stopping.wait(interval_s):
+            generation = self.member.generation
+            if self.rebalancing or self._need_rejoin or generation < 0:
+                continue
+            try:
+                code = self.member.heartbeat()
+            except Exception as exc:
+                log.warning("heartbeat failed: %s", exc)
+                continue
+            # A reply for a generation already replaced says nothing about the new one.
+            if code.value != 0 and self.member.generation == generation:
+                log.info("heartbeat: %s; rejoining", code.name)
+                self._need_rejoin = True
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop tasks and connectors (each within the graceful timeout) and leave the group."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id is not None and self.leader_id == self.member.member_id
+
+    def _run(self) -> None:
+        try:
+            for reader in (self.config_reader, self.status_reader, self.offsets_reader):
+                reader.start()
+                reader.read_to_end(READ_TIMEOUT_S)
+            self.state.config.caught_up = True
+            self._events.clear()
+            while not self._stopping.is_set():
+                try:
+                    self.tick()
+                except Exception:
+                    log.exception("herder tick failed; rejoining")
+                    self._need_rejoin = True
+                    self.rebalancing = True
+                    time.sleep(self.config.get_int(WORKER_UNSYNC_BACKOFF_MS) / 1000)
+        except Exception:
+            log.exception("herder failed")
+        finally:
+            self._shutdown()
+            self.stopped.set()
+
+    def _shutdown(self) -> None:
+        self.worker.stop_tasks(sorted(self._tasks))
+        for name in sorted(self._connector_targets):
+            self.worker.stop_connector(name)
+        self._tasks.clear()
+        self._connector_targets.clear()
+        try:
+            self.member.leave()
+        except Exception:
+            log.warning("leaving the group failed", exc_info=True)
+        self.member.close()
+        self.status_writer.flush(5)
+        while not self.requests.empty():
+            self.requests.get().future.set_exception(
+                ConnectRestException(503, "The worker is shutting down")
+            )
+
+    # -- requests from the REST API --------------------------------------------------------
+
+    def submit(
+        self, fn: Callable[[], T], *, leader_only: bool = True
+    ) -> concurrent.futures.Future[T]:
+        """Run ``fn`` on the herder thread; leader-only requests raise
+        :class:`NotLeaderError` elsewhere and 409 during a rebalance."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.requests.put(_Request(fn, future, leader_only))
+        return future
+
+    def _serve_requests(self) -> None:
+        while True:
+            try:
+                request = self.requests.get_nowait()
+            except queue.Empty:
+                return
+            if not request.future.set_running_or_notify_cancel():
+                continue
+            try:
+                if request.leader_only:
+                    # As Kafka: not while a rebalance is under way or already needed.
+                    if self.rebalancing or self._need_rejoin or self.leader_id is None:
+                        raise RebalanceInProgress()
+                    if not self.is_leader:
+                        raise NotLeaderError(self.leader_url)
+                request.future.set_result(request.fn())
+            except BaseException as exc:
+                request.future.set_exception(exc)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self._rejoin_at is not None and now >= self._rejoin_at:
+            self._rejoin_at = None
+            self._need_rejoin = True
+        if self._need_rejoin:
+            self._rebalance()
+        self.status_reader.poll(0)
+        self.offsets_reader.poll(0)
+        self.config_reader.poll(0.05)
+        if self._events:
+            self._handle_events()
+        if self.is_leader and not self._need_rejoin:
+            self._leader_duties()
+        self._reconfigure_connectors()
+        self._serve_requests()
+
+    def _config_record(self, record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            self._events.extend(self.state.apply_config(record.offset, record.key, record.value))
+        except ConnectException as exc:
+            log.warning("ignoring config record at %d: %s", record.offset, exc)
+
+    def _status_record(self, record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            self.state.apply_status(record.key, record.value)
+        except ConnectException as exc:
+            log.warning("ignoring status record: %s", exc)
+
+    def _offset_record(self, record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            self.state.apply_offset(record.key, record.value)
+        except ConnectException as exc:
+            log.warning("ignoring offset record: %s", exc)
+
+    def read_config_to_end(self) -> None:
+        self.config_reader.read_to_end(READ_TIMEOUT_S)
+
+    # -- rebalancing -----------------------------------------------------------------------
+
+    def _rebalance(self) -> None:
+        self.rebalancing = True
+        log.info("joining the group (generation %d)", self.member.generation)
+        snapshot = self.state.snapshot()
+        current = ConnectAssignment(
+            int(self.protocol),
+            0,
+            self.leader_id or "",
+            self.leader_url or "",
+            snapshot.offset,
+            self.owned,
+        )
+        result = self.member.join(
+            join_protocols(WorkerState(self.url, snapshot.offset, current), self.protocol)
+        )
+        version = ConnectProtocolVersion.from_name(result.protocol)
+        assignments: dict[str, bytes] | None = None
+        if result.is_leader:
+            self.read_config_to_end()
+            snapshot = self.state.snapshot()
+            members = {m: decode_metadata(data)[1] for m, data in result.members}
+            leader_url = members[result.leader_id].url
+            if any(ws.config_offset > snapshot.offset for ws in members.values()):
+                # Someone has read further than the leader can: everyone rejoins.
+                assignments = {
+                    m: encode_assignment(
+                        ConnectAssignment(
+                            int(version),
+                            CONFIG_MISMATCH,
+                            result.leader_id,
+                            leader_url,
+                            snapshot.offset,
+                        )
+                    )
+                    for m in members
+                }
+            else:
+                reported = {
+                    m: ws.assignment.assigned if ws.assignment is not None else EMPTY
+                    for m, ws in members.items()
+                }
+                plans, self._assignor = assign(
+                    self._assignor,
+                    reported,
+                    configured_work(snapshot.task_counts_by_connector()),
+                    now_ms=int(self.clock() * 1000),
+                    max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
+                    generation=result.generation,
+                    last_completed_generation=self._last_generation,
+                )
+                assignments = {
+                    m: encode_assignment(
+                        ConnectAssignment(
+                            int(version),
+                            0,
+                            result.leader_id,
+                            leader_url,
+                            snapshot.offset,
+                            p.start,
+                            p.stop,
+                            p.delay_ms,
+                        )
+                    )
+                    for m, p in plans.items()
+                }
+        assignment = decode_assignment(self.member.sync(assignments))
+        log.info(
+            "generation %d: assigned %s, revoked %s, delay %d ms, config offset %d",
+            result.generation,
+            sorted(map(str, assignment.assigned.tasks)),
+            sorted(map(str, assignment.revoked.tasks)),
+            assignment.delay_ms,
+            assignment.config_offset,
+        )
+        self.leader_id, self.leader_url = assignment.leader, assignment.leader_url
+        self._need_rejoin = False
+        if assignment.error == CONFIG_MISMATCH:
+            self.read_config_to_end()
+            self._need_rejoin = True
+            return
+        deadline = time.monotonic() + self.config.get_int(WORKER_SYNC_TIMEOUT_MS) / 1000
+        while self.state.snapshot().offset < assignment.config_offset:
+            if time.monotonic() > deadline:
+                self._need_rejoin = True  # could not catch up: leave the work, rejoin
+                return
+            self.config_reader.poll(0.2)
+        self.read_config_to_end()
+        self._stop_revoked(assignment.revoked)
+        self.owned = (self.owned - assignment.revoked) | assignment.assigned
+        self._last_generation = result.generation
+        self._configured_at_assignment = configured_work(
+            self.state.snapshot().task_counts_by_connector()
+        )
+        if assignment.revoked:
+            self._need_rejoin = True  # the follow-up round hands out what was revoked
+        if assignment.delay_ms > 0:
+            self._rejoin_at = time.monotonic() + assignment.delay_ms / 1000
+        self._events.clear()
+        self.rebalancing = False
+        log.info(
+            "joined generation %d as %s (leader %s): owns %d connectors, %d tasks",
+            result.generation,
+            "leader" if self.is_leader else "follower",
+            self.leader_url,
+            len(self.owned.connectors),
+            len(self.owned.tasks),
+        )
+        self._apply_plan()
+        self.joined.set()
+
+    def _stop_revoked(self, revoked: Work) -> None:
+        revoked_tasks = sorted(t for t in revoked.tasks if t in self._tasks)
+        self.worker.stop_tasks(revoked_tasks)
+        for task in revoked_tasks:
+            del self._tasks[task]
+        for name in sorted(revoked.connectors):
+            if name in self._connector_targets:
+                self._stop_connector(name)
+
+    # -- carrying out the plan -------------------------------------------------------------
+
+    def _apply_plan(self) -> None:
+        snapshot = self.state.snapshot()
+        steps = plan(
+            self.owned, snapshot, LocalState(dict(self._connector_targets), dict(self._tasks))
+        )
+        if steps.is_empty():
+            return
+        self.worker.stop_tasks(steps.stop_tasks)
+        for task in steps.stop_tasks:
+            self._tasks.pop(task, None)
+        for name in steps.stop_connectors:
+            self._stop_connector(name)
+        for name, target in steps.start_connectors:
+            self._start_connector(name, snapshot.connector_configs[name], target)
+        for name, target in steps.transition_connectors:
+            self._transition_connector(name, snapshot.connector_configs[name], target)
+        if steps.start_tasks:
+            self.offsets_reader.read_to_end(READ_TIMEOUT_S)
+        for task, target in steps.start_tasks:
+            self._start_task(
+                task,
+                snapshot.connector_configs[task.connector],
+                snapshot.task_configs[task],
+                target,
+            )
+        for task, target in steps.transition_tasks:
+            self.worker.transition_task(task, target)
+            self._tasks[task] = RunningTask(target, self._tasks[task].config)
+
+    def _start_connector(self, name: str, config: Mapping[str, str], target: TargetState) -> None:
+        self._connector_targets[name] = target
+        self._connector_configs[name] = dict(config)
+        try:
+            started = self.worker.start_connector(name, config, target)
+        except Exception as exc:
+            log.warning("connector %s failed to start: %s", name, exc)
+            self._connector_failed(name, exc)
+            return
+        if started and target is TargetState.STARTED:
+            self._reconfigure.add(name)
+
+    def _stop_connector(self, name: str) -> None:
+        self.worker.stop_connector(name)
+        self._connector_targets.pop(name, None)
+        self._connector_configs.pop(name, None)
+        self._reconfigure.discard(name)
+
+    def _transition_connector(
+        self, name: str, config: Mapping[str, str], target: TargetState
+    ) -> None:
+        previous = self._connector_targets.get(name)
+        if target is TargetState.STOPPED or previous is TargetState.STOPPED:
+            self._stop_connector(name)
+            self._start_connector(name, config, target)
+            return
+        self._connector_targets[name] = target
+        self.worker.transition_connector(name, target)
+        if target is TargetState.STARTED:
+            self._reconfigure.add(name)
+
+    def _start_task(
+        self,
+        task: ConnectorTaskId,
+        connector_config: Mapping[str, str],
+        task_config: Mapping[str, str],
+        target: TargetState,
+    ) -> None:
+        self._tasks[task] = RunningTask(target, dict(task_config))
+        self.worker.start_task(task, connector_config, dict(task_config), target)
+
+    def _handle_events(self) -> None:
+        events, self._events = self._events, []
+        snapshot = self.state.snapshot()
+        restarts: list[RestartRequestRecord] = []
+        for event in events:
+            if isinstance(event, ConnectorChanged):
+                name = event.connector
+                new_config = snapshot.connector_configs.get(name)
+                running = self._connector_configs.get(name)
+                if running is not None and new_config is not None and new_config != running:
+                    target = self._connector_targets[name]
+                    self._stop_connector(name)
+                    self._start_connector(name, new_config, target)
+            elif isinstance(event, RestartRequested):
+                restarts.append(event.request)
+        self._apply_plan()
+        for request in restarts:
+            self._restart(request)
+        configured = configured_work(snapshot.task_counts_by_connector())
+        if configured != self._configured_at_assignment:
+            log.info("the configured connectors or tasks changed; rejoining")
+            self._need_rejoin = True
+
+    def _restart(self, request: RestartRequestRecord) -> None:
+        snapshot = self.state.snapshot()
+        name = request.connector
+        if not snapshot.contains(name):
+            return
+        steps = restart_plan(
+            self.state.statuses(), name, request.include_tasks, request.only_failed
+        )
+        if steps.restart_connector and name in self._connector_targets:
+            target = self._connector_targets[name]
+            self._write_status(
+                ConnectorStatus(
+                    name, status_records.State.RESTARTING, self.worker_id, self.member.generation
+                )
+            )
+            self._stop_connector(name)
+            self._start_connector(name, snapshot.connector_configs[name], target)
+        for number in steps.tasks:
+            task = ConnectorTaskId(name, number)
+            if task in self._tasks and task in snapshot.task_configs:
+                target = snapshot.target_state(name) or TargetState.STARTED
+                self._write_status(
+                    TaskStatus(
+                        name,
+                        number,
+                        status_records.State.RESTARTING,
+                        self.worker_id,
+                        self.member.generation,
+                    )
+                )
+                self.worker.stop_task(task)
+                self._start_task(
+                    task, snapshot.connector_configs[name], snapshot.task_configs[task], target
+                )
+
+    def restart_task(self, task: ConnectorTaskId) -> None:
+        """Restart a task this worker runs (``POST /connectors/{c}/tasks/{t}/restart``)."""
+        snapshot = self.state.snapshot()
+        if task not in self._tasks or task not in snapshot.task_configs:
+            raise NotLeaderError(None)
+        target = snapshot.target_state(task.connector) or TargetState.STARTED
+        self.worker.stop_task(task)
+        self._start_task(
+            task, snapshot.connector_configs[task.connector], snapshot.task_configs[task], target
+        )
+
+    def runs_task(self, task: ConnectorTaskId) -> bool:
+        return task in self._tasks
+
+    # -- task configs ----------------------------------------------------------------------
+
+    def _reconfigure_connectors(self) -> None:
+        for name in list(self._connector_targets):
+            instance = self.worker.connectors.get(name)
+            if instance is not None and instance.take_reconfiguration_request():
+                self._reconfigure.add(name)
+        if self.rebalancing or self.leader_id is None:
+            return
+        for name in sorted(self._reconfigure):
+            if self._connector_targets.get(name) is not TargetState.STARTED:
+                self._reconfigure.discard(name)
+                continue
+            instance = self.worker.connectors.get(name)
+            if instance is None or not instance.running:
+                self._reconfigure.discard(name)
+                continue
+            snapshot = self.state.snapshot()
+            config = snapshot.connector_configs.get(name)
+            if config is None:
+                self._reconfigure.discard(name)
+                continue
+            try:
+                configs = self.worker.connector_task_configs(
+                    name, int(config.get("tasks.max", "1"))
+                )
+            except Exception as exc:
+                log.warning("connector %s failed to generate task configs: %s", name, exc)
+                self._connector_failed(name, exc)
+                self._reconfigure.discard(name)
+                continue
+            stored = leader_duties.stored_task_configs(snapshot, name)
+            if name not in snapshot.inconsistent and not task_configs_changed(stored, configs):
+                self._reconfigure.discard(name)
+                continue
+            try:
+                if self.is_leader:
+                    self.write_task_configs(name, configs)
+                else:
+                    self._send_task_configs(name, configs)
+                self._reconfigure.discard(name)
+            except Exception as exc:
+                log.warning("task configs of %s not written yet: %s", name, exc)
+
+    def write_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """Leader only: store a connector's task configs (from the connector's worker)."""
+        if not self.state.snapshot().contains(name):
+            raise ConnectRestException(404, f"Connector {name} not found")
+        self.write_config(config_records.task_config_records(name, configs))
+
+    def _send_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        key = self.state.snapshot().session_key
+        if self.leader_url is None or key is None:
+            raise ConnectException("no leader or session key yet")
+        body = json.dumps(configs).encode()
+        headers = {"Content-Type": "application/json"}
+        headers.update(
+            request_signing.sign(key.key, body, str(self.config.get(SIGNATURE_ALGORITHM)))
+        )
+        url = f"{self.leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false"
+        request = urllib.request.Request(url, data=body, headers=headers, method="PUT")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    def verify_signature(self, body: bytes, headers: Mapping[str, str]) -> str | None:
+        key = self.state.snapshot().session_key
+        if key is None:
+            return "No session key yet"
+        return request_signing.verify(
+            key.key, body, headers, self.config.get_list(VERIFICATION_ALGORITHMS)
+        )
+
+    # -- the leader ------------------------------------------------------------------------
+
+    def _leader_duties(self) -> None:
+        snapshot = self.state.snapshot()
+        records: list[ConfigRecord] = leader_duties.task_config_updates(snapshot, {})
+        if self.protocol is ConnectProtocolVersion.SESSIONED and leader_duties.session_key_due(
+            snapshot, int(self.clock() * 1000), self.config.get_int(KEY_TTL_MS)
+        ):
+            size = self.config.get(KEY_SIZE)
+            records.append(
+                leader_duties.new_session_key(
+                    int(self.clock() * 1000),
+                    os.urandom,
+                    str(self.config.get(KEY_ALGORITHM)),
+                    int(size) if size is not None else None,
+                )
+            )
+        if records:
+            self.write_config(records)
+
+    def write_config(self, records: list[ConfigRecord]) -> None:
+        """Leader only: write config records and read them back."""
+        self.config_writer.write([config_records.encode(r) for r in records], READ_TIMEOUT_S)
+        self.read_config_to_end()
+        if self._events:
+            self._handle_events()
+
+    def put_connector(
+        self, name: str, config: Mapping[str, str], target: TargetState | None = None
+    ) -> None:
+        records: list[ConfigRecord] = []
+        if target is not None:
+            records.append(TargetStateRecord(name, target))
+        records.append(ConnectorConfigRecord(name, dict(config)))
+        self.write_config(records)
+
+    def set_target_state(self, name: str, target: TargetState) -> None:
+        self.write_config([TargetStateRecord(name, target)])
+
+    def delete_connector(self, name: str) -> None:
+        self.write_config(config_records.connector_removal_records(name))
+        tombstones = self.state.statuses().remove_connector(name)
+        self.status_writer.write([status_records.encode(t) for t in tombstones], READ_TIMEOUT_S)
+
+    def request_restart(self, request: RestartRequestRecord) -> None:
+        self.write_config([request])
+
+    def write_source_offsets(
+        self, name: str, offsets: Mapping[Any, Mapping[str, Any] | None]
+    ) -> None:
+        records = [
+            offset_records.encode(
+                offset_records.OffsetRecord(
+                    name, dict(partition), None if offset is None else dict(offset)
+                )
+            )
+            for partition, offset in offsets.items()
+        ]
+        self.offsets_writer.write(records, READ_TIMEOUT_S)
+        self.offsets_reader.read_to_end(READ_TIMEOUT_S)
+
+    def read_offsets_to_end(self) -> None:
+        self.offsets_reader.read_to_end(READ_TIMEOUT_S)
+
+    # -- statuses --------------------------------------------------------------------------
+
+    def _connector_failed(self, name: str, error: BaseException) -> None:
+        trace = "".join(traceback.format_exception(error))
+        self._write_status(
+            ConnectorStatus(
+                name, status_records.State.FAILED, self.worker_id, self.member.generation, trace
+            )
+        )
+
+    def _write_status(self, status: StatusRecord) -> None:
+        if (
+            isinstance(status, (ConnectorStatus, TaskStatus))
+            and status.state is status_records.State.UNASSIGNED
+            and not self.state.statuses().can_write_safely(status)
+        ):
+            return  # putSafe: another worker already runs it
+        key, value = status_records.encode(status)
+        self.status_writer.send(key, value)

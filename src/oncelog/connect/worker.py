@@ -1,0 +1,286 @@
+"""The worker: runs connector instances and task loops on threads, and reports their
+statuses. The herder decides what runs here (``worker_plan``); the worker carries it
+out.
+
+A task's converters come from the connector config (``key.converter`` and its
+``key.converter.*`` settings) or else the worker config, as in Kafka. Its clients
+come from a :class:`ClientFactory`, which the client layer implements. Each task runs
+its loop on its own thread:
+
+- it reports RUNNING once started;
+- it reports PAUSED while its target state is PAUSED, and then no records move;
+- it reports FAILED with the error's traceback when the loop raises;
+- it reports UNASSIGNED when it is stopped.
+
+Stopping waits up to ``task.shutdown.graceful.timeout.ms`` and abandons a task that
+does not stop in time, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from oncelog.connect.api import Config, SinkTask, SourceTask
+from oncelog.connect.assignor import ConnectorTaskId
+from oncelog.connect.config_records import TargetState
+from oncelog.connect.converters import Converter, configure_converter
+from oncelog.connect.error_handling import ErrorPolicy
+from oncelog.connect.errors import ConnectException
+from oncelog.connect.offsets import OffsetsView
+from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.status_records import ConnectorStatus, State, StatusRecord, TaskStatus
+from oncelog.connect.transforms.chain import build_chain
+from oncelog.connect.worker_config import (
+    OFFSET_FLUSH_INTERVAL_MS,
+    OFFSET_FLUSH_TIMEOUT_MS,
+    TASK_SHUTDOWN_TIMEOUT_MS,
+    WorkerConfig,
+)
+from oncelog.connect.worker_connector import TASK_CLASS_CONFIG, WorkerConnector
+from oncelog.connect.worker_sink_task import DeadLetterSender, SinkRecordSource, WorkerSinkTask
+from oncelog.connect.worker_source_task import OffsetWriter, RecordSender, WorkerSourceTask
+
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+
+
+class ClientFactory(Protocol):
+    def record_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> RecordSender: ...
+
+    def offset_writer(self, connector: str) -> OffsetWriter: ...
+
+    def sink_source(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> SinkRecordSource: ...
+
+    def dead_letter_sender(self, connector: str, topic: str) -> DeadLetterSender: ...
+
+
+@dataclass
+class _TaskRunner:
+    id: ConnectorTaskId
+    loop: WorkerSourceTask | WorkerSinkTask
+    target: TargetState
+    thread: threading.Thread | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    state_changed: threading.Event = field(default_factory=threading.Event)
+    failure: str | None = None
+
+
+class Worker:
+    def __init__(
+        self,
+        worker_id: str,
+        config: WorkerConfig,
+        plugins: PluginRegistry,
+        clients: ClientFactory,
+        offsets: OffsetsView,
+        on_status: Callable[[StatusRecord], None],
+        generation: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.worker_id = worker_id
+        self.config = config
+        self.plugins = plugins
+        self.clients = clients
+        self.offsets = offsets
+        self.on_status = on_status
+        self.generation = generation
+        self.connectors: dict[str, WorkerConnector] = {}
+        self.tasks: dict[ConnectorTaskId, _TaskRunner] = {}
+
+    # -- connectors ------------------------------------------------------------------------
+
+    def start_connector(
+        self, name: str, connector_config: Mapping[str, str], target: TargetState
+    ) -> bool:
+        """Start (STARTED/PAUSED) or register as stopped (STOPPED) a connector instance."""
+        connector_cls = self.plugins.connector_class(connector_config["connector.class"])
+        instance = WorkerConnector(name, connector_cls())
+        self.connectors[name] = instance
+        if target is TargetState.STOPPED:
+            self._connector_status(name, State.STOPPED)
+            return True
+        if not instance.start(connector_config):
+            self._connector_status(name, State.FAILED, _trace(instance.failure))
+            return False
+        self._connector_status(
+            name, State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+        )
+        return True
+
+    def connector_task_configs(self, name: str, max_tasks: int) -> list[Config]:
+        return self.connectors[name].task_configs(max_tasks)
+
+    def transition_connector(self, name: str, target: TargetState) -> None:
+        """PAUSED <-> STARTED: the connector instance keeps running, as in Kafka."""
+        self._connector_status(
+            name, State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+        )
+
+    def stop_connector(self, name: str) -> None:
+        instance = self.connectors.pop(name, None)
+        if instance is not None:
+            instance.stop()
+            self._connector_status(name, State.UNASSIGNED)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def converters(self, connector_config: Mapping[str, str]) -> tuple[Converter, Converter]:
+        """Key and value converters: the connector's if it names them, else the worker's."""
+        out = []
+        for is_key, key in ((True, "key.converter"), (False, "value.converter")):
+            source: Mapping[str, Any] = (
+                connector_config if connector_config.get(key) else self.config.originals
+            )
+            converter = self.plugins.converter_class(str(source[key]), key)()
+            out.append(configure_converter(converter, source, is_key))
+        return out[0], out[1]
+
+    def start_task(
+        self,
+        task_id: ConnectorTaskId,
+        connector_config: Mapping[str, str],
+        task_config: Config,
+        target: TargetState,
+    ) -> bool:
+        """Build the task's loop and start its thread; False (status FAILED) if it cannot start."""
+        try:
+            loop = self._build_loop(task_id, connector_config, task_config)
+            loop.start()
+        except Exception as exc:
+            self._task_status(task_id, State.FAILED, _trace(exc))
+            return False
+        runner = _TaskRunner(task_id, loop, target)
+        self.tasks[task_id] = runner
+        runner.thread = threading.Thread(
+            target=self._run, args=(runner,), name=f"task-{task_id}", daemon=True
+        )
+        # Reported before the thread runs, so a task that fails at once is RUNNING then FAILED.
+        self._task_status(task_id, State.PAUSED if target is TargetState.PAUSED else State.RUNNING)
+        runner.thread.start()
+        return True
+
+    def _build_loop(
+        self, task_id: ConnectorTaskId, connector_config: Mapping[str, str], task_config: Config
+    ) -> WorkerSourceTask | WorkerSinkTask:
+        task_cls = self.plugins.task_class(task_config[TASK_CLASS_CONFIG])
+        key_converter, value_converter = self.converters(connector_config)
+        chain = build_chain(connector_config, self.plugins)
+        errors = ErrorPolicy.from_config(connector_config)
+        if issubclass(task_cls, SourceTask):
+            return WorkerSourceTask(
+                task_id,
+                task_cls(),
+                task_config,
+                key_converter=key_converter,
+                value_converter=value_converter,
+                chain=chain,
+                sender=self.clients.record_sender(
+                    task_id.connector, task_id.task, connector_config
+                ),
+                offset_writer=self.clients.offset_writer(task_id.connector),
+                offsets=self.offsets.reader(task_id.connector),
+                errors=errors,
+                offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
+                offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
+            )
+        if issubclass(task_cls, SinkTask):
+            dlq = connector_config.get(DLQ_TOPIC, "").strip()
+            return WorkerSinkTask(
+                task_id,
+                task_cls(),
+                task_config,
+                key_converter=key_converter,
+                value_converter=value_converter,
+                chain=chain,
+                source=self.clients.sink_source(task_id.connector, task_id.task, connector_config),
+                errors=errors,
+                dead_letters=self.clients.dead_letter_sender(task_id.connector, dlq)
+                if dlq
+                else None,
+                offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
+            )
+        raise ConnectException(
+            f"{task_config[TASK_CLASS_CONFIG]} is neither a SourceTask nor a SinkTask"
+        )
+
+    def _run(self, runner: _TaskRunner) -> None:
+        try:
+            while not runner.stopping.is_set():
+                paused = runner.target is TargetState.PAUSED
+                if isinstance(runner.loop, WorkerSinkTask):
+                    # A paused sink keeps polling (with its partitions paused) to stay in its group.
+                    runner.loop.paused_by_target = paused
+                    runner.loop.iterate()
+                elif paused:
+                    runner.state_changed.wait(0.5)
+                    runner.state_changed.clear()
+                else:
+                    runner.loop.iterate()
+        except Exception as exc:
+            runner.failure = _trace(exc)
+            self._task_status(runner.id, State.FAILED, runner.failure)
+            return
+        try:
+            runner.loop.close()
+        except Exception as exc:
+            runner.failure = _trace(exc)
+            self._task_status(runner.id, State.FAILED, runner.failure)
+
+    def transition_task(self, task_id: ConnectorTaskId, target: TargetState) -> None:
+        runner = self.tasks[task_id]
+        runner.target = target
+        runner.state_changed.set()
+        self._task_status(task_id, State.PAUSED if target is TargetState.PAUSED else State.RUNNING)
+
+    def stop_task(self, task_id: ConnectorTaskId) -> bool:
+        """Stop a task and wait for it up to the graceful timeout; False if abandoned."""
+        return self.stop_tasks([task_id])
+
+    def stop_tasks(self, task_ids: Iterable[ConnectorTaskId]) -> bool:
+        """Stop tasks together, waiting for all of them within one graceful timeout (as
+        Kafka does); False if any was abandoned."""
+        runners = [r for r in (self.tasks.pop(t, None) for t in task_ids) if r is not None]
+        for runner in runners:
+            runner.stopping.set()
+            runner.state_changed.set()
+            runner.loop.stop()
+        deadline = time.monotonic() + self.config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        stopped = True
+        for runner in runners:
+            assert runner.thread is not None
+            runner.thread.join(max(0.0, deadline - time.monotonic()))
+            stopped = stopped and not runner.thread.is_alive()
+            if runner.failure is None:
+                self._task_status(runner.id, State.UNASSIGNED)
+        return stopped
+
+    def task_failure(self, task_id: ConnectorTaskId) -> str | None:
+        runner = self.tasks.get(task_id)
+        return None if runner is None else runner.failure
+
+    # -- statuses --------------------------------------------------------------------------
+
+    def _connector_status(self, name: str, state: State, trace: str | None = None) -> None:
+        self.on_status(ConnectorStatus(name, state, self.worker_id, self.generation(), trace))
+
+    def _task_status(
+        self, task_id: ConnectorTaskId, state: State, trace: str | None = None
+    ) -> None:
+        self.on_status(
+            TaskStatus(
+                task_id.connector, task_id.task, state, self.worker_id, self.generation(), trace
+            )
+        )
+
+
+def _trace(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    return "".join(traceback.format_exception(error))
