@@ -56,6 +56,16 @@ def test_broker_cleaner_configs_seed_topic_defaults() -> None:
     assert log_cfg.max_segment_ms == log_cfg.segment_ms  # not compacted: segment.ms only
 
 
+def test_segment_delete_delay_seeds_file_delete_delay() -> None:
+    """Kafka's log.segment.delete.delay.ms is the broker default of file.delete.delay.ms:
+    how long segments replaced by the cleaner stay on disk as *.deleted."""
+    assert LogConfig.from_props(BrokerConfig.build().topic_defaults()).file_delete_delay_ms == 60000
+    cfg = BrokerConfig.build(overrides={"log.segment.delete.delay.ms": "250"})
+    assert LogConfig.from_props(cfg.topic_defaults()).file_delete_delay_ms == 250
+    with pytest.raises(BrokerConfigError):
+        BrokerConfig.build(overrides={"log.segment.delete.delay.ms": "soon"})
+
+
 def test_picks_the_dirtiest_due_log(tmp_path: Path) -> None:
     now = NOW + 5_000
     logs = {}

@@ -46,6 +46,9 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "log.retention.hours": (int, 168),
     "log.retention.bytes": (int, -1),
     "log.retention.check.interval.ms": (int, 300000),
+    # How long a segment removed by retention or replaced by the cleaner stays on disk
+    # (as *.deleted) for reads already under way: the topic's file.delete.delay.ms.
+    "log.segment.delete.delay.ms": (int, 60000),
     "log.flush.interval.messages": (int, LONG_MAX),
     "log.flush.interval.ms": (int, -1),
     "log.flush.scheduler.interval.ms": (int, 1000),
@@ -176,6 +179,7 @@ class BrokerConfig:
             "index.interval.bytes": str(self.get_int("log.index.interval.bytes")),
             "retention.ms": str(self.retention_ms()),
             "retention.bytes": str(self.get_int("log.retention.bytes")),
+            "file.delete.delay.ms": str(self.get_int("log.segment.delete.delay.ms")),
             "flush.messages": str(self.get_int("log.flush.interval.messages")),
             "flush.ms": str(LONG_MAX if flush_ms < 0 else flush_ms),
             "message.timestamp.type": self.get_str("log.message.timestamp.type"),
