@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from oncelog.broker.session import Session
 from oncelog.protocol.messages import RequestHeader, response_module
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ class RequestContext:
     header: RequestHeader
     connection_id: int
     peer: str
+    session: Session = field(default_factory=Session)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients of this connection's listener are told to connect."""
+        return self.broker.advertised_address(self.session.listener)
 
     @property
     def version(self) -> int:

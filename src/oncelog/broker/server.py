@@ -14,7 +14,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.api_versions import unsupported_version_response
+from oncelog.broker.listeners import Listener
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, RequestContext
+from oncelog.broker.session import Session
+from oncelog.broker.tls import peer_dn
+from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import Frame, FrameError
@@ -32,17 +36,36 @@ log = logging.getLogger(__name__)
 
 _conn_ids = itertools.count(1)
 
+# What a SASL listener serves before authentication (and after KIP-368 expiry).
+_AUTHENTICATION_APIS = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
+
 
 class Connection:
     """One client connection: frames in, one request at a time, responses out."""
 
-    def __init__(self, broker: Broker, protocol: FrameProtocol) -> None:
+    def __init__(self, broker: Broker, protocol: FrameProtocol, listener: Listener) -> None:
         self.broker = broker
         self.protocol = protocol
         self.id = next(_conn_ids)
         assert protocol.transport is not None
         peer = protocol.transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.session = Session(
+            listener=listener.name,
+            protocol=listener.protocol,
+            client_host=peer[0] if isinstance(peer, tuple) else str(peer),
+            authenticated=not listener.protocol.uses_sasl,
+        )
+        self._full_frame_size = protocol.parser.max_size
+        if listener.protocol.uses_tls:
+            dn = peer_dn(protocol.transport.get_extra_info("ssl_object"))
+            if dn is not None:
+                self.session.principal = broker.principal_from_dn(listener.name, dn)
+        if listener.protocol.uses_sasl:
+            # Until authenticated, frames are capped by sasl.server.max.receive.size.
+            protocol.parser.max_size = broker.authentication.max_receive_size(listener.name)
 
     async def serve(self) -> None:
         try:
@@ -55,7 +78,13 @@ class Connection:
                 if out is not None:
                     self.protocol.write(out)
                     await self.protocol.drain()
-        except (FrameError, CloseConnection) as exc:
+                if self.session.close_after_response is not None:
+                    raise CloseConnection(self.session.close_after_response)
+                if self.session.authenticated:
+                    self.protocol.parser.max_size = self._full_frame_size
+        except CloseConnection as exc:
+            log.info("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except FrameError as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -75,11 +104,17 @@ class Connection:
             if api_key == ApiKey.API_VERSIONS:
                 return unsupported_version_response(self.broker.apis, correlation_id)
             raise CloseConnection(f"unsupported version {version} of API {spec.key.name}")
+        session = self.session
+        if api_key not in _AUTHENTICATION_APIS:
+            if not session.authenticated:
+                raise CloseConnection(f"{spec.key.name} request before SASL authentication")
+            if session.expires_at_ms is not None and session.expired(now_ms()):
+                raise CloseConnection("SASL session expired without re-authentication (KIP-368)")
         try:
             header, request = decode_request(frame, api_key, version)
         except RequestParseError as exc:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
-        ctx = RequestContext(self.broker, header, self.id, self.peer)
+        ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         try:
             result = spec.handler(ctx, request)
             if inspect.isawaitable(result):

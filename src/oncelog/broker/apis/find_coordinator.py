@@ -18,7 +18,7 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     key_type = getattr(req, "key_type", KEY_GROUP)
-    host, port = broker.advertised_address
+    host, port = ctx.advertised_address
     keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", None),)
     code = ErrorCode.none if key_type in (KEY_GROUP, KEY_TXN) else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown key type {key_type}"

@@ -103,7 +103,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
                 entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
                 entries.append(_topic_entry(ctx, topic))
-    host, port = broker.advertised_address
+    host, port = ctx.advertised_address
     return make(
         r.MetadataResponse,
         brokers=(

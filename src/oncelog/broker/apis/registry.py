@@ -38,6 +38,8 @@ from oncelog.broker.apis import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -80,6 +82,8 @@ API_SPECS: tuple[ApiSpec, ...] = tuple(
         describe_producers,
         describe_transactions,
         list_transactions,
+        sasl_handshake,
+        sasl_authenticate,
     )
 )
 
