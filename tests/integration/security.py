@@ -61,3 +61,40 @@ def confluent_ssl(tls: TlsFiles, *, client_cert: bool = False) -> dict[str, obje
         conf["ssl.certificate.location"] = str(tls.client_cert)
         conf["ssl.key.location"] = str(tls.client_key)
     return conf
+
+
+PLAIN_USERS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+
+
+def plain_jaas(users: dict[str, str]) -> str:
+    entries = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="admin-secret" {entries};'
+    )
+
+
+def secured_settings(tls: TlsFiles, **extra: str) -> dict[str, str]:
+    """PLAINTEXT (setup), SASL_PLAINTEXT with PLAIN, SASL_SSL with SCRAM."""
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        **tls_listener_settings(tls, "SASL_SSL"),
+        **extra,
+    }
+
+
+def confluent_sasl(
+    protocol: str, mechanism: str, user: str, password: str, tls: TlsFiles | None = None
+) -> dict[str, object]:
+    conf: dict[str, object] = {
+        "security.protocol": protocol,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+    if tls is not None:
+        conf["ssl.ca.location"] = str(tls.ca)
+    return conf

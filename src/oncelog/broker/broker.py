@@ -73,6 +73,9 @@ class Broker:
             self.data_dir / "meta" / "scram_credentials.json"
         )
         self.authentication = Authentication(config, self.scram_credentials)
+        self.failed_authentication_delay_s = (
+            config.get_int("connection.failed.authentication.delay.ms") / 1000
+        )
         for listener in self.listeners:
             if listener.protocol.uses_sasl:
                 self.authentication.enabled_mechanisms(listener.name)  # fail fast on typos

@@ -113,6 +113,7 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "sasl.jaas.config": (str, ""),
     "sasl.server.max.receive.size": (int, 524288),
     "connections.max.reauth.ms": (int, 0),
+    "connection.failed.authentication.delay.ms": (int, 100),
     "authorizer.class.name": (str, ""),
     "super.users": (str, ""),
     "allow.everyone.if.no.acl.found": (_bool, False),

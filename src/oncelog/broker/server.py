@@ -79,7 +79,10 @@ class Connection:
                     self.protocol.write(out)
                     await self.protocol.drain()
                 if self.session.close_after_response is not None:
-                    raise CloseConnection(self.session.close_after_response)
+                    # Kafka's connection.failed.authentication.delay.ms: the client reads
+                    # the error before the close, and retry storms are slowed down.
+                    await asyncio.sleep(self.broker.failed_authentication_delay_s)
+                    break
                 if self.session.authenticated:
                     self.protocol.parser.max_size = self._full_frame_size
         except CloseConnection as exc:

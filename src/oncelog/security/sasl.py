@@ -79,11 +79,13 @@ class ScramAuthenticator:
         self._username: str | None = None
         self._server = ScrampMechanism(mechanism).make_server(self._auth_info)
         self._round = 0
+        self._unknown_user = False
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         credential = self._lookup(username, self._mech)
         if credential is None:
-            raise ScramException("Authentication failed: Invalid user credentials")
+            self._unknown_user = True
+            raise ScramException("unknown user")
         self._username = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
@@ -100,5 +102,6 @@ class ScramAuthenticator:
                 self.principal = user(self._username)
                 return final
         except (ScramException, UnicodeDecodeError, ValueError) as exc:
-            raise SaslAuthenticationError(f"Authentication failed: {exc}") from exc
+            reason = "Invalid user credentials" if self._unknown_user else str(exc)
+            raise SaslAuthenticationError(f"Authentication failed: {reason}") from exc
         raise SaslAuthenticationError("unexpected SCRAM message after the exchange ended")

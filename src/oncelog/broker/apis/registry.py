@@ -11,6 +11,7 @@ from oncelog.broker.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -22,6 +23,7 @@ from oncelog.broker.apis import (
     describe_groups,
     describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
@@ -84,6 +86,8 @@ API_SPECS: tuple[ApiSpec, ...] = tuple(
         list_transactions,
         sasl_handshake,
         sasl_authenticate,
+        describe_user_scram_credentials,
+        alter_user_scram_credentials,
     )
 )
 
