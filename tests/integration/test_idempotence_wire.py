@@ -50,12 +50,16 @@ def test_sequence_rules(broker: EmbeddedBroker, topic_name: str) -> None:
         assert send(c, topic_name, pid, 1, 5, 1).error_code == ErrorCode.out_of_order_sequence_number
         assert send(c, topic_name, pid, 1, 0, 1).error_code == ErrorCode.none
         assert send(c, topic_name, pid, 0, 31, 1).error_code == ErrorCode.invalid_producer_epoch
-        # A producer the partition has never seen, mid-sequence: UNKNOWN_PRODUCER_ID with log start.
+        # A producer the partition has never seen, mid-sequence: accepted (KIP-360), and from
+        # then on the sequence rules hold for it.
         r = send(c, topic_name, pid + 1000, 0, 7, 1)
-        assert r.error_code == ErrorCode.unknown_producer_id and r.log_start_offset == 0
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, 32)
+        assert send(c, topic_name, pid + 1000, 0, 9, 1).error_code == ErrorCode.out_of_order_sequence_number
+        r = send(c, topic_name, pid + 1000, 0, 7, 1)  # a retry is still deduplicated
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, 32)
 
 
-def test_unknown_producer_after_delete_records_reports_log_start(broker: EmbeddedBroker, topic_name: str) -> None:
+def test_producer_continues_after_delete_records_removed_its_state(broker: EmbeddedBroker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, config={"segment.bytes": "1024"})
     with WireClient(broker.bootstrap) as c:
         pid = c.request(ip.InitProducerIdRequest(transactional_id=None, transaction_timeout=T, producer_id=-1, producer_epoch=-1)).producer_id
@@ -65,6 +69,9 @@ def test_unknown_producer_after_delete_records_reports_log_start(broker: Embedde
         low = resp.topics[0].partitions[0].low_watermark
         assert (resp.topics[0].partitions[0].error_code, low) == (ErrorCode.none, 20)
         r = send(c, topic_name, pid, 0, 20, 2)
-        # The producer's state went with its records: the client can tell retention from loss.
-        assert r.error_code == ErrorCode.unknown_producer_id
-        assert r.log_start_offset == 20
+        # The producer's state went with its records; KIP-360 lets it continue (Kafka >= 2.5)
+        # and the response still carries the log start offset (KIP-192).
+        assert (r.error_code, r.base_offset, r.log_start_offset) == (ErrorCode.none, 20, 20)
+        r = send(c, topic_name, pid, 0, 20, 2)  # its retry is a duplicate, not a second copy
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, 20)
+        assert send(c, topic_name, pid, 0, 22, 1).base_offset == 22

@@ -8,17 +8,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as oc
+from kio.schema.offset_fetch.v7 import request as of
 
 from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.client.wire import WireClient
+from oncelog.coordinator.placement import partition_for
 from oncelog.embedded import EmbeddedBroker
 
-from .helpers import create_topic
+from .helpers import create_topic, produce
 from .test_transactions import READ_COMMITTED, READ_UNCOMMITTED, end_offsets, read_all, txn_producer
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oncelog.cli.main", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "oncelog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> None:
@@ -38,16 +48,42 @@ def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> 
             shutil.rmtree(d)
         b.start()
         assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [0]
-        out = cli("transactions", "find-hanging", "-b", b.bootstrap, "--topic", topic_name, "--max-transaction-timeout-ms", "0")
+        out = cli(
+            "transactions",
+            "find-hanging",
+            "-b",
+            b.bootstrap,
+            "--topic",
+            topic_name,
+            "--max-transaction-timeout-ms",
+            "0",
+        )
         assert out.returncode == 0, out.stderr
         assert topic_name in out.stdout
         with ClusterAdmin(b.bootstrap) as admin:
             hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
         assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0
-        out = cli("transactions", "abort", "-b", b.bootstrap, "--topic", topic_name, "--partition", "0", "--producer-id", str(hanging[0].producer_id))
+        out = cli(
+            "transactions",
+            "abort",
+            "-b",
+            b.bootstrap,
+            "--topic",
+            topic_name,
+            "--partition",
+            "0",
+            "--producer-id",
+            str(hanging[0].producer_id),
+        )
         assert out.returncode == 0, out.stderr
-        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED) == [3]
-        assert [m.value() for m in read_all(b.bootstrap, topic_name, 1, "read_committed")] == [b"stuck-behind"]
+        assert (
+            end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED)
+            == end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED)
+            == [3]
+        )
+        assert [m.value() for m in read_all(b.bootstrap, topic_name, 1, "read_committed")] == [
+            b"stuck-behind"
+        ]
         metrics = json.loads(cli("transactions", "metrics", "-b", b.bootstrap).stdout)
         assert metrics["partitions"][f"{topic_name}-0"]["lso_lag"] == 0
     finally:
@@ -72,3 +108,78 @@ def test_cli_list_describe_and_abort_by_id(broker: EmbeddedBroker, topic_name: s
     assert read_all(broker.bootstrap, topic_name, 2, "read_committed", idle=1.0) == []
     out = cli("transactions", "abort", "-b", broker.bootstrap)
     assert out.returncode == 2
+
+
+def _stable_fetch(bootstrap: str, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch(require_stable) at the wire: (partition error code, committed offset)."""
+    with WireClient(bootstrap) as c:
+        resp = c.request(
+            of.OffsetFetchRequest(
+                group_id=group,
+                topics=(of.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),),
+                require_stable=True,
+            )
+        )
+    part = resp.topics[0].partitions[0]
+    return part.error_code, part.committed_offset
+
+
+def test_admin_abort_on_offsets_partition_releases_pending_txn_offsets(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """An abandoned TxnOffsetCommit aborted by partition (WriteTxnMarkers on the group's
+    ``__consumer_offsets`` partition) must drop the group's pending offsets at once."""
+    group = "abandoned-group"
+    create_topic(broker.bootstrap, topic_name, 1)
+    produce(broker.bootstrap, topic_name, [(None, b"x", 0) for _ in range(10)])
+    with WireClient(broker.bootstrap) as c:
+        committed = c.request(
+            oc.OffsetCommitRequest(
+                group_id=group,
+                member_id="",
+                topics=(
+                    oc.OffsetCommitRequestTopic(
+                        name=topic_name,
+                        partitions=(
+                            oc.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=3, committed_metadata=None
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+    group_consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    p = txn_producer(broker.bootstrap, "abandoned-offsets", **{"transaction.timeout.ms": 600_000})
+    p.begin_transaction()
+    p.send_offsets_to_transaction(
+        [TopicPartition(topic_name, 0, 7)], group_consumer.consumer_group_metadata(), 10
+    )
+    group_consumer.close()
+    # The producer is abandoned here: it never commits nor aborts (and its timeout is long).
+    assert _stable_fetch(broker.bootstrap, group, topic_name) == (
+        ErrorCode.unstable_offset_commit,
+        -1,
+    )
+    with ClusterAdmin(broker.bootstrap) as admin:
+        pid = admin.describe_transaction("abandoned-offsets").producer_id
+    offsets_partition = partition_for(group, 50)
+    out = cli(
+        "transactions",
+        "abort",
+        "-b",
+        broker.bootstrap,
+        "--topic",
+        "__consumer_offsets",
+        "--partition",
+        str(offsets_partition),
+        "--producer-id",
+        str(pid),
+    )
+    assert out.returncode == 0, out.stderr
+    # The abort dropped the pending offset 7: the last plain commit (3) is stable again.
+    assert _stable_fetch(broker.bootstrap, group, topic_name) == (ErrorCode.none, 3)
+    del p

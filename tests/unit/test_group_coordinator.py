@@ -19,6 +19,7 @@ from oncelog.group import (
     Pending,
     SyncGroupReply,
     SyncGroupRequest,
+    failed_replies,
     partition_for,
 )
 from oncelog.group.offsets_codec import GroupKey, GroupValue, decode_record
@@ -560,7 +561,7 @@ def test_abandon_answers_parked_requests() -> None:
     assert not h.coord.loaded
 
 
-def test_step_failed_maps_every_reply() -> None:
+def test_failed_replies_maps_every_reply() -> None:
     h = Harness()
     ids = [h.join(client=f"c{i}").member_id for i in range(2)]
     parked = [h.join(m) for m in ids]
@@ -568,7 +569,7 @@ def test_step_failed_maps_every_reply() -> None:
     gen = h.answer(parked[0]).generation_id
     follower = h.sync(ids[1], gen)
     step = h.coord.sync_group(SyncGroupRequest("g", gen, ids[0], assignments=()), h.now)
-    assert step.failed(E.not_coordinator) == [
+    assert failed_replies(step, E.not_coordinator) == [
         (None, SyncGroupReply(E.not_coordinator)),
         (follower.token, SyncGroupReply(E.not_coordinator)),
     ]

@@ -52,7 +52,7 @@ def hdr(
 
 def produce(m: ProducerStateManager, h: BatchHeader, now: int = 0) -> int | BatchMetadata:
     """Broker path: validate, then append at the log end. Returns base offset or the duplicate."""
-    dup = m.check_append(h, log_start_offset=0)
+    dup = m.check_append(h)
     if dup is not None:
         return dup
     base = m.last_offset + 1
@@ -60,9 +60,9 @@ def produce(m: ProducerStateManager, h: BatchHeader, now: int = 0) -> int | Batc
     return base
 
 
-def code_of(m: ProducerStateManager, h: BatchHeader, log_start_offset: int = 0) -> ErrorCode:
+def code_of(m: ProducerStateManager, h: BatchHeader) -> ErrorCode:
     with pytest.raises(ProducerStateError) as info:
-        m.check_append(h, log_start_offset=log_start_offset)
+        m.check_append(h)
     return info.value.error_code
 
 
@@ -88,21 +88,23 @@ def test_new_producer_and_in_sequence_appends():
     assert m.last_offset == 4 and m.producer(2) is None
 
 
-def test_unknown_producer_with_nonzero_sequence():
+def test_unknown_producer_continues_at_any_sequence():
+    """KIP-360: no state for a producer means any sequence is accepted (Kafka >= 2.5)."""
     m = ProducerStateManager()
-    with pytest.raises(ProducerStateError, match="log start offset 42") as info:
-        m.check_append(hdr(seq=7), log_start_offset=42)
-    assert info.value.error_code == E.unknown_producer_id
-    assert code_of(m, hdr(seq=7, txn=True)) == E.unknown_producer_id
-    assert code_of(m, hdr(seq=7, epoch=3)) == E.unknown_producer_id
-    assert m.check_append(hdr(seq=0, epoch=3, txn=True), log_start_offset=0) is None
+    assert m.check_append(hdr(seq=7)) is None
+    assert m.check_append(hdr(seq=7, txn=True)) is None
+    assert m.check_append(hdr(seq=7, epoch=3)) is None
+    assert produce(m, hdr(seq=7, count=2)) == 0
+    # From then on the ordinary rules hold for that epoch.
+    assert code_of(m, hdr(seq=10)) == E.out_of_order_sequence_number
+    assert produce(m, hdr(seq=9)) == 2
 
 
 def test_invalid_batches_and_non_idempotent():
     m = ProducerStateManager()
     assert code_of(m, hdr(seq=-1)) == E.invalid_record
     assert code_of(m, hdr(seq=0, control=True)) == E.invalid_record
-    assert m.check_append(hdr(pid=-1, epoch=-1, seq=-1), log_start_offset=0) is None
+    assert m.check_append(hdr(pid=-1, epoch=-1, seq=-1)) is None
     m.on_append(hdr(pid=-1, epoch=-1, seq=-1, count=4), base_offset=0, now_ms=0)
     assert m.producers() == [] and m.last_offset == 3
     with pytest.raises(ValueError):
@@ -121,7 +123,7 @@ def test_duplicates_of_last_five_return_original_offsets():
     offsets = [0, 2, 4, 6, 8, 10, 12]
     assert [produce(m, hdr(seq=2 * i, count=2)) for i in range(7)] == offsets
     for i in range(2, 7):  # the last five are cached
-        dup = m.check_append(hdr(seq=2 * i, count=2), log_start_offset=0)
+        dup = m.check_append(hdr(seq=2 * i, count=2))
         assert dup == BatchMetadata(2 * i, 2 * i + 1, offsets[i], offsets[i] + 1, 1_000)
     # Older ones are known to be duplicates but their offsets are gone (KIP-192).
     assert code_of(m, hdr(seq=2, count=2)) == E.duplicate_sequence_number
@@ -148,7 +150,7 @@ def test_sequence_wraps_around():
     m.on_append(hdr(seq=SEQ_MOD - 3, count=2), base_offset=0, now_ms=0)  # replayed state
     assert produce(m, hdr(seq=SEQ_MOD - 1)) == 2
     assert produce(m, hdr(seq=0, count=3)) == 3
-    assert m.check_append(hdr(seq=SEQ_MOD - 1), log_start_offset=0) == BatchMetadata(
+    assert m.check_append(hdr(seq=SEQ_MOD - 1)) == BatchMetadata(
         SEQ_MOD - 1, SEQ_MOD - 1, 2, 2, 1_000
     )
     assert produce(m, hdr(seq=3)) == 6
@@ -279,7 +281,8 @@ def test_expire_idle_producers_with_injected_clock():
     assert m.expire(1_499) == []
     assert m.expire(10_000) == [3]
     assert [p.producer_id for p in m.producers()] == [2]
-    assert code_of(m, hdr(pid=1, seq=1)) == E.unknown_producer_id
+    # Expired state: the producer continues at its next sequence (KIP-360).
+    assert m.check_append(hdr(pid=1, seq=1)) is None
     assert produce(m, hdr(pid=1, seq=0), now=10_000) == 3
     marker(m, 2, 0, commit=True, now=10_000)
     assert m.expire(10_999) == [] and m.expire(11_000) == [1, 2]
@@ -294,7 +297,7 @@ def test_truncate_head_evicts_producers_whose_data_is_gone():
     marker(m, 5, 0, commit=True)  # 6: marker-only producer, no data
     m.truncate_head(5)
     assert [p.producer_id for p in m.producers()] == [2, 4]
-    assert code_of(m, hdr(pid=3, seq=1), log_start_offset=5) == E.unknown_producer_id
+    assert m.check_append(hdr(pid=3, seq=1)) is None  # its state went with its data
     assert m.first_unstable_offset() == 3  # the open txn survives; callers clamp the LSO
     m.truncate_head(100)
     assert m.last_offset == 99 and [p.producer_id for p in m.producers()] == [2]
@@ -324,7 +327,7 @@ def test_snapshot_round_trip():
     r = ProducerStateManager.from_snapshot(data, producer_id_expiration_ms=5_000)
     assert state(r) == state(m) and r.snapshot() == data
     assert r.producer_id_expiration_ms == 5_000
-    assert r.check_append(hdr(pid=1, seq=12, count=2), log_start_offset=0) == BatchMetadata(
+    assert r.check_append(hdr(pid=1, seq=12, count=2)) == BatchMetadata(
         12, 13, 12, 13, 106
     )
     assert code_of(r, hdr(pid=1, seq=2, count=2)) == E.duplicate_sequence_number
@@ -373,6 +376,7 @@ def test_simulated_idempotent_producer(data: st.DataObject) -> None:
     firsts: list[list[int]] = []  # per epoch (session): first sequence of each batch
     nxt: list[int] = []  # per epoch: index of the next batch the broker must accept
     accepted: dict[tuple[int, int], BatchMetadata] = {}
+    lowest: dict[int, int] = {}  # per epoch: the first batch accepted (KIP-360: any, without state)
     log: list[tuple[int, int, int]] = []  # (epoch, batch index, base offset) in log order
     for _ in range(data.draw(st.integers(1, 80), label="steps")):
         if not firsts or (len(firsts) < 4 and data.draw(st.integers(0, 9)) == 0):
@@ -388,17 +392,17 @@ def test_simulated_idempotent_producer(data: st.DataObject) -> None:
         h = hdr(epoch=ep, seq=firsts[ep][i], count=sizes[i])
         n = nxt[ep]
         if known is None:
-            want: Any = None if i == 0 else E.unknown_producer_id
+            want: Any = None  # KIP-360: a producer without state starts anywhere
         elif ep < known:
             want = E.invalid_producer_epoch
         elif ep > known or i >= n:
             want = None if i == n else E.out_of_order_sequence_number
-        elif i >= n - ProducerStateManager.MAX_CACHED_BATCHES:
+        elif i >= max(lowest[ep], n - ProducerStateManager.MAX_CACHED_BATCHES):
             want = accepted[(ep, i)]
         else:
             want = E.duplicate_sequence_number
         try:
-            got: Any = m.check_append(h, log_start_offset=0)
+            got: Any = m.check_append(h)
         except ProducerStateError as exc:
             got = exc.error_code
         assert got == want
@@ -409,10 +413,11 @@ def test_simulated_idempotent_producer(data: st.DataObject) -> None:
                 h.base_sequence, h.last_sequence, base, base + sizes[i] - 1, 1_000
             )
             log.append((ep, i, base))
+            lowest.setdefault(ep, i)
             nxt[ep], known = i + 1, ep
     # Per epoch the log holds batches 0..n-1 exactly once, in order, at contiguous offsets.
     for e in range(len(firsts)):
-        assert [i for ep, i, _ in log if ep == e] == list(range(nxt[e]))
+        assert [i for ep, i, _ in log if ep == e] == list(range(lowest.get(e, 0), nxt[e]))
     expected = 1 if start else 0
     for _, i, base in log:
         assert base == expected
@@ -441,7 +446,7 @@ def apply(m: ProducerStateManager, op: tuple[Any, ...], now: int, validate: bool
         if kind == "append":
             _, pid, epoch, seq, count, txn = op
             h = hdr(pid=pid, epoch=epoch, seq=seq, count=count, txn=txn, ts=now)
-            if validate and (dup := m.check_append(h, log_start_offset=0)) is not None:
+            if validate and (dup := m.check_append(h)) is not None:
                 return dup
             m.on_append(h, base_offset=m.last_offset + 1, now_ms=now)
             return None

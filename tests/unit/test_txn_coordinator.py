@@ -7,19 +7,15 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from oncelog.txn.actions import (
-    CONSUMER_OFFSETS_TOPIC,
-    Action,
-    AppendTxnLog,
-    Pending,
-    Reply,
-    Step,
-    WriteMarkers,
-)
+from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
+from oncelog.coordinator.placement import partition_for
+from oncelog.coordinator.runtime import Append, Pending
+from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import CoordinatorProtocolError, TransactionCoordinator
-from oncelog.txn.hashing import partition_for
 from oncelog.txn.log_codec import decode_value, encode_key, encode_value
+from oncelog.txn.messages import Reply, TxnStep, WriteMarkers
 from oncelog.txn.metadata import TransactionMetadata, TxnState, TxnStateError
+from tests.unit.test_txn_support import Action, acts, key, value
 
 E = ErrorCode
 S = TxnState
@@ -33,8 +29,13 @@ class Shell:
 
     def __init__(self, *, load: bool = True, **kw: Any) -> None:
         self.pids = itertools.count(1000)
-        kw.setdefault("coordinator_epoch", 3)
-        self.coord = TransactionCoordinator(allocate_producer_id=lambda: next(self.pids), **kw)
+        epoch = kw.pop("coordinator_epoch", 3)
+        kw.setdefault("blocking_begin", False)
+        self.coord = TransactionCoordinator(
+            allocate_producer_id=lambda: next(self.pids),
+            config=TxnConfig(**kw),
+            coordinator_epoch=epoch,
+        )
         self.now = 10_000
         self.log: list[tuple[bytes, bytes | None]] = []
         self.queue: deque[Action] = deque()
@@ -43,20 +44,18 @@ class Shell:
         if load:
             self.absorb(self.coord.load([]))
 
-    def absorb(self, step: Step) -> Reply | Pending | None:
+    def absorb(self, step: TxnStep) -> Reply | Pending | None:
         self.replies.update(step.resolved)
-        self.queue.extend(step.actions)
-        self.trace.extend(step.actions)
+        self.queue.extend(acts(step))
+        self.trace.extend(acts(step))
         return step.reply
 
     def perform_one(self, error: ErrorCode = E.none) -> Action:
         action = self.queue.popleft()
-        if isinstance(action, AppendTxnLog):
+        if isinstance(action, Append):
             if error is E.none:
-                self.log.append((action.key, action.value))
-            self.absorb(
-                self.coord.on_log_appended(action.transactional_id, now_ms=self.now, error=error)
-            )
+                self.log.extend(action.records)
+            self.absorb(self.coord.on_log_appended(action.owner, now_ms=self.now, error=error))
         else:
             self.absorb(self.coord.on_markers_written(action.transactional_id, now_ms=self.now))
         return action
@@ -77,7 +76,7 @@ class Shell:
     def probe(self, method: str, *args: Any, **kw: Any) -> Reply | Pending:
         """Call without performing anything (the reply must be immediate)."""
         step = getattr(self.coord, method)(*args, now_ms=self.now, **kw)
-        assert isinstance(step.reply, Reply) and not step.actions
+        assert isinstance(step.reply, Reply) and not acts(step)
         return step.reply
 
     def init(self, txn: str = TXN, timeout: int = 60_000, pid: int = -1, epoch: int = -1) -> Reply:
@@ -106,7 +105,7 @@ def err(code: ErrorCode) -> Reply:
 
 
 def kinds(actions: list[Action]) -> list[object]:
-    return [a.state if isinstance(a, AppendTxnLog) else ("markers", a.commit) for a in actions]
+    return [a.label if isinstance(a, Append) else ("markers", a.commit) for a in actions]
 
 
 # -- InitProducerId -------------------------------------------------------------------------
@@ -117,7 +116,7 @@ def test_requests_before_load_and_empty_id() -> None:
     c = sh.coord
     assert c.init_producer_id(TXN, 1000, now_ms=0).reply == err(E.coordinator_load_in_progress)
     assert c.end_txn(TXN, 1, 0, True, now_ms=0).reply == err(E.coordinator_load_in_progress)
-    assert c.expire(0).actions == []
+    assert acts(c.expire(0)) == []
     c.load([])
     assert c.init_producer_id("", 1000, now_ms=0).reply == err(E.invalid_request)
     assert c.add_partitions("", 1, 0, [P0], now_ms=0).reply == err(E.invalid_request)
@@ -142,14 +141,14 @@ def test_init_new_id_replies_after_append() -> None:
     sh = Shell()
     step = sh.coord.init_producer_id(TXN, 30_000, now_ms=sh.now)
     assert isinstance(step.reply, Pending) and not step.resolved
-    [append] = step.actions
-    assert isinstance(append, AppendTxnLog) and append.state is S.EMPTY
-    assert append.partition == partition_for(TXN, 50) and append.key == encode_key(TXN)
-    assert append.value is not None
-    logged = decode_value(TXN, append.value)
+    [append] = acts(step)
+    assert isinstance(append, Append) and append.label is S.EMPTY
+    assert append.partition == partition_for(TXN, 50) and key(append) == encode_key(TXN)
+    assert value(append) is not None
+    logged = decode_value(TXN, value(append))
     assert (logged.producer_id, logged.producer_epoch, logged.txn_timeout_ms) == (1000, 0, 30_000)
     done = sh.coord.on_log_appended(TXN, now_ms=sh.now)
-    assert done.resolved == {step.reply.token: ok(1000, 0)} and not done.actions
+    assert dict(done.resolved) == {step.reply.token: ok(1000, 0)} and not acts(done)
     assert sh.state().state is S.EMPTY
 
 
@@ -186,12 +185,12 @@ def test_init_fences_ongoing_transaction() -> None:
     assert sh.add(old, [P0, P1]) == ok()
     step = sh.coord.init_producer_id(TXN, 60_000, now_ms=sh.now)
     assert isinstance(step.reply, Pending)
-    [fence] = step.actions
-    assert isinstance(fence, AppendTxnLog) and fence.state is S.PREPARE_ABORT
-    assert fence.value is not None and decode_value(TXN, fence.value).producer_epoch == 1
+    [fence] = acts(step)
+    assert isinstance(fence, Append) and fence.label is S.PREPARE_ABORT
+    assert value(fence) is not None and decode_value(TXN, value(fence)).producer_epoch == 1
     after = sh.coord.on_log_appended(TXN, now_ms=sh.now)
-    assert after.resolved == {step.reply.token: err(E.concurrent_transactions)}
-    assert after.actions == [WriteMarkers(TXN, 1000, 1, False, frozenset({P0, P1}), 3)]
+    assert dict(after.resolved) == {step.reply.token: err(E.concurrent_transactions)}
+    assert acts(after) == [WriteMarkers(TXN, 1000, 1, False, frozenset({P0, P1}), 3)]
     # The old producer is fenced as soon as the abort is durable.
     assert sh.end(old) == err(E.producer_fenced)
     sh.absorb(after)
@@ -268,14 +267,14 @@ def test_add_partitions_moves_to_ongoing_and_keeps_start() -> None:
     sh = Shell()
     r = sh.init()
     step = sh.coord.add_partitions(TXN, 1000, 0, [P0], now_ms=sh.now)
-    assert isinstance(step.reply, Pending) and kinds(step.actions) == [S.ONGOING]
+    assert isinstance(step.reply, Pending) and kinds(acts(step)) == [S.ONGOING]
     sh.absorb(step)
     sh.drain()
     start = sh.state().txn_start_ms
     assert start == sh.now and sh.state().state is S.ONGOING
     # Already present: answered at once, nothing logged.
     step = sh.coord.add_partitions(TXN, 1000, 0, [P0], now_ms=sh.now + 5)
-    assert step.reply == ok() and step.actions == []
+    assert step.reply == ok() and acts(step) == []
     sh.now += 10
     assert sh.add(r, [P1]) == ok()
     m = sh.state()
@@ -310,10 +309,8 @@ def test_verify_only() -> None:
     r = sh.init()
     sh.add(r, [P0])
     step = sh.coord.add_partitions(TXN, 1000, 0, [P0, P1], now_ms=sh.now, verify_only=True)
-    assert step.actions == []
-    assert step.reply == Reply(
-        E.none, partition_errors={P0: E.none, P1: E.transaction_abortable}
-    )
+    assert acts(step) == []
+    assert step.reply == Reply(E.none, partition_errors={P0: E.none, P1: E.transaction_abortable})
     assert sh.state().partitions == {P0}
     step = sh.coord.add_partitions(TXN, 1000, 1, [P0], now_ms=sh.now, verify_only=True)
     assert step.reply == Reply(E.producer_fenced, partition_errors={P0: E.producer_fenced})
@@ -343,11 +340,13 @@ def test_full_flow_action_order(commit: bool) -> None:
     prepared = sh.coord.on_log_appended(TXN, now_ms=sh.now)
     sh.queue.popleft()
     # The client is answered once PrepareX is durable, before any marker is written.
-    assert prepared.resolved == {step.reply.token: ok()}
-    assert prepared.actions == [WriteMarkers(TXN, 1000, 0, commit, frozenset({P0, P1}), 3)]
+    assert dict(prepared.resolved) == {step.reply.token: ok()}
+    assert acts(prepared) == [WriteMarkers(TXN, 1000, 0, commit, frozenset({P0, P1}), 3)]
     sh.absorb(prepared)
     sh.drain()
-    prep, done = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+    prep, done = (
+        (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+    )
     assert kinds(sh.trace) == [S.ONGOING, prep, ("markers", commit), done]
     m = sh.state()
     assert (m.state, m.partitions, m.producer_epoch) == (done, set(), 0)
@@ -405,10 +404,10 @@ def test_failed_appends() -> None:
     sh.request("end_txn", TXN, 1000, 0, True, run=False)
     sh.perform_one()  # PrepareCommit
     sh.perform_one()  # markers
-    assert isinstance(sh.queue[0], AppendTxnLog)
+    assert isinstance(sh.queue[0], Append)
     sh.perform_one(E.not_enough_replicas)  # CompleteCommit failed: re-emitted
     [retry] = sh.queue
-    assert isinstance(retry, AppendTxnLog) and retry.state is S.COMPLETE_COMMIT
+    assert isinstance(retry, Append) and retry.label is S.COMPLETE_COMMIT
     sh.drain()
     assert sh.state().state is S.COMPLETE_COMMIT
 
@@ -437,13 +436,13 @@ def test_timeout_aborts_with_epoch_bump() -> None:
     r = sh.init(timeout=1_000)
     sh.add(r, [P0])
     start = sh.state().txn_start_ms
-    assert sh.coord.expire(start + 1_000).actions == []  # strictly after the deadline
+    assert acts(sh.coord.expire(start + 1_000)) == []  # strictly after the deadline
     step = sh.coord.expire(start + 1_001)
-    assert kinds(step.actions) == [S.PREPARE_ABORT] and step.reply is None
+    assert kinds(acts(step)) == [S.PREPARE_ABORT] and step.reply is None
     sh.absorb(step)
     sh.perform_one()
     assert sh.queue[0] == WriteMarkers(TXN, 1000, 1, False, frozenset({P0}), 3)
-    assert sh.coord.expire(start + 5_000).actions == []  # already aborting
+    assert acts(sh.coord.expire(start + 5_000)) == []  # already aborting
     sh.drain()
     assert sh.state().state is S.COMPLETE_ABORT
     # The late producer can neither commit nor continue; a re-init recovers.
@@ -459,7 +458,7 @@ def test_timeout_skips_pending_transition() -> None:
     r = sh.init(timeout=1_000)
     sh.add(r, [P0])
     sh.request("add_partitions", TXN, 1000, 0, [P1], run=False)
-    assert sh.coord.expire(sh.now + 10_000).actions == []
+    assert acts(sh.coord.expire(sh.now + 10_000)) == []
 
 
 def test_transactional_id_expiration() -> None:
@@ -468,11 +467,11 @@ def test_transactional_id_expiration() -> None:
     busy = sh.init("busy")
     sh.add(busy, txn="busy")
     t = sh.now
-    assert sh.coord.expire(t + 999).actions == []
+    assert acts(sh.coord.expire(t + 999)) == []
     step = sh.coord.expire(t + 1_000)
-    [tomb] = step.actions
-    assert isinstance(tomb, AppendTxnLog) and tomb.value is None and tomb.transactional_id == TXN
-    assert tomb.key == encode_key(TXN) and tomb.state is None
+    [tomb] = acts(step)
+    assert isinstance(tomb, Append) and value(tomb) is None and tomb.owner == TXN
+    assert key(tomb) == encode_key(TXN) and tomb.label is None
     sh.absorb(step)
     # Tombstone in flight.
     assert sh.probe("init_producer_id", TXN, 1000) == err(E.concurrent_transactions)
@@ -506,7 +505,7 @@ def test_load_completes_prepared_commit() -> None:
 
     second = Shell(load=False, coordinator_epoch=4)
     step = second.coord.load(log)
-    assert step.actions == [WriteMarkers(TXN, 1000, 0, True, frozenset({P0, P1}), 4)]
+    assert acts(step) == [WriteMarkers(TXN, 1000, 0, True, frozenset({P0, P1}), 4)]
     assert second.state().state is S.PREPARE_COMMIT
     second.absorb(step)
     second.drain()
@@ -522,14 +521,14 @@ def test_load_last_value_wins_and_tombstones() -> None:
     sh.init("gone")
     log = [*sh.log, (encode_key("gone"), None)]
     other = Shell(load=False)
-    assert other.coord.load(log).actions == []
+    assert acts(other.coord.load(log)) == []
     assert other.coord.describe("gone") is None
     m = other.state()
     assert (m.state, m.partitions, m.producer_epoch) == (S.ONGOING, {P0}, 0)
     assert other.add(r, [P1]) == ok()
     # An Ongoing transaction loaded from the log still times out.
     step = other.coord.expire(m.txn_start_ms + 60_001)
-    assert kinds(step.actions) == [S.PREPARE_ABORT]
+    assert kinds(acts(step)) == [S.PREPARE_ABORT]
 
 
 def test_load_rejects_epoch_fence_state() -> None:
@@ -543,7 +542,7 @@ def test_load_prepared_without_partitions() -> None:
     m = TransactionMetadata(TXN, 1, 1, 0, -1, 1000, S.PREPARE_ABORT, set(), 1, 1)
     sh = Shell(load=False)
     step = sh.coord.load([(encode_key(TXN), encode_value(m))], now_ms=50)
-    assert kinds(step.actions) == [S.COMPLETE_ABORT]
+    assert kinds(acts(step)) == [S.COMPLETE_ABORT]
 
 
 # -- blocking begin (seed 003) ----------------------------------------------------------------
@@ -561,7 +560,7 @@ def test_blocking_begin_waits_for_markers() -> None:
     sh = Shell(blocking_begin=True)
     r = _committing(sh)
     step = sh.coord.add_partitions(TXN, 1000, 0, [P1], now_ms=sh.now)
-    assert isinstance(step.reply, Pending) and step.actions == []
+    assert isinstance(step.reply, Pending) and acts(step) == []
     assert sh.coord.num_parked == 1
     token = step.reply.token
     sh.perform_one()  # markers written -> CompleteCommit append emitted
@@ -569,7 +568,7 @@ def test_blocking_begin_waits_for_markers() -> None:
     completed = sh.coord.on_log_appended(TXN, now_ms=sh.now)
     sh.queue.popleft()
     # The parked request is re-run as a fresh one: it begins the next transaction.
-    assert completed.resolved == {} and kinds(completed.actions) == [S.ONGOING]
+    assert dict(completed.resolved) == {} and kinds(acts(completed)) == [S.ONGOING]
     sh.absorb(completed)
     sh.drain()
     assert sh.replies.pop(token) == ok()
@@ -678,8 +677,14 @@ def test_protocol_misuse_raises() -> None:
 
 def test_state_table_matches_kafka() -> None:
     assert [(s.name, int(s)) for s in S] == [
-        ("EMPTY", 0), ("ONGOING", 1), ("PREPARE_COMMIT", 2), ("PREPARE_ABORT", 3),
-        ("COMPLETE_COMMIT", 4), ("COMPLETE_ABORT", 5), ("DEAD", 6), ("PREPARE_EPOCH_FENCE", 7),
+        ("EMPTY", 0),
+        ("ONGOING", 1),
+        ("PREPARE_COMMIT", 2),
+        ("PREPARE_ABORT", 3),
+        ("COMPLETE_COMMIT", 4),
+        ("COMPLETE_ABORT", 5),
+        ("DEAD", 6),
+        ("PREPARE_EPOCH_FENCE", 7),
     ]
     assert S.PREPARE_ABORT.valid_previous_states == {S.ONGOING, S.PREPARE_EPOCH_FENCE}
     assert S.DEAD.valid_previous_states == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncelog.txn.hashing import java_abs, java_string_hashcode, partition_for
+from oncelog.coordinator.placement import java_abs, java_string_hashcode, partition_for
 from oncelog.txn.log_codec import (
     TxnLogCodecError,
     decode_key,
@@ -142,13 +142,22 @@ def test_value_errors() -> None:
     last_epoch=st.integers(-1, 32767),
     timeout=st.integers(1, 2**31 - 1),
     state=st.sampled_from(list(TxnState)),
-    parts=st.sets(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=30),
+    parts=st.sets(
+        st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=30
+    ),
     start=st.integers(-1, 2**62),
     update=st.integers(-1, 2**62),
 )
 def test_value_round_trip_property(
-    pid: int, last_pid: int, epoch: int, last_epoch: int, timeout: int, state: TxnState,
-    parts: set[tuple[str, int]], start: int, update: int,
+    pid: int,
+    last_pid: int,
+    epoch: int,
+    last_epoch: int,
+    timeout: int,
+    state: TxnState,
+    parts: set[tuple[str, int]],
+    start: int,
+    update: int,
 ) -> None:
     m = TransactionMetadata(
         "t", pid, last_pid, epoch, last_epoch, timeout, state, parts, start, update

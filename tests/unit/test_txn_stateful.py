@@ -20,10 +20,14 @@ from hypothesis.stateful import (
 )
 from kio.schema.errors import ErrorCode
 
-from oncelog.txn.actions import Action, AppendTxnLog, Pending, Reply, Step, WriteMarkers
+from oncelog.coordinator.runtime import Append, Pending
+from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.log_codec import decode_value
+from oncelog.txn.messages import Reply, WriteMarkers
+from oncelog.txn.messages import TxnStep as Step
 from oncelog.txn.metadata import TransactionMetadata, TxnState
+from tests.unit.test_txn_support import Action, acts, key, owner, value
 
 E = ErrorCode
 S = TxnState
@@ -67,11 +71,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.coord_epoch += 1
         return TransactionCoordinator(
             allocate_producer_id=lambda: next(self.pids),
-            max_timeout_ms=5_000,
-            id_expiration_ms=8_000,
+            config=TxnConfig(
+                max_timeout_ms=5_000,
+                id_expiration_ms=8_000,
+                blocking_begin=self.blocking,
+                offsets_partitions=3,
+            ),
             coordinator_epoch=self.coord_epoch,
-            blocking_begin=self.blocking,
-            offsets_partitions=3,
         )
 
     # -- the checks -----------------------------------------------------------------------
@@ -117,10 +123,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         elif isinstance(step.reply, Reply):
             assert req is not None
             self._check_reply(req, step.reply)
-        for token, reply in step.resolved.items():
+        for token, reply in step.resolved:
             self._check_reply(self.requests.pop(token), reply)
-        for action in step.actions:
-            txn = action.transactional_id
+        for action in acts(step):
+            txn = owner(action)
             assert txn not in self.outstanding, "two actions outstanding for one id"
             if isinstance(action, WriteMarkers):
                 event(f"markers commit={action.commit}")
@@ -139,16 +145,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
                     assert (txn, action.producer_id, action.producer_epoch) in self.commit_requests
             self.outstanding[txn] = action
 
-    def _persist(self, action: AppendTxnLog) -> TransactionMetadata | None:
-        txn = action.transactional_id
+    def _persist(self, action: Append) -> TransactionMetadata | None:
+        txn = owner(action)
         prev = self.persisted.get(txn)
-        self.log.append((action.key, action.value))
-        if action.value is None:
+        self.log.append((key(action), value(action)))
+        if value(action) is None:
             assert prev is not None and prev.state.expiration_allowed
             self.persisted[txn] = None
             return None
-        m = decode_value(txn, action.value)
-        assert m.state is action.state
+        m = decode_value(txn, value(action))
+        assert m.state is action.label
         if prev is None:
             assert m.state is S.EMPTY
         else:
@@ -161,13 +167,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         return m
 
     def _expect_completion_start(self, step: Step, m: TransactionMetadata) -> None:
-        mine = [a for a in step.actions if a.transactional_id == m.transactional_id]
+        mine = [a for a in acts(step) if owner(a) == m.transactional_id]
         assert len(mine) == 1, mine
         if m.partitions:
             assert isinstance(mine[0], WriteMarkers)
         else:
-            assert isinstance(mine[0], AppendTxnLog) and mine[0].state is not None
-            assert mine[0].state.is_complete
+            assert isinstance(mine[0], Append) and mine[0].label is not None
+            assert mine[0].label.is_complete
 
     # -- client rules ----------------------------------------------------------------------
 
@@ -176,8 +182,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
         options = self.granted[txn] + [(999, 0)]
         return options[-2] if i % 4 and len(options) > 1 else options[i % len(options)]
 
-    @rule(txn=st.sampled_from(IDS), i=idx, kip360=st.booleans(),
-          timeout=st.sampled_from([1_500, 5_000, 5_000, 6_000]))
+    @rule(
+        txn=st.sampled_from(IDS),
+        i=idx,
+        kip360=st.booleans(),
+        timeout=st.sampled_from([1_500, 5_000, 5_000, 6_000]),
+    )
     def init(self, txn: str, i: int, kip360: bool, timeout: int) -> None:
         pid, epoch = self._producer(txn, i) if kip360 else (-1, -1)
         step = self.coord.init_producer_id(txn, timeout, pid, epoch, now_ms=self.now)
@@ -187,7 +197,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def add(self, txn: str, i: int, parts: frozenset[tuple[str, int]]) -> None:
         pid, epoch = self._producer(txn, i)
         step = self.coord.add_partitions(txn, pid, epoch, parts, now_ms=self.now)
-        if isinstance(step.reply, Pending) and not step.actions:
+        if isinstance(step.reply, Pending) and not acts(step):
             event("add parked")
         self._process(step, Req("add", txn, pid, epoch, parts=parts))
 
@@ -202,7 +212,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def verify(self, txn: str, i: int, parts: frozenset[tuple[str, int]]) -> None:
         pid, epoch = self._producer(txn, i)
         step = self.coord.add_partitions(txn, pid, epoch, parts, now_ms=self.now, verify_only=True)
-        assert isinstance(step.reply, Reply) and not step.actions
+        assert isinstance(step.reply, Reply) and not acts(step)
         self._process(step, Req("verify", txn, pid, epoch, parts=parts))
 
     @rule(txn=st.sampled_from(IDS), i=idx, commit=st.booleans())
@@ -213,13 +223,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         step = self.coord.end_txn(txn, pid, epoch, commit, now_ms=self.now)
         self._process(step, Req("end", txn, pid, epoch, commit))
 
-    @rule(txn=st.sampled_from(IDS), commit=st.booleans(), parts=st.frozensets(st.sampled_from(PARTS), max_size=2))
+    @rule(
+        txn=st.sampled_from(IDS),
+        commit=st.booleans(),
+        parts=st.frozensets(st.sampled_from(PARTS), max_size=2),
+    )
     def end_then_begin(self, txn: str, commit: bool, parts: frozenset[tuple[str, int]]) -> None:
         """The client's fast path: EndTxn answered, then at once the next transaction's first
         AddPartitionsToTxn, which meets the markers still in flight."""
         self.end(txn, 1, commit)
         action = self.outstanding.get(txn)
-        if isinstance(action, AppendTxnLog) and action.state is not None and action.state.is_prepare:
+        if isinstance(action, Append) and action.label is not None and action.label.is_prepare:
             self.outstanding.pop(txn)
             self._deliver_append(txn, action, fail=1)
         self.add(txn, 1, parts)
@@ -250,17 +264,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         action = self.outstanding.pop(txn)
         if isinstance(action, WriteMarkers):
             step = self.coord.on_markers_written(txn, now_ms=self.now)
-            assert len(step.actions) == 1 and isinstance(step.actions[0], AppendTxnLog)
-            assert step.actions[0].state is (
-                S.COMPLETE_COMMIT if action.commit else S.COMPLETE_ABORT
-            )
+            assert len(acts(step)) == 1 and isinstance(acts(step)[0], Append)
+            assert acts(step)[0].label is (S.COMPLETE_COMMIT if action.commit else S.COMPLETE_ABORT)
             self._process(step)
             return
         self._deliver_append(txn, action, fail)
 
-    def _deliver_append(self, txn: str, action: AppendTxnLog, fail: int) -> None:
+    def _deliver_append(self, txn: str, action: Append, fail: int) -> None:
         if fail == 0:
-            self._process(self.coord.on_log_appended(txn, now_ms=self.now, error=E.not_enough_replicas))
+            self._process(
+                self.coord.on_log_appended(txn, now_ms=self.now, error=E.not_enough_replicas)
+            )
             return
         m = self._persist(action)
         if m is not None and m.state.is_prepare:
@@ -292,7 +306,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         step = self.coord.load(self.log)
         for m in prepared:
             self._expect_completion_start(step, m)
-        assert len(step.actions) == len(prepared)
+        assert len(acts(step)) == len(prepared)
         self._process(step)
 
     # -- invariants ------------------------------------------------------------------------

@@ -12,16 +12,21 @@ from oncelog.broker.authentication import Authentication
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
+from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection
 from oncelog.broker.tls import server_context
-from oncelog.broker.topics import Topic, TopicRegistry
+from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import now_ms
-from oncelog.metrics import Registry
+from oncelog.group.config import GroupConfig
+from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
+from oncelog.txn.config import TxnConfig
+from oncelog.txn.marker_writer import MarkerWriter
+from oncelog.txn.service import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,6 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = config.get_str("cluster.id")
         self.data_dir: Path = config.data_dir
-        self.metrics = Registry()
         self.topics = TopicRegistry(
             self.data_dir,
             config.topic_defaults(),
@@ -79,49 +83,30 @@ class Broker:
         for listener in self.listeners:
             if listener.protocol.uses_sasl:
                 self.authentication.enabled_mechanisms(listener.name)  # fail fast on typos
-        from oncelog.txn.service import TransactionService
-
-        self.txn = TransactionService(self)
-        from oncelog.group.service import GroupService
-
-        self.groups = GroupService(self)
-        self.txn.offsets_marker_hook = self.groups.on_offsets_marker
-        self._register_metrics()
+        # The coordinators get only what they use: no Broker, no import cycle.
+        self.markers = MarkerWriter(self.topics, self.notifier)
+        self.txn = TransactionService(
+            TxnConfig.from_properties(config.values),
+            topics=self.topics,
+            markers=self.markers,
+            allocate_producer_id=self.producer_ids.allocate,
+            epoch_path=self.data_dir / "meta" / "coordinator_epoch.json",
+            clock=now_ms,
+        )
+        self.groups = GroupService(
+            GroupConfig.from_properties(config.values),
+            topics=self.topics,
+            verify_txn=self.txn.verify_in_transaction,
+            clock=now_ms,
+        )
+        # Markers on __consumer_offsets settle the group's transactional offsets.
+        self.markers.offsets_listener = self.groups.on_offsets_marker
+        self.log_cleaner = LogCleaner(
+            CleanerSettings.from_config(config), lambda: partition_logs(self.topics.topics)
+        )
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
-
-    def _register_metrics(self) -> None:
-        """KIP-98's transaction metrics, read by a later HTTP exporter."""
-
-        def partitions() -> dict[str, tuple[int, int]]:
-            return {
-                f"{t.name}-{i}": (p.high_watermark, p.last_stable_offset)
-                for t in self.topics.topics.values()
-                for i, p in enumerate(t.partitions)
-            }
-
-        self.metrics.gauge(
-            "live_producer_ids",
-            lambda: len(
-                {
-                    e.producer_id
-                    for t in self.topics.topics.values()
-                    for p in t.partitions
-                    for e in p.producer_state.producers()
-                }
-            ),
-        )
-        self.metrics.gauge(
-            "active_transactional_ids", lambda: self.txn.coordinator.num_transactional_ids
-        )
-        self.metrics.gauge("ongoing_transactions", lambda: self.txn.coordinator.num_ongoing)
-        self.metrics.gauge(
-            "last_stable_offset", lambda: {k: lso for k, (_, lso) in partitions().items()}
-        )
-        self.metrics.gauge(
-            "last_stable_offset_lag", lambda: {k: hw - lso for k, (hw, lso) in partitions().items()}
-        )
 
     def listener(self, name: str) -> Listener:
         for listener in self.listeners:
@@ -151,22 +136,12 @@ class Broker:
         return principal_from_dn(dn, self._mapping_rules[listener_name])
 
     # -- lifecycle ---------------------------------------------------------
-    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        topic = self.topics.get(name)
-        if topic is None:
-            topic = self.topics.create(name, partitions, configs, now_ms=now_ms())
-            assert topic is not None
-            log.info("created internal topic %s with %d partitions", name, partitions)
-        return topic
-
     async def start(self) -> None:
         self.topics.load(now_ms())
         self.producer_ids.load()
         self.scram_credentials.load()
         self.groups.start()  # before transactions: completing prepared ones marks offsets
         self.txn.start()
-        self._tasks.append(asyncio.create_task(self.txn.expire_forever()))
-        self._tasks.append(asyncio.create_task(self.groups.tick_forever()))
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")
         for listener in self.listeners:
@@ -184,6 +159,7 @@ class Broker:
             self._servers.append(server)
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self.log_cleaner.start()
 
     def _on_connect(self, protocol: FrameProtocol, listener: Listener) -> None:
         """Start the connection's request loop once the transport is attached."""
@@ -201,6 +177,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         await self.txn.stop()
+        await self.groups.stop()
+        await asyncio.to_thread(self.log_cleaner.stop)
         self.topics.close()
 
     async def _housekeeping(self) -> None:

@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
+from oncelog.coordinator.settings import property_defaults
+from oncelog.group.config import GroupConfig
+from oncelog.txn.config import TxnConfig
+
 LONG_MAX = 2**63 - 1
 
 
@@ -27,7 +32,7 @@ def _bool(v: str) -> bool:
 
 # name -> (parser, default). Only settings the broker acts on, plus a few
 # accepted for compatibility with existing server.properties files.
-_SCHEMA: dict[str, tuple[type | object, object]] = {
+_SCHEMA: dict[str, tuple[object, object]] = {
     "node.id": (int, 0),
     "broker.id": (int, 0),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
@@ -57,28 +62,11 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "log.cleanup.policy": (str, "delete"),
     "producer.id.expiration.ms": (int, 86400000),
     "producer.id.expiration.check.interval.ms": (int, 600000),
-    "transaction.max.timeout.ms": (int, 900000),
-    "transactional.id.expiration.ms": (int, 604800000),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
-    "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
-    "offsets.topic.num.partitions": (int, 50),
-    "offsets.retention.minutes": (int, 10080),
-    "group.initial.rebalance.delay.ms": (int, 3000),
-    "group.min.session.timeout.ms": (int, 6000),
-    "group.max.session.timeout.ms": (int, 1800000),
-    "offsets.retention.check.interval.ms": (int, 600000),
-    "offset.metadata.max.bytes": (int, 4096),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
     "cluster.id": (str, "oncelog-cluster-0000000"),
-    # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous
-    # transaction's markers are in flight instead of CONCURRENT_TRANSACTIONS.
-    "oncelog.txn.blocking.begin": (_bool, True),
-    "oncelog.txn.blocking.begin.max.wait.ms": (int, 5000),
-    # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
-    "oncelog.debug.marker.delay.ms": (int, 0),
     "process.roles": (str, "broker,controller"),
     "num.network.threads": (int, 3),
     "num.io.threads": (int, 8),
@@ -117,7 +105,12 @@ _SCHEMA: dict[str, tuple[type | object, object]] = {
     "authorizer.class.name": (str, ""),
     "super.users": (str, ""),
     "allow.everyone.if.no.acl.found": (_bool, False),
+    **CLEANER_CONFIGS,
 }
+# The coordinators' settings: names and defaults come from their typed configs.
+for _typed in (TxnConfig, GroupConfig):
+    for _key, _default in property_defaults(_typed).items():
+        _SCHEMA[_key] = (_bool if isinstance(_default, bool) else int, _default)
 
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism
 # (``<mechanism>.sasl.jaas.config``) settings are free-form strings, as in Kafka.
@@ -251,6 +244,7 @@ class BrokerConfig:
             "max.message.bytes": str(self.get_int("message.max.bytes")),
             "cleanup.policy": self.get_str("log.cleanup.policy"),
             "min.insync.replicas": str(self.get_int("min.insync.replicas")),
+            **cleaner_topic_defaults(self),
         }
 
 

@@ -13,11 +13,13 @@ import logging
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.log import PartitionLog
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class TopicError(Exception):
@@ -41,12 +43,12 @@ def topic_name_error(name: str | None) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_TOPIC_NAME:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
     if not _LEGAL.match(name):
         return (
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None
@@ -65,7 +67,9 @@ class Topic:
 
 
 class TopicRegistry:
-    def __init__(self, data_dir: Path, topic_defaults: dict[str, str], *, producer_id_expiration_ms: int) -> None:
+    def __init__(
+        self, data_dir: Path, topic_defaults: dict[str, str], *, producer_id_expiration_ms: int
+    ) -> None:
         self.data_dir = data_dir
         self.meta_path = data_dir / "meta" / "topics.json"
         self.topic_defaults = topic_defaults
@@ -92,7 +96,11 @@ class TopicRegistry:
         doc = {
             "version": 1,
             "topics": {
-                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                t.name: {
+                    "id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
                 for t in self.topics.values()
             },
         }
@@ -163,11 +171,23 @@ class TopicRegistry:
         self._save()
         return topic
 
+    def ensure_internal_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], *, now_ms: int
+    ) -> list[PartitionLog]:
+        """A coordinator's topic, created on first start (its partition logs)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.create(name, partitions, dict(configs), now_ms=now_ms)
+            assert topic is not None
+            log.info("created internal topic %s with %d partitions", name, partitions)
+        return topic.partitions
+
     def delete(self, name: str) -> None:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(
-                ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
             )
         del self.topics[name]
         del self.by_id[topic.topic_id]
@@ -175,11 +195,14 @@ class TopicRegistry:
         for part in topic.partitions:
             part.delete()
 
-    def add_partitions(self, name: str, total: int, *, now_ms: int, validate_only: bool = False) -> None:
+    def add_partitions(
+        self, name: str, total: int, *, now_ms: int, validate_only: bool = False
+    ) -> None:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(
-                ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
             )
         current = len(topic.partitions)
         if total < current:
@@ -198,13 +221,13 @@ class TopicRegistry:
             topic.partitions.append(self._open_partition(name, p, cfg, now_ms))
         self._save()
 
-    def set_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+    def set_configs(
+        self, name: str, configs: dict[str, str], *, validate_only: bool = False
+    ) -> None:
         """Replace a topic's overrides (AlterConfigs semantics)."""
         topic = self.topics.get(name)
         if topic is None:
-            raise TopicError(
-                ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist."
-            )
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
         cfg = self.log_config(configs)
         if validate_only:
             return

@@ -1,16 +1,17 @@
 """Consumer group coordinator (classic protocol), sans-IO. See ``coordinator`` for the protocol."""
 
+from oncelog.coordinator.runtime import Append, Pending, Step
 from oncelog.group.config import GroupConfig
 from oncelog.group.coordinator import GroupCoordinator
 from oncelog.group.core import partition_for
 from oncelog.group.messages import (
-    Append,
     CommitPartition,
     CommitReply,
     DeleteGroupsReply,
     DescribedGroup,
     DescribedMember,
     FetchedPartition,
+    GroupStep,
     HeartbeatReply,
     HeartbeatRequest,
     JoinGroupMember,
@@ -27,12 +28,11 @@ from oncelog.group.messages import (
     OffsetDeleteRequest,
     OffsetFetchReply,
     OffsetFetchRequest,
-    Pending,
     Reply,
-    Step,
     SyncGroupReply,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
+    failed_replies,
 )
 from oncelog.group.state import Group, GroupState, Member
 
@@ -48,6 +48,7 @@ __all__ = [
     "GroupConfig",
     "GroupCoordinator",
     "GroupState",
+    "GroupStep",
     "HeartbeatReply",
     "HeartbeatRequest",
     "JoinGroupMember",
@@ -71,5 +72,6 @@ __all__ = [
     "SyncGroupReply",
     "SyncGroupRequest",
     "TxnOffsetCommitRequest",
+    "failed_replies",
     "partition_for",
 ]

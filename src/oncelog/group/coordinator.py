@@ -20,13 +20,14 @@ return a ``Step``:
 * ``step.resolved``: ``(token, reply)`` for earlier ``Pending`` requests now answered
   (including other members' parked requests).
 
-The coordinator applies a step's state change at once. The shell must therefore:
+The shell is ``GroupService`` on the shared ``CoordinatorRuntime``. The coordinator applies a
+step's state change at once. The shell must therefore:
 
 1. serialize calls: make a call, append its ``appends`` (each batch atomically, durably, in
    order), and only then make the next call, reads included (they would otherwise see
    offsets that are not yet in the log);
 2. send no reply of the step (``reply`` nor ``resolved``) before all its appends succeeded;
-3. if an append fails, answer ``step.failed(error)`` (NOT_COORDINATOR for a storage error),
+3. if an append fails, answer ``failed_replies(step, error)`` (NOT_COORDINATOR for a storage error),
    then ``abandon(error)`` the coordinator and build a new one from the log with ``load``:
    the in-memory state is ahead of the log, as after Kafka unloads a partition;
 4. on ``Pending(token)``, keep the request until a ``resolved`` entry names the token (a
@@ -53,6 +54,7 @@ from oncelog.group.messages import (
     DeleteGroupsReply,
     DescribedGroup,
     DescribedMember,
+    GroupStep,
     HeartbeatReply,
     HeartbeatRequest,
     JoinGroupReply,
@@ -69,7 +71,6 @@ from oncelog.group.messages import (
     Out,
     Pending,
     Reply,
-    Step,
     SyncGroupReply,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
@@ -122,49 +123,49 @@ class GroupCoordinator:
 
     # -- membership requests --------------------------------------------------------------
 
-    def join_group(self, req: JoinGroupRequest, now_ms: int) -> Step:
+    def join_group(self, req: JoinGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(JoinGroupReply(_LOADING, member_id=req.member_id))
+            return GroupStep(JoinGroupReply(_LOADING, member_id=req.member_id))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
         reply = self._members.join(req, token, now_ms, out)
         return self._finish(req.group_id, now_ms, out, reply, token)
 
-    def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Step:
+    def sync_group(self, req: SyncGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(SyncGroupReply(_LOADING))
+            return GroupStep(SyncGroupReply(_LOADING))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
         reply = self._members.sync(req, token, now_ms, out)
         return self._finish(req.group_id, now_ms, out, reply, token)
 
-    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Step:
+    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(HeartbeatReply(_LOADING))
+            return GroupStep(HeartbeatReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._members.heartbeat(req, now_ms))
 
-    def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> Step:
+    def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(LeaveGroupReply(_LOADING))
+            return GroupStep(LeaveGroupReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._members.leave(req, now_ms, out))
 
     # -- offsets --------------------------------------------------------------------------
 
-    def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> Step:
+    def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(commit_errors(req.topics, _LOADING))
+            return GroupStep(commit_errors(req.topics, _LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.commit(req, now_ms, out))
 
-    def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> Step:
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> GroupStep:
         """The caller has checked producer id/epoch with the transaction coordinator."""
         if not self._loaded:
-            return Step(commit_errors(req.topics, _LOADING))
+            return GroupStep(commit_errors(req.topics, _LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.txn_commit(req, now_ms, out))
@@ -180,9 +181,9 @@ class GroupCoordinator:
             return OffsetFetchReply(req.group_id, _LOADING)
         return self._offsets.fetch(req)
 
-    def offset_delete(self, req: OffsetDeleteRequest, now_ms: int) -> Step:
+    def offset_delete(self, req: OffsetDeleteRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return Step(OffsetDeleteReply(_LOADING))
+            return GroupStep(OffsetDeleteReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.delete(req, out))
@@ -223,10 +224,10 @@ class GroupCoordinator:
                 result.append(_describe(group))
         return result
 
-    def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> Step:
+    def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> GroupStep:
         ids = list(dict.fromkeys(group_ids))
         if not self._loaded:
-            return Step(DeleteGroupsReply(tuple((g, _LOADING) for g in ids)))
+            return GroupStep(DeleteGroupsReply(tuple((g, _LOADING) for g in ids)))
         out = Out()
         results = []
         for gid in ids:
@@ -240,29 +241,22 @@ class GroupCoordinator:
             else:
                 error = E.non_empty_group
             results.append((gid, error))
-        return Step(DeleteGroupsReply(tuple(results)), out.appends(), out.resolved)
+        return GroupStep(DeleteGroupsReply(tuple(results)), out.appends(), out.resolved)
 
     # -- time -----------------------------------------------------------------------------
 
-    def tick(self, now_ms: int) -> Step:
+    def tick(self, now_ms: int) -> GroupStep:
         """Fire due timers: join phases ending, session and sync expiries; and, every
         offsets.retention.check.interval.ms, offset retention."""
         out = Out()
         if not self._loaded:
-            return Step()
+            return GroupStep()
         for group in list(self._reg.groups.values()):
             self._members.advance(group, now_ms, out)
         if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
             self._offsets.expire(now_ms, out)
             self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
-        return Step(None, out.appends(), out.resolved)
-
-    def expire_offsets(self, now_ms: int) -> Step:
-        """Run offset retention now (what ``tick`` does at each check interval)."""
-        out = Out()
-        if self._loaded:
-            self._offsets.expire(now_ms, out)
-        return Step(None, out.appends(), out.resolved)
+        return GroupStep(None, out.appends(), out.resolved)
 
     def next_deadline(self) -> int | None:
         """The earliest time ``tick`` has something to do, or None."""
@@ -370,7 +364,7 @@ class GroupCoordinator:
 
     def _finish(
         self, group_id: str, now_ms: int, out: Out, reply: Reply | None, token: int = 0
-    ) -> Step:
+    ) -> GroupStep:
         self._advance(group_id, now_ms, out)  # timers due right now (e.g. a zero delay)
         resolved = out.resolved
         step_reply: Reply | Pending
@@ -379,7 +373,7 @@ class GroupCoordinator:
         else:
             own = next((i for i, (t, _) in enumerate(resolved) if t == token), None)
             step_reply = Pending(token) if own is None else resolved.pop(own)[1]
-        return Step(step_reply, out.appends(), resolved)
+        return GroupStep(step_reply, out.appends(), resolved)
 
 
 def _describe(group: Group) -> DescribedGroup:

@@ -10,6 +10,8 @@ import itertools
 import uuid
 from collections.abc import Callable
 
+from oncelog.coordinator.internal_topics import DEFAULT_INTERNAL_PARTITIONS
+from oncelog.coordinator.placement import partition_for as placement_partition_for
 from oncelog.group.config import GroupConfig
 from oncelog.group.messages import Out
 from oncelog.group.offsets_codec import (
@@ -22,16 +24,15 @@ from oncelog.group.offsets_codec import (
     encode_offset_value,
 )
 from oncelog.group.state import CommittedOffset, Group, GroupState
-from oncelog.txn.hashing import partition_for as txn_partition_for
 
 # Process-wide, so tokens of an abandoned coordinator never collide with its successor's.
 _TOKENS = itertools.count(1)
 
 
-def partition_for(group_id: str, n: int = 50) -> int:
+def partition_for(group_id: str, n: int = DEFAULT_INTERNAL_PARTITIONS) -> int:
     """The ``__consumer_offsets`` partition of a group: Kafka's ``Utils.abs(hashCode) % n``,
     the same formula the transaction coordinator uses for AddOffsetsToTxn."""
-    return txn_partition_for(group_id, n)
+    return placement_partition_for(group_id, n)
 
 
 class Registry:

@@ -110,13 +110,24 @@ class Membership:
             return self._generation_reply(group, member, with_members=False)
         return JoinGroupReply(E.unknown_member_id, member_id=mid)
 
-    def _generation_reply(self, group: Group, member: Member, with_members: bool) -> JoinGroupReply:
+    def _generation_reply(
+        self,
+        group: Group,
+        member: Member,
+        with_members: bool,
+        *,
+        skip_assignment: bool = False,
+        leader: str | None = None,
+    ) -> JoinGroupReply:
+        """The current generation, as JoinGroup answers it (``leader``: instead of the
+        group's leader)."""
         return JoinGroupReply(
             E.none,
             generation_id=group.generation_id,
             protocol_type=group.protocol_type,
             protocol_name=group.protocol_name,
-            leader=group.leader_id or "",
+            leader=(group.leader_id if leader is None else leader) or "",
+            skip_assignment=skip_assignment,
             member_id=member.member_id,
             members=self._member_list(group) if with_members else (),
         )
@@ -202,25 +213,13 @@ class Membership:
             if req.api_version >= 9:
                 # KIP-814: a replaced leader learns it leads but keeps the current assignment.
                 is_leader = group.is_leader(new_id)
-                return JoinGroupReply(
-                    E.none,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader=group.leader_id or "",
-                    skip_assignment=is_leader,
-                    member_id=new_id,
-                    members=self._member_list(group) if is_leader else (),
+                return self._generation_reply(
+                    group, member, with_members=is_leader, skip_assignment=is_leader
                 )
             # Older clients get the old leader id, so a replaced leader does not run an
             # assignment that a Stable group would never hand out.
-            return JoinGroupReply(
-                E.none,
-                generation_id=group.generation_id,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name,
-                leader=old_leader or "",
-                member_id=new_id,
+            return self._generation_reply(
+                group, member, with_members=False, leader=old_leader or ""
             )
         if group.state is S.COMPLETING_REBALANCE:
             # The leader may be assigning to the old id: rebalance so the new id gets a share.

@@ -5,14 +5,17 @@ Requests are version-independent: the API layer fills them from any kio request 
 the semantics change between versions. Replies carry Kafka's values; the API layer drops
 fields an older response version lacks. Topic lists keep the request's order.
 
-See ``oncelog.group.coordinator`` for the step protocol.
+See ``oncelog.group.coordinator`` for the step protocol and ``oncelog.coordinator.runtime``
+for the shared ``Step``/``Append``/``Pending`` vocabulary.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+
+from oncelog.coordinator.runtime import Append, Pending, Step
 
 TopicPartition = tuple[str, int]
 NO_GENERATION = -1
@@ -271,43 +274,17 @@ Reply = (
 
 # -- steps -------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Records to append, as one batch, to ``__consumer_offsets``-``partition``.
-
-    ``producer_id`` != -1: a transactional batch of that producer/epoch (TxnOffsetCommit);
-    the transaction's COMMIT/ABORT marker later decides whether its offsets count."""
-
-    partition: int
-    records: tuple[tuple[bytes, bytes | None], ...]
-    producer_id: int = -1
-    producer_epoch: int = -1
+GroupStep = Step[Reply]
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """The reply arrives later, in some ``Step.resolved`` entry for ``token``."""
-
-    token: int
-
-
-@dataclass(slots=True)
-class Step:
-    """The outcome of one coordinator call; see ``oncelog.group.coordinator``."""
-
-    reply: Reply | Pending | None = None
-    appends: list[Append] = field(default_factory=list)
-    resolved: list[tuple[int, JoinGroupReply | SyncGroupReply]] = field(default_factory=list)
-
-    def failed(self, error: ErrorCode) -> list[tuple[int | None, Reply]]:
-        """Error versions of every reply of this step (token None = ``reply``), for when
-        its appends failed."""
-        out: list[tuple[int | None, Reply]] = []
-        if self.reply is not None and not isinstance(self.reply, Pending):
-            out.append((None, self.reply.with_error(error)))
-        out.extend((t, r.with_error(error)) for t, r in self.resolved)
-        return out
+def failed_replies(step: GroupStep, error: ErrorCode) -> list[tuple[int | None, Reply]]:
+    """Error versions of every reply of ``step`` (token None = ``step.reply``), for when
+    its appends failed."""
+    out: list[tuple[int | None, Reply]] = []
+    if step.reply is not None and not isinstance(step.reply, Pending):
+        out.append((None, step.reply.with_error(error)))
+    out.extend((t, r.with_error(error)) for t, r in step.resolved)
+    return out
 
 
 class Out:
@@ -318,7 +295,7 @@ class Out:
     def __init__(self) -> None:
         # (partition, producer_id, producer_epoch, records)
         self._batches: list[tuple[int, int, int, list[tuple[bytes, bytes | None]]]] = []
-        self.resolved: list[tuple[int, JoinGroupReply | SyncGroupReply]] = []
+        self.resolved: list[tuple[int, Reply]] = []
 
     def record(
         self,

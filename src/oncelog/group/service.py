@@ -1,130 +1,230 @@
-"""The async shell around the sans-IO GroupCoordinator.
+"""GroupService: the classic group coordinator behind plain async methods.
 
-Calls are serialized by construction: each coordinator call runs to completion
-(its records appended to ``__consumer_offsets``) before the event loop runs
-anything else, which is the ordering the coordinator's step protocol needs.
+It owns the sans-IO ``GroupCoordinator`` and a ``CoordinatorRuntime`` that performs its
+steps. Calls are serialized by construction: each coordinator call runs to completion (its
+records appended to ``__consumer_offsets``) before the event loop runs anything else, which
+is the ordering the coordinator's step protocol needs. The clock is read here, never in the
+API layer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.clock import now_ms
+from oncelog.clock import Clock, now_ms
+from oncelog.coordinator.internal_topics import (
+    CONSUMER_OFFSETS_TOPIC,
+    INTERNAL_TOPIC_CONFIG,
+    InternalTopics,
+    TopicPartition,
+)
+from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, client_error
 from oncelog.group.config import GroupConfig
 from oncelog.group.coordinator import GroupCoordinator
-from oncelog.group.messages import Pending, Step
-from oncelog.records.batch import parse_header
-from oncelog.records.builder import build_batch
+from oncelog.group.messages import (
+    CommitReply,
+    DeleteGroupsReply,
+    DescribedGroup,
+    GroupStep,
+    HeartbeatReply,
+    HeartbeatRequest,
+    JoinGroupReply,
+    JoinGroupRequest,
+    LeaveGroupReply,
+    LeaveGroupRequest,
+    ListGroupsReply,
+    OffsetCommitRequest,
+    OffsetDeleteReply,
+    OffsetDeleteRequest,
+    OffsetFetchReply,
+    OffsetFetchRequest,
+    Reply,
+    SyncGroupReply,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+    failed_replies,
+)
+from oncelog.group.offsets import commit_errors
 from oncelog.storage.replay import iter_log
-from oncelog.txn.actions import CONSUMER_OFFSETS_TOPIC
-
-if TYPE_CHECKING:
-    from oncelog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
-INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-TICK_MAX_S = 0.5
+
+R = TypeVar("R", bound=Reply)
+
+
+class TxnVerifier(Protocol):
+    """The transaction coordinator's answer to "may this producer write ``partition`` in
+    its transaction now" (``TransactionService.verify_in_transaction``)."""
+
+    def __call__(
+        self,
+        transactional_id: str | None,
+        producer_id: int,
+        producer_epoch: int,
+        partition: TopicPartition,
+        *,
+        fenced: ErrorCode = ...,
+    ) -> ErrorCode: ...
 
 
 class GroupService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = GroupConfig.from_properties(broker.config.values)
-        self.coordinator = GroupCoordinator(self.config)
-        self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._wakeup = asyncio.Event()
+    def __init__(
+        self,
+        config: GroupConfig,
+        *,
+        topics: InternalTopics,
+        verify_txn: TxnVerifier,
+        clock: Clock = now_ms,
+    ) -> None:
+        self.config = config
+        self._topics = topics
+        self._verify_txn = verify_txn
+        self._clock = clock
+        self.coordinator = GroupCoordinator(config)
+        self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
+            name="group coordinator",
+            topic=CONSUMER_OFFSETS_TOPIC,
+            partitions=topics,
+            feedback=self,
+            clock=clock,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        started = time.monotonic()
-        topic = self.broker.ensure_internal_topic(
-            CONSUMER_OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, INTERNAL_TOPIC_CONFIG
+        """Create/load ``__consumer_offsets`` and start the coordinator's timers."""
+        self._load()
+        # Through self: a failed append replaces the coordinator.
+        self.runtime.start_timer(
+            lambda now: self.coordinator.tick(now),
+            max_wait_ms=self.config.tick_max_ms,
+            next_deadline=lambda: self.coordinator.next_deadline(),
         )
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        parts = self._topics.ensure_internal_topic(
+            CONSUMER_OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            INTERNAL_TOPIC_CONFIG,
+            now_ms=self._clock(),
+        )
+        coordinator = GroupCoordinator(self.config)
         records = 0
-        for index, part in enumerate(topic.partitions):
+        for index, part in enumerate(parts):
             for entry in iter_log(part):
                 if entry.marker_commit is not None:
-                    self.coordinator.load_marker(entry.producer_id, entry.marker_commit, index)
+                    coordinator.load_marker(entry.producer_id, entry.marker_commit, index)
                 elif entry.key is not None:
                     pid = entry.producer_id if entry.transactional else -1
-                    self.coordinator.load([(entry.key, entry.value)], pid)
+                    coordinator.load([(entry.key, entry.value)], pid)
                     records += 1
-        self.coordinator.finish_load(now_ms())
-        log.info("loaded %d groups from %d records in %.3fs", len(self.coordinator.groups()), records, time.monotonic() - started)
+        coordinator.finish_load(self._clock())
+        self.coordinator = coordinator
+        log.info(
+            "loaded %d groups from %d records in %.3fs",
+            len(coordinator.groups()),
+            records,
+            time.monotonic() - started,
+        )
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
 
     def on_offsets_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker reached a __consumer_offsets partition."""
+        """A COMMIT/ABORT marker reached a ``__consumer_offsets`` partition."""
         self.coordinator.complete_txn(producer_id, commit, partition)
 
-    async def call(self, step: Step) -> Any:
-        """Append the step's records, then release its replies; wait if parked."""
-        fut: asyncio.Future[Any] | None = None
-        if isinstance(step.reply, Pending):
-            fut = asyncio.get_running_loop().create_future()
-            self._futures[step.reply.token] = fut
-        reply = self.run(step)
-        self._wakeup.set()  # deadlines may have moved
-        if fut is None:
-            return reply
-        return await fut
+    # -- membership --------------------------------------------------------------------
 
-    def run(self, step: Step) -> Any:
-        """Perform appends, then resolve parked requests; returns the immediate reply."""
-        error = self._append_all(step)
-        if error is not None:
-            for token, reply in step.failed(error):
-                if token is not None:
-                    self._resolve(token, reply)
-            for token, reply in self.coordinator.abandon(error):
-                self._resolve(token, reply)
-            self.coordinator = GroupCoordinator(self.config)
-            self.start()  # rebuild from what the log really holds, as Kafka reloads a partition
-            failed = [r for t, r in step.failed(error) if t is None]
-            return failed[0] if failed else None
-        for token, reply in step.resolved:
-            self._resolve(token, reply)
-        return None if isinstance(step.reply, Pending) else step.reply
+    async def join(self, req: JoinGroupRequest) -> JoinGroupReply:
+        return await self._call(self.coordinator.join_group(req, self._clock()), JoinGroupReply)
 
-    def _resolve(self, token: int, reply: Any) -> None:
-        fut = self._futures.pop(token, None)
-        if fut is not None and not fut.done():
-            fut.set_result(reply)
+    async def sync(self, req: SyncGroupRequest) -> SyncGroupReply:
+        return await self._call(self.coordinator.sync_group(req, self._clock()), SyncGroupReply)
 
-    def _append_all(self, step: Step) -> ErrorCode | None:
-        now = now_ms()
-        for append in step.appends:
-            part = self.broker.topics.partition(CONSUMER_OFFSETS_TOPIC, append.partition)
-            if part is None:
-                return ErrorCode.not_coordinator
-            batch = bytearray(
-                build_batch(
-                    [(k, v, None, now) for k, v in append.records],
-                    producer_id=append.producer_id,
-                    producer_epoch=append.producer_epoch,
-                    transactional=append.producer_id >= 0,
-                )
-            )
-            try:
-                part.append(batch, parse_header(batch), now_ms=now, coordinator=True)
-            except OSError:
-                log.exception("cannot append to %s-%d", CONSUMER_OFFSETS_TOPIC, append.partition)
-                return ErrorCode.not_coordinator
-        return None
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatReply:
+        return await self._call(self.coordinator.heartbeat(req, self._clock()), HeartbeatReply)
 
-    async def tick_forever(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline()
-            wait = TICK_MAX_S if deadline is None else max(0.0, min(TICK_MAX_S, (deadline - now_ms()) / 1000))
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), wait)
-            except TimeoutError:
-                pass
-            try:
-                self.run(self.coordinator.tick(now_ms()))
-            except Exception:
-                log.exception("group coordinator tick failed")
+    async def leave(self, req: LeaveGroupRequest) -> LeaveGroupReply:
+        return await self._call(self.coordinator.leave_group(req, self._clock()), LeaveGroupReply)
+
+    # -- offsets -----------------------------------------------------------------------
+
+    async def commit_offsets(self, req: OffsetCommitRequest) -> CommitReply:
+        return await self._call(self.coordinator.offset_commit(req, self._clock()), CommitReply)
+
+    async def txn_commit_offsets(
+        self, req: TxnOffsetCommitRequest, *, fenced: ErrorCode = ErrorCode.producer_fenced
+    ) -> CommitReply:
+        """TxnOffsetCommit (KIP-98): the producer must hold an Ongoing transaction that
+        added the group's offsets partition (AddOffsetsToTxn). ``fenced``: the error for a
+        stale epoch in the caller's API version."""
+        offsets_partition = (CONSUMER_OFFSETS_TOPIC, self.coordinator.partition_for(req.group_id))
+        error = self._verify_txn(
+            req.transactional_id,
+            req.producer_id,
+            req.producer_epoch,
+            offsets_partition,
+            fenced=fenced,
+        )
+        if error is not ErrorCode.none:
+            return commit_errors(req.topics, error)
+        step = self.coordinator.txn_offset_commit(req, self._clock())
+        return await self._call(step, CommitReply)
+
+    def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchReply:
+        return self.coordinator.offset_fetch(req)
+
+    async def delete_offsets(self, req: OffsetDeleteRequest) -> OffsetDeleteReply:
+        step = self.coordinator.offset_delete(req, self._clock())
+        return await self._call(step, OffsetDeleteReply)
+
+    # -- admin -------------------------------------------------------------------------
+
+    def list_groups(
+        self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
+    ) -> ListGroupsReply:
+        return self.coordinator.list_groups(states_filter, types_filter)
+
+    def describe_groups(self, group_ids: Iterable[str], api_version: int) -> list[DescribedGroup]:
+        return self.coordinator.describe_groups(group_ids, api_version)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> DeleteGroupsReply:
+        step = self.coordinator.delete_groups(group_ids, self._clock())
+        return await self._call(step, DeleteGroupsReply)
+
+    async def _call(self, step: GroupStep, kind: type[R]) -> R:
+        reply = await self.runtime.call(step)
+        assert isinstance(reply, kind)
+        return reply
+
+    # -- the runtime's feedback ----------------------------------------------------------
+
+    def appended(self, append: Append, now_ms: int) -> None:
+        return None  # the group core applied the step's change already
+
+    def append_failed(
+        self, append: Append, error: ErrorCode, rest: GroupStep, now_ms: int
+    ) -> GroupStep:
+        """The core is ahead of the log: answer the step's replies and every parked request
+        with the error, then rebuild the core from what the log really holds (as Kafka
+        reloads a partition)."""
+        code = client_error(error)
+        out: GroupStep = GroupStep(rest.reply if isinstance(rest.reply, Pending) else None)
+        for token, reply in failed_replies(rest, code):
+            if token is None:
+                out.reply = reply
+            else:
+                out.resolved.append((token, reply))
+        out.resolved.extend(self.coordinator.abandon(code))
+        self._load()
+        return out
+
+    def perform(self, effect: object) -> None:
+        raise AssertionError(f"the group coordinator has no effect {effect!r}")

@@ -18,6 +18,7 @@ from .fsutil import atomic_write, fsync_dir
 from .segment import offset_file_name, parse_offset_file_name
 
 LOG_START_FILE = "log-start-offset.checkpoint"
+CLEANER_FILE = "cleaner-offset.checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 SNAPSHOT_SUFFIX = ".snapshot"
 _VERSION = 0
@@ -39,6 +40,21 @@ def read_log_start(directory: Path) -> int | None:
 
 def write_log_start(directory: Path, offset: int) -> None:
     atomic_write(directory / LOG_START_FILE, f"{_VERSION}\n{offset}\n".encode())
+
+
+def read_cleaner_offset(directory: Path) -> int | None:
+    """First dirty offset of a compacted log (Kafka's cleaner-offset-checkpoint)."""
+    try:
+        lines = (directory / CLEANER_FILE).read_text().split()
+        if len(lines) == 2 and lines[0] == str(_VERSION) and int(lines[1]) >= 0:
+            return int(lines[1])
+    except (FileNotFoundError, UnicodeDecodeError, ValueError):
+        pass
+    return None
+
+
+def write_cleaner_offset(directory: Path, offset: int) -> None:
+    atomic_write(directory / CLEANER_FILE, f"{_VERSION}\n{offset}\n".encode())
 
 
 def write_clean_shutdown(directory: Path, log_end_offset: int) -> None:

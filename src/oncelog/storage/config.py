@@ -53,6 +53,11 @@ class LogConfig:
     min_insync_replicas: int = 1
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
+    # Compaction (cleanup.policy=compact): see storage/cleaner.py.
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     # Accepted Kafka topic configs the log does not act on, as normalised strings.
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -64,6 +69,18 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """Time/size retention applies (compaction itself is out of scope)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Roll time: a compacted log also rolls by max.compaction.lag.ms, so no record
+        waits in the (never cleaned) active segment longer than that (Kafka's maxSegmentMs)."""
+        if self.compact_enabled and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def max_offset_index_entries(self) -> int:
@@ -107,6 +124,8 @@ def _to_string(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return ",".join(value)
+    if isinstance(value, float):
+        return repr(value)
     return str(value)
 
 
@@ -171,7 +190,7 @@ def _ratio(name: str, raw: str) -> object:
         raise ConfigError(name, f"value {raw!r} is not a number") from None
     if not 0.0 <= value <= 1.0:
         raise ConfigError(name, f"value {value} must be between 0 and 1")
-    return raw.strip()
+    return value
 
 
 def _any_string(name: str, raw: str) -> object:
@@ -214,16 +233,16 @@ _SPECS: dict[str, _Spec] = {
     "min.insync.replicas": _Spec("1", _int(1), "min_insync_replicas"),
     "message.timestamp.before.max.ms": _Spec(_L, _long(0), "message_timestamp_before_max_ms"),
     "message.timestamp.after.max.ms": _Spec("3600000", _long(0), "message_timestamp_after_max_ms"),
+    "delete.retention.ms": _Spec("86400000", _long(0), "delete_retention_ms"),
+    "min.compaction.lag.ms": _Spec("0", _long(0), "min_compaction_lag_ms"),
+    "max.compaction.lag.ms": _Spec(_L, _long(1), "max_compaction_lag_ms"),
+    "min.cleanable.dirty.ratio": _Spec("0.5", _ratio, "min_cleanable_dirty_ratio"),
     # Accepted and stored, not acted on.
     "compression.type": _Spec("producer", _one_of(*COMPRESSION_TYPES)),
     "compression.gzip.level": _Spec("-1", _gzip_level),
     "compression.lz4.level": _Spec("9", _int(1, 17)),
     "compression.zstd.level": _Spec("3", _int(-131072, 22)),
     "segment.jitter.ms": _Spec("0", _long(0)),
-    "delete.retention.ms": _Spec("86400000", _long(0)),
-    "min.compaction.lag.ms": _Spec("0", _long(0)),
-    "max.compaction.lag.ms": _Spec(_L, _long(1)),
-    "min.cleanable.dirty.ratio": _Spec("0.5", _ratio),
     "unclean.leader.election.enable": _Spec("false", _boolean),
     "preallocate": _Spec("false", _boolean),
     "leader.replication.throttled.replicas": _Spec("", _any_string),

@@ -2,36 +2,52 @@
 
 Semantics follow Kafka's UnifiedLog on a single node: the high watermark is
 the log end offset, the last stable offset is the start of the oldest open
-transaction. Everything runs on the broker's one asyncio thread, so appends
+transaction. Requests run on the broker's one asyncio thread, so appends
 are one pwrite plus in-memory index updates; fsync happens only on roll,
 close or as the flush policy (flush.messages / flush.ms) asks.
+
+The log cleaner works from another thread: it plans and swaps under
+``_lock`` (which every method touching the segment list or the producer state
+holds, uncontended but for those two short moments) and rewrites files in
+between without it. See ``plan_cleaning`` / ``swap_cleaned``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
+import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from oncelog.records.batch import (
+    HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
+    parse_header,
     set_base_offset,
     set_log_append_time,
 )
 from oncelog.records.control import read_marker
 
+from . import segment_swap
 from .checkpoint import (
     delete_snapshot,
+    read_cleaner_offset,
     write_clean_shutdown,
+    write_cleaner_offset,
     write_log_start,
     write_snapshot,
 )
+from .cleaner import CleanedSegment, CleanerStats, CleaningPlan, ProducerTail, SourceSegment
+from .cleaner_manager import Dirtiness, SegmentFacts, measure
 from .config import LogConfig
 from .errors import (
     InvalidTimestampError,
@@ -60,6 +76,20 @@ __all__ = [
 ]
 
 SNAPSHOTS_KEPT = 2
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[PartitionLog, _P], _R],
+) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    @functools.wraps(method)
+    def wrapper(self: PartitionLog, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +145,17 @@ class PartitionLog:
         self._snapshots = snapshots
         self._pending_deletes: list[tuple[LogSegment, int | None]] = []  # (segment, due ms)
         self._closed = False
+        self._lock = threading.RLock()
+        self._cleaning_sources: dict[int, LogSegment] = {}
+        # First offset not yet cleaned; the earliest delete horizon a pass left behind
+        # (unknown after a restart: 0 lets one pass find it).
+        first_dirty = read_cleaner_offset(directory)
+        self.first_dirty_offset = (
+            first_dirty
+            if first_dirty is not None and log_start_offset <= first_dirty <= self._leo
+            else log_start_offset
+        )
+        self.pending_delete_horizon: int | None = 0 if config.compact_enabled else None
 
     @classmethod
     def open(
@@ -150,6 +191,10 @@ class PartitionLog:
     # -- offsets ------------------------------------------------------------------------
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def log_start_offset(self) -> int:
         return self._log_start
 
@@ -163,16 +208,20 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        first_unstable = self.producer_state.first_unstable_offset()
+        with self._lock:
+            first_unstable = self.producer_state.first_unstable_offset()
         return self._leo if first_unstable is None else first_unstable
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        with self._lock:
+            return tuple(self._segments)
 
+    @_locked
     def size_bytes(self) -> int:
         return sum(seg.size for seg in self._segments)
 
+    @_locked
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for seg in self._segments:
@@ -183,6 +232,7 @@ class PartitionLog:
 
     # -- appends ------------------------------------------------------------------------
 
+    @_locked
     def append(
         self, batch: bytearray, header: BatchHeader, *, now_ms: int, coordinator: bool = False
     ) -> AppendResult:
@@ -201,7 +251,7 @@ class PartitionLog:
             raise InvalidRecordError("clients may not write control batches")
         check_size(header.size, self.config)
         if header.producer_id >= 0 and not coordinator:
-            dup = self.producer_state.check_append(header, log_start_offset=self._log_start)
+            dup = self.producer_state.check_append(header)
             if dup is not None:
                 return AppendResult(
                     dup.first_offset, dup.last_offset, -1, self._log_start, duplicate=True
@@ -211,6 +261,7 @@ class PartitionLog:
         self._apply_flush_policy(now_ms)
         return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
 
+    @_locked
     def append_control(self, batch: bytearray, header: BatchHeader, *, now_ms: int) -> AppendResult:
         """Append a COMMIT/ABORT marker from the transaction coordinator."""
         self._check_open()
@@ -262,13 +313,14 @@ class PartitionLog:
         cfg = self.config
         if seg.size > 0 and (
             seg.size + header.size > cfg.segment_bytes
-            or now_ms - seg.rolling_base_ms > cfg.segment_ms
+            or now_ms - seg.rolling_base_ms > cfg.max_segment_ms
             or seg.index_full()
             or not seg.fits_relative(self._leo + header.last_offset_delta)
         ):
             seg = self._roll(now_ms)
         return seg
 
+    @_locked
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]
         old.on_become_inactive()  # fsyncs it: older segments are never re-walked on open
@@ -301,6 +353,7 @@ class PartitionLog:
             self._recovery_point = self._leo
             self._last_flush_ms = now_ms
 
+    @_locked
     def maybe_flush(self, now_ms: int) -> None:
         """Housekeeping tick: flush.ms, and deferred file deletion."""
         self._check_open()
@@ -312,6 +365,7 @@ class PartitionLog:
             self.flush()
             self._last_flush_ms = now_ms
 
+    @_locked
     def flush(self) -> None:
         """fsync the active segment's log and write out its indexes."""
         self._check_open()
@@ -320,6 +374,7 @@ class PartitionLog:
         active.txn_index.sync()
         self._recovery_point = self._leo
 
+    @_locked
     def take_snapshot(self) -> None:
         """Write the producer state at the log end; keep the newest two snapshots."""
         self._check_open()
@@ -333,6 +388,7 @@ class PartitionLog:
         while len(self._snapshots) > SNAPSHOTS_KEPT:
             delete_snapshot(self.directory, self._snapshots.pop(0))
 
+    @_locked
     def close(self) -> None:
         """Flush everything, snapshot, mark the shutdown clean and release the files."""
         if self._closed:
@@ -343,6 +399,7 @@ class PartitionLog:
         write_clean_shutdown(self.directory, self._leo)
         self._release()
 
+    @_locked
     def delete(self) -> None:
         """Topic deletion: drop the files, no flushing."""
         if not self._closed:
@@ -363,6 +420,7 @@ class PartitionLog:
 
     # -- reads --------------------------------------------------------------------------
 
+    @_locked
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
     ) -> FileSlice | None:
@@ -405,6 +463,7 @@ class PartitionLog:
             end = position + first.size
         return FileSlice(seg.fd, position, end - position)
 
+    @_locked
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted txns overlapping [start, end)."""
         self._check_open()
@@ -417,6 +476,7 @@ class PartitionLog:
                 break
         return out
 
+    @_locked
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp`` (ListOffsets).
 
@@ -432,6 +492,7 @@ class PartitionLog:
                 return found
         return None
 
+    @_locked
     def max_timestamp(self) -> tuple[int, int]:
         """(timestamp, offset) of the first record with the largest timestamp, or (-1, -1).
 
@@ -449,6 +510,7 @@ class PartitionLog:
 
     # -- deletion -----------------------------------------------------------------------
 
+    @_locked
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start to ``offset`` (-1 = high watermark).
 
@@ -466,6 +528,7 @@ class PartitionLog:
             self._delete_prefix(start_breached(self._segments, self._log_start), None)
         return self._log_start
 
+    @_locked
     def apply_retention(self, now_ms: int) -> int:
         """Delete old segments by log start, retention.ms and retention.bytes.
 
@@ -521,3 +584,131 @@ class PartitionLog:
             else:
                 keep.append((seg, due))
         self._pending_deletes = keep
+
+    # -- compaction (called from the cleaner's thread) -------------------------------------
+
+    def _segment_facts(self, first_dirty: int) -> list[SegmentFacts]:
+        """Facts about the non-active segments; the first batch's timestamp is read
+        only for the first dirty segment (all max.compaction.lag.ms looks at)."""
+        out: list[SegmentFacts] = []
+        segs = self._segments
+        looked = False
+        for seg, nxt in zip(segs, segs[1:], strict=False):
+            first_ts = -1
+            if nxt.base_offset > first_dirty and not looked:
+                looked = True
+                if seg.size >= HEADER_SIZE:
+                    first_ts = parse_header(seg.pread(0, HEADER_SIZE)).max_timestamp
+            out.append(
+                SegmentFacts(
+                    seg.base_offset, nxt.base_offset, seg.size, seg.largest_timestamp(), first_ts
+                )
+            )
+        return out
+
+    @_locked
+    def dirtiness(self, now_ms: int) -> Dirtiness | None:
+        """How much of this log a compaction pass could clean now (None: not compacted)."""
+        if self._closed or not self.config.compact_enabled:
+            return None
+        first_dirty = max(self.first_dirty_offset, self._log_start)
+        return measure(
+            self._segment_facts(first_dirty),
+            first_dirty_offset=first_dirty,
+            last_stable_offset=self.last_stable_offset,
+            active_base=self._segments[-1].base_offset,
+            config=self.config,
+            now_ms=now_ms,
+        )
+
+    @_locked
+    def plan_cleaning(self, now_ms: int, *, dedupe_buffer_bytes: int) -> CleaningPlan | None:
+        """Everything a pass needs, with private descriptors of the source segments (the
+        caller closes them via ``CleaningPlan.segments``). None if nothing is cleanable."""
+        d = self.dirtiness(now_ms)
+        if d is None or d.cleanable_bytes == 0:
+            return None
+        # Whole segments below the cleanable end, and never one reaching the LSO.
+        lso = self.last_stable_offset
+        sources: list[LogSegment] = []
+        ends: list[int] = []
+        for seg, nxt in zip(self._segments, self._segments[1:], strict=False):
+            if seg.base_offset >= d.end_offset or nxt.base_offset > lso:
+                break
+            sources.append(seg)
+            ends.append(nxt.base_offset)
+        if not sources:
+            return None
+        self._cleaning_sources = {s.base_offset: s for s in sources}
+        aborted = sorted(
+            (t for s in self._segments for t in s.txn_index.entries), key=lambda t: t.last_offset
+        )
+        producers = {
+            p.producer_id: ProducerTail(p.last_data_offset, p.producer_epoch)
+            for p in self.producer_state.producers()
+        }
+        return CleaningPlan(
+            directory=self.directory,
+            segments=tuple(
+                SourceSegment(s.base_offset, end, s.size, os.dup(s.fd))
+                for s, end in zip(sources, ends, strict=True)
+            ),
+            first_dirty_offset=d.first_dirty_offset,
+            end_offset=d.end_offset,
+            aborted=tuple(aborted),
+            producers=producers,
+            delete_retention_ms=self.config.delete_retention_ms,
+            now_ms=now_ms,
+            max_segment_bytes=self.config.segment_bytes,
+            segment_index_bytes=self.config.segment_index_bytes,
+            index_interval_bytes=self.config.index_interval_bytes,
+            dedupe_buffer_bytes=dedupe_buffer_bytes,
+        )
+
+    @_locked
+    def swap_cleaned(self, cleaned: CleanedSegment, *, now_ms: int) -> bool:
+        """Replace a cleaned group's source segments, if they are all still here.
+
+        The group's files must be staged (``segment_swap.stage``). Old segments go to
+        the delayed-delete list, so fetches holding their descriptors stay valid.
+        Returns False (caller discards the files) if retention or a delete got there first.
+        """
+        if self._closed:
+            return False
+        sources = [self._cleaning_sources.get(b) for b in cleaned.source_bases]
+        first = sources[0]
+        if first is None or first not in self._segments:
+            return False
+        i = self._segments.index(first)
+        k = len(sources)
+        if i + k >= len(self._segments) or self._segments[i : i + k] != sources:
+            return False
+        for seg in self._segments[i : i + k]:
+            seg.mark_deleted()
+            self._pending_deletes.append((seg, None))
+        segment_swap.finish(self.directory, cleaned.base_offset, sync=False)
+        new = LogSegment.open(
+            self.directory,
+            cleaned.base_offset,
+            now_ms=now_ms,
+            index_interval_bytes=self.config.index_interval_bytes,
+            segment_index_bytes=self.config.segment_index_bytes,
+        )
+        new.txn_index.load()
+        if not (new.index_files_ok() and new.load_summary()):
+            new.rebuild_indexes()
+        new.next_offset = cleaned.end_offset
+        self._segments[i : i + k] = [new]
+        self._bases[i : i + k] = [new.base_offset]
+        return True
+
+    @_locked
+    def finish_cleaning(self, stats: CleanerStats | None) -> None:
+        """End a pass: with ``stats`` (it completed) the cleaned range is recorded."""
+        self._cleaning_sources = {}
+        if stats is None or self._closed:
+            return
+        if stats.map_end_offset > self.first_dirty_offset:
+            self.first_dirty_offset = stats.map_end_offset
+            write_cleaner_offset(self.directory, self.first_dirty_offset)
+        self.pending_delete_horizon = stats.pending_horizon

@@ -1,8 +1,9 @@
 """Per-partition producer state for idempotent and transactional producers (KIP-98, KIP-192).
 
 Sans-IO: no files, sockets or clocks; callers pass offsets and ``now_ms`` in and persist
-``snapshot()`` bytes themselves. Semantics follow Kafka's producer state manager, with the
-KIP-192 error codes (DUPLICATE_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) for lost state.
+``snapshot()`` bytes themselves. Semantics follow current Kafka's producer state manager:
+KIP-192's DUPLICATE_SEQUENCE_NUMBER for an old batch no longer cached, and KIP-360's rule
+that a producer the partition holds no state for may continue at any sequence.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class ProducerStateManager:
 
     # -- validation -------------------------------------------------------------------------
 
-    def check_append(self, header: BatchHeader, *, log_start_offset: int) -> BatchMetadata | None:
+    def check_append(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a client batch before offsets are assigned.
 
         Returns the cached metadata of an identical recent batch (answer success with its
@@ -132,14 +133,10 @@ class ProducerStateManager:
         epoch, first, last = header.producer_epoch, header.base_sequence, header.last_sequence
         entry = self._producers.get(pid)
         if entry is None:
-            if first != 0:
-                # KIP-192: state lost (expired/retention); the client decides via log start.
-                raise ProducerStateError(
-                    ErrorCode.unknown_producer_id,
-                    f"no state for producer {pid} (first sequence {first}, "
-                    f"log start offset {log_start_offset})",
-                )
-            return None
+            # KIP-360 (Kafka >= 2.5): with no state for this producer (new, expired, or its
+            # records removed by retention/DeleteRecords) any sequence is accepted, so a
+            # producer whose state was dropped continues instead of failing every send.
+            return self._check_txn_bit(pid, header)
         if epoch < entry.epoch:
             raise ProducerStateError(
                 ErrorCode.invalid_producer_epoch,
@@ -167,6 +164,9 @@ class ProducerStateManager:
                 ErrorCode.out_of_order_sequence_number,
                 f"producer {pid} new epoch {epoch} must start at sequence 0, got {first}",
             )
+        return self._check_txn_bit(pid, header)
+
+    def _check_txn_bit(self, pid: int, header: BatchHeader) -> None:
         if pid in self._ongoing and not header.is_transactional:
             raise ProducerStateError(
                 ErrorCode.invalid_txn_state,

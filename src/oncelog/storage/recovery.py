@@ -24,6 +24,7 @@ from pathlib import Path
 from oncelog.records.batch import CorruptRecordError, InvalidRecordError
 from oncelog.records.control import read_marker
 
+from . import segment_swap
 from .checkpoint import (
     SNAPSHOT_SUFFIX,
     delete_snapshot,
@@ -65,6 +66,7 @@ def load_log(
 ) -> LoadedLog:
     directory.mkdir(parents=True, exist_ok=True)
     clean_end = take_clean_shutdown(directory)
+    segment_swap.recover(directory)  # before the listing: a swap changes the segment set
     bases = _clean_directory(directory)
     sizing = {
         "index_interval_bytes": config.index_interval_bytes,

@@ -1,35 +1,28 @@
 """Sans-IO transaction coordinator: KIP-98 with Kafka 3.x semantics, transaction version 1.
 
 No sockets, awaits, files or clock reads: time comes in as ``now_ms`` and the only injected
-function is ``allocate_producer_id``. Every call returns a ``Step`` (see ``actions.py``):
+function is ``allocate_producer_id``. Every call returns a ``Step`` (``oncelog.coordinator.runtime``),
+which the shared ``CoordinatorRuntime`` performs for ``TransactionService``:
 
 * ``step.reply``: for a request method, a ``Reply`` (final) or ``Pending(token)``; ``None`` for
   feedback and timer calls.
-* ``step.actions``: side effects for the shell, ``AppendTxnLog`` and ``WriteMarkers``.
-* ``step.resolved``: ``{token: Reply}`` for earlier ``Pending`` requests now answered.
+* ``step.appends``: one record each for ``__transaction_state``; ``owner`` is the
+  transactional id, ``label`` the ``TxnState`` the record holds. Once durable, the shell calls
+  ``on_log_appended(owner, now_ms=, error=)`` and performs the step that returns.
+* ``step.effects``: ``WriteMarkers``: write the control batches (retrying until done), then
+  call ``on_markers_written(id, now_ms=)``.
+* ``step.resolved``: ``(token, Reply)`` for earlier ``Pending`` requests now answered.
 
-The shell's loop::
-
-    step = coord.add_partitions(...)           # any request method, or expire()/load()
-    if isinstance(step.reply, Pending):
-        futures[step.reply.token] = fut = loop.create_future()   # before running the step
-    run(step)   # resolve futures from step.resolved; start a task per action:
-                #   AppendTxnLog -> append (key, value) to __transaction_state-<partition>
-                #                   durably, then run(coord.on_log_appended(id, now_ms=, error=))
-                #   WriteMarkers -> write the control batches (retrying until done), then
-                #                   run(coord.on_markers_written(id, now_ms=))
-    reply = step.reply if isinstance(step.reply, Reply) else await fut
-
-Each transactional id has at most one action outstanding at a time (one pending transition), so
-actions of different ids may run concurrently, and each callback names only the id. A failed
-append is reported with ``error=``: the request then gets the mapped error (Kafka's mapping),
-except the CompleteCommit/CompleteAbort record, which is re-emitted (the shell may back off).
-A request with ``Pending`` that the shell gives up on (its time budget ran out) is passed to
-``cancel(token)``; only requests parked by ``blocking_begin`` can be cancelled. Call
-``load(records)`` once at start (requests get COORDINATOR_LOAD_IN_PROGRESS before) and
-``expire(now_ms)`` periodically. Before answering an old request version, the API layer maps
-PRODUCER_FENCED to INVALID_PRODUCER_EPOCH (InitProducerId < v4, AddPartitionsToTxn < v2,
-AddOffsetsToTxn < v2, EndTxn < v2), as Kafka does.
+Each transactional id has at most one append or marker write outstanding at a time (one
+pending transition), so those of different ids may run concurrently, and each callback names
+only the id. A failed append is reported with ``error=``: the request then gets the mapped
+error (Kafka's mapping), except the CompleteCommit/CompleteAbort record, which is re-emitted
+(the shell backs off). A request with ``Pending`` that the shell gives up on (its time budget
+ran out) is passed to ``cancel(token)``; only requests parked by ``blocking_begin`` can be
+cancelled. Call ``load(records)`` once at start (requests get COORDINATOR_LOAD_IN_PROGRESS
+before) and ``expire(now_ms)`` periodically. Before answering an old request version, the API
+layer maps PRODUCER_FENCED to INVALID_PRODUCER_EPOCH (InitProducerId < v4, AddPartitionsToTxn
+< v2, AddOffsetsToTxn < v2, EndTxn < v2), as Kafka does.
 """
 
 from __future__ import annotations
@@ -42,17 +35,13 @@ from enum import Enum, auto
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.txn.actions import (
-    CONSUMER_OFFSETS_TOPIC,
-    AppendTxnLog,
-    Pending,
-    Reply,
-    Step,
-    WriteMarkers,
-    map_append_error,
-)
-from oncelog.txn.hashing import partition_for
+from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
+from oncelog.coordinator.placement import partition_for
+from oncelog.coordinator.runtime import Append, Pending, client_error
+from oncelog.txn.config import TxnConfig
 from oncelog.txn.log_codec import decode_key, decode_value, encode_key, encode_value
+from oncelog.txn.messages import Reply, WriteMarkers
+from oncelog.txn.messages import TxnStep as Step
 from oncelog.txn.metadata import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -92,18 +81,21 @@ class _Transit:
 
 class TransactionCoordinator:
     def __init__(
-        self, *, allocate_producer_id: Callable[[], int], max_timeout_ms: int = 900_000,
-        id_expiration_ms: int = 604_800_000, coordinator_epoch: int = 0,
-        blocking_begin: bool = False, txn_log_partitions: int = 50, offsets_partitions: int = 50,
+        self,
+        *,
+        allocate_producer_id: Callable[[], int],
+        config: TxnConfig | None = None,
+        coordinator_epoch: int = 0,
     ) -> None:
         self.allocate_producer_id = allocate_producer_id
-        self.max_timeout_ms = max_timeout_ms
-        self.id_expiration_ms = id_expiration_ms
+        cfg = config or TxnConfig()
+        self.max_timeout_ms = cfg.max_timeout_ms
+        self.id_expiration_ms = cfg.id_expiration_ms
         # Must grow across restarts so partitions reject markers from older incarnations.
         self.coordinator_epoch = coordinator_epoch
-        self.blocking_begin = blocking_begin
-        self.txn_log_partitions = txn_log_partitions
-        self.offsets_partitions = offsets_partitions
+        self.blocking_begin = cfg.blocking_begin
+        self.txn_log_partitions = cfg.txn_log_partitions
+        self.offsets_partitions = cfg.offsets_partitions
         self._txns: dict[str, TransactionMetadata] = {}
         self._transits: dict[str, _Transit] = {}
         self._parked = ParkingLot()
@@ -121,8 +113,13 @@ class TransactionCoordinator:
     # -- requests -------------------------------------------------------------------------
 
     def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = NO_PRODUCER_EPOCH, *, now_ms: int,
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        *,
+        now_ms: int,
     ) -> Step:
         early = self._precheck(transactional_id)
         if early is not None:
@@ -135,7 +132,9 @@ class TransactionCoordinator:
         meta = self._txns.get(transactional_id)
         if meta is None:
             meta = TransactionMetadata(
-                transactional_id, self.allocate_producer_id(), txn_timeout_ms=timeout_ms,
+                transactional_id,
+                self.allocate_producer_id(),
+                txn_timeout_ms=timeout_ms,
                 txn_last_update_ms=now_ms,
             )
             self._txns[transactional_id] = meta
@@ -168,14 +167,26 @@ class TransactionCoordinator:
             new_pid, new_epoch = self.allocate_producer_id(), 0
             last_epoch = epoch if expected is not None else NO_PRODUCER_EPOCH
         target = meta.prepare(
-            S.EMPTY, producer_id=new_pid, producer_epoch=new_epoch, last_producer_epoch=last_epoch,
-            txn_timeout_ms=timeout_ms, partitions=set(), txn_start_ms=-1, txn_last_update_ms=now_ms,
+            S.EMPTY,
+            producer_id=new_pid,
+            producer_epoch=new_epoch,
+            last_producer_epoch=last_epoch,
+            txn_timeout_ms=timeout_ms,
+            partitions=set(),
+            txn_start_ms=-1,
+            txn_last_update_ms=now_ms,
         )
         return self._request_step(meta, _Kind.INIT, target)
 
     def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int,
-        partitions: Iterable[TopicPartition], *, now_ms: int, verify_only: bool = False,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        now_ms: int,
+        verify_only: bool = False,
     ) -> Step:
         parts = frozenset(partitions)
         early = self._precheck(transactional_id)
@@ -192,8 +203,13 @@ class TransactionCoordinator:
         return step
 
     def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
-        *, now_ms: int,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        *,
+        now_ms: int,
     ) -> Step:
         """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition."""
         partition = (CONSUMER_OFFSETS_TOPIC, self.offsets_partition(group_id))
@@ -202,8 +218,13 @@ class TransactionCoordinator:
         )
 
     def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-        *, now_ms: int,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
     ) -> Step:
         early = self._precheck(transactional_id)
         if early is not None:
@@ -231,6 +252,25 @@ class TransactionCoordinator:
             return Step(reply=Reply(E.invalid_txn_state))
         raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
 
+    def verify_partition(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partition: TopicPartition,
+    ) -> ErrorCode:
+        """May a transactional write of this producer for ``partition`` land now (KIP-890
+        part 1 for Produce; KIP-98's check for TxnOffsetCommit on the group's offsets
+        partition)? Only if its transaction is Ongoing and holds the partition."""
+        meta = self._txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, producer_epoch)
+        if err is not None:
+            return err
+        assert meta is not None
+        if meta.state is not S.ONGOING or partition not in meta.partitions:
+            return E.invalid_txn_state
+        return E.none
+
     def cancel(self, token: int) -> Reply | None:
         """Give up on a request parked by ``blocking_begin``: it gets CONCURRENT_TRANSACTIONS
         (the client retries). Returns ``None`` if the token is not parked (already answered,
@@ -250,7 +290,7 @@ class TransactionCoordinator:
         if error is not E.none:
             if transit.kind is _Kind.COMPLETE:
                 # The outcome is decided and the markers are written: only retrying is left.
-                step.actions.append(self._append_action(transit.target))
+                step.appends.append(self._append_action(transit.target))
                 return step
             del self._transits[transactional_id]
             meta.cancel_pending()
@@ -260,7 +300,7 @@ class TransactionCoordinator:
                 meta.last_producer_epoch = NO_PRODUCER_EPOCH
                 meta.has_failed_epoch_fence = True
             if transit.token is not None:
-                step.resolved[transit.token] = Reply(map_append_error(error))
+                step.resolved.append((transit.token, Reply(client_error(error))))
             self._drain(transactional_id, now_ms, step)
             return step
         del self._transits[transactional_id]
@@ -275,7 +315,7 @@ class TransactionCoordinator:
                 reply = Reply(E.concurrent_transactions)
             else:
                 reply = Reply(E.none)
-            step.resolved[transit.token] = reply
+            step.resolved.append((transit.token, reply))
         if transit.kind in (_Kind.END, _Kind.FENCE):
             self._start_completion(meta, now_ms, step)
         self._drain(transactional_id, now_ms, step)
@@ -287,15 +327,14 @@ class TransactionCoordinator:
             raise CoordinatorProtocolError(f"no markers outstanding for {transactional_id!r}")
         transit.awaiting_markers = False
         transit.target.txn_last_update_ms = max(transit.target.txn_last_update_ms, now_ms)
-        return Step(actions=[self._append_action(transit.target)])
+        return Step(appends=[self._append_action(transit.target)])
 
     # -- timers and recovery ---------------------------------------------------------------
 
     def expire(self, now_ms: int) -> Step:
         """Both periodic jobs: abort timed-out transactions, then expire idle ids."""
         step = self.abort_timed_out(now_ms)
-        more = self.expire_transactional_ids(now_ms)
-        step.actions.extend(more.actions)
+        step.appends.extend(self.expire_transactional_ids(now_ms).appends)
         return step
 
     def abort_timed_out(self, now_ms: int) -> Step:
@@ -329,8 +368,12 @@ class TransactionCoordinator:
                     continue
                 target = meta.prepare(S.DEAD, partitions=set())
                 self._transits[txn_id] = _Transit(_Kind.DEAD, target, None)
-                step.actions.append(
-                    AppendTxnLog(txn_id, self.txn_log_partition(txn_id), encode_key(txn_id), None, None)
+                step.appends.append(
+                    Append(
+                        self.txn_log_partition(txn_id),
+                        ((encode_key(txn_id), None),),
+                        owner=txn_id,
+                    )
                 )
         return step
 
@@ -369,9 +412,12 @@ class TransactionCoordinator:
         return None if meta is None else meta.copy()
 
     def list(
-        self, states: Iterable[TxnState | str] | None = None,
-        producer_ids: Iterable[int] | None = None, min_duration_ms: int | None = None,
-        *, now_ms: int | None = None,
+        self,
+        states: Iterable[TxnState | str] | None = None,
+        producer_ids: Iterable[int] | None = None,
+        min_duration_ms: int | None = None,
+        *,
+        now_ms: int | None = None,
     ) -> builtins.list[TransactionMetadata]:
         """ListTransactions; see ``metadata.select`` for the filters."""
         metas = (self._txns[txn_id] for txn_id in sorted(self._txns))
@@ -412,7 +458,10 @@ class TransactionCoordinator:
         return None
 
     def _verify(
-        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
         parts: frozenset[TopicPartition],
     ) -> Reply:
         # KIP-890 part 1: a partition leader asks whether the partitions are in the
@@ -467,7 +516,7 @@ class TransactionCoordinator:
             outcome = self._try_add(req, now_ms, step, may_block=False)
             if outcome is None:
                 return  # it started an append; the rest wait for that to finish
-            step.resolved[req.token] = outcome
+            step.resolved.append((req.token, outcome))
 
     @staticmethod
     def _fence_target(meta: TransactionMetadata, now_ms: int) -> TransactionMetadata:
@@ -492,14 +541,18 @@ class TransactionCoordinator:
         self._transits[meta.transactional_id] = transit
         if meta.partitions:
             transit.awaiting_markers = True
-            step.actions.append(
+            step.effects.append(
                 WriteMarkers(
-                    meta.transactional_id, meta.producer_id, meta.producer_epoch, commit,
-                    frozenset(meta.partitions), self.coordinator_epoch,
+                    meta.transactional_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    commit,
+                    frozenset(meta.partitions),
+                    self.coordinator_epoch,
                 )
             )
         else:
-            step.actions.append(self._append_action(target))
+            step.appends.append(self._append_action(target))
 
     def _request_step(
         self, meta: TransactionMetadata, kind: _Kind, target: TransactionMetadata
@@ -511,15 +564,17 @@ class TransactionCoordinator:
         return step
 
     def _begin(
-        self, meta: TransactionMetadata, kind: _Kind, target: TransactionMetadata,
-        token: int | None, step: Step,
+        self,
+        meta: TransactionMetadata,
+        kind: _Kind,
+        target: TransactionMetadata,
+        token: int | None,
+        step: Step,
     ) -> None:
         self._transits[meta.transactional_id] = _Transit(kind, target, token)
-        step.actions.append(self._append_action(target))
+        step.appends.append(self._append_action(target))
 
-    def _append_action(self, target: TransactionMetadata) -> AppendTxnLog:
+    def _append_action(self, target: TransactionMetadata) -> Append:
         txn_id = target.transactional_id
-        return AppendTxnLog(
-            txn_id, self.txn_log_partition(txn_id), encode_key(txn_id), encode_value(target),
-            target.state,
-        )
+        record = (encode_key(txn_id), encode_value(target))
+        return Append(self.txn_log_partition(txn_id), (record,), owner=txn_id, label=target.state)

@@ -181,9 +181,7 @@ class TransactionMetadata:
             ok = (same or bumped) and not t.partitions and t.txn_start_ms == -1
         elif t.state is TxnState.ONGOING:
             ok = (
-                same
-                and t.partitions >= self.partitions
-                and t.txn_timeout_ms == self.txn_timeout_ms
+                same and t.partitions >= self.partitions and t.txn_timeout_ms == self.txn_timeout_ms
             )
         elif t.state.is_prepare:
             fence = (

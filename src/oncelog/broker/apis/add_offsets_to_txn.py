@@ -7,7 +7,6 @@ from typing import Any
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -16,14 +15,8 @@ FENCED_SINCE = 2
 
 async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
-    reply = await broker.txn.call(
-        broker.txn.coordinator.add_offsets(
-            req.transactional_id,
-            req.producer_id,
-            req.producer_epoch,
-            req.group_id,
-            now_ms=now_ms(),
-        )
+    reply = await broker.txn.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
     )
     return make(
         ctx.response.AddOffsetsToTxnResponse,

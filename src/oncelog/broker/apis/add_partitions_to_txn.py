@@ -10,10 +10,9 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-from oncelog.txn.actions import Reply
+from oncelog.txn.messages import Reply
 
 FENCED_SINCE = 2
 
@@ -42,22 +41,9 @@ def _partition_results(r: Any, topics: Any, reply: Reply, ctx: RequestContext) -
 async def _add_partitions(
     ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any, verify_only: bool
 ) -> Reply:
-    broker = ctx.broker
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {
-        tp: ErrorCode.unknown_topic_or_partition
-        for tp in partitions
-        if broker.topics.partition(*tp) is None
-    }
-    if unknown:
-        # Kafka rejects the whole request: bad partitions get their error, the rest OPERATION_NOT_ATTEMPTED.
-        errors = {tp: unknown.get(tp, ErrorCode.operation_not_attempted) for tp in partitions}
-        return Reply(ErrorCode.none, partition_errors=errors)
-    coord = broker.txn.coordinator
-    return await broker.txn.call(
-        coord.add_partitions(
-            txn_id, pid, epoch, partitions, now_ms=now_ms(), verify_only=verify_only
-        )
+    return await ctx.broker.txn.add_partitions(
+        txn_id, pid, epoch, partitions, verify_only=verify_only
     )
 
 

@@ -6,8 +6,6 @@ from typing import Any
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
-from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -15,9 +13,7 @@ from oncelog.protocol.messages import make
 async def delete_groups(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     r = ctx.response
-    reply: gm.DeleteGroupsReply = await groups.call(
-        groups.coordinator.delete_groups(req.groups_names, now_ms())
-    )
+    reply = await groups.delete_groups(req.groups_names)
     return make(
         r.DeleteGroupsResponse,
         results=tuple(

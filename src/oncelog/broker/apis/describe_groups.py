@@ -13,7 +13,7 @@ from oncelog.protocol.messages import make
 
 def describe_groups(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    described = ctx.broker.groups.coordinator.describe_groups(req.groups, ctx.version)
+    described = ctx.broker.groups.describe_groups(req.groups, ctx.version)
     return make(
         r.DescribeGroupsResponse,
         groups=tuple(

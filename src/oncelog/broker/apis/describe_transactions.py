@@ -27,10 +27,8 @@ def _ts(ms: int) -> Any:
 
 def describe_transactions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    coord = ctx.broker.txn.coordinator
     states = []
-    for txn_id in req.transactional_ids:
-        meta = coord.describe(txn_id)
+    for txn_id, meta in ctx.broker.txn.describe_transactions(req.transactional_ids):
         if meta is None:
             states.append(
                 make(

@@ -6,7 +6,6 @@ from typing import Any
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -14,15 +13,12 @@ from oncelog.protocol.messages import make
 
 async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
-    reply: gm.HeartbeatReply = await groups.call(
-        groups.coordinator.heartbeat(
-            gm.HeartbeatRequest(
-                req.group_id,
-                req.generation_id,
-                req.member_id,
-                getattr(req, "group_instance_id", None),
-            ),
-            now_ms(),
+    reply = await groups.heartbeat(
+        gm.HeartbeatRequest(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
         )
     )
     return make(ctx.response.HeartbeatResponse, error_code=reply.error)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -20,24 +17,11 @@ FENCED_SINCE = 4
 async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     broker = ctx.broker
-    if req.transactional_id is None:
-        # Like Kafka, an idempotent producer always gets a fresh id (also on the
-        # KIP-360 form that names its old id and epoch): sequences restart at 0.
-        return make(
-            r.InitProducerIdResponse,
-            error_code=ErrorCode.none,
-            producer_id=broker.producer_ids.allocate(),
-            producer_epoch=0,
-        )
-    coord = broker.txn.coordinator
-    reply = await broker.txn.call(
-        coord.init_producer_id(
-            req.transactional_id,
-            int(req.transaction_timeout.total_seconds() * 1000),
-            getattr(req, "producer_id", -1),
-            getattr(req, "producer_epoch", -1),
-            now_ms=now_ms(),
-        )
+    reply = await broker.txn.init_producer_id(
+        req.transactional_id,
+        int(req.transaction_timeout.total_seconds() * 1000),
+        getattr(req, "producer_id", -1),
+        getattr(req, "producer_epoch", -1),
     )
     return make(
         r.InitProducerIdResponse,

@@ -7,7 +7,6 @@ from typing import Any
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -17,22 +16,19 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     session = duration_ms(req.session_timeout)
     rebalance = duration_ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
-    reply: gm.JoinGroupReply = await groups.call(
-        groups.coordinator.join_group(
-            gm.JoinGroupRequest(
-                group_id=req.group_id,
-                member_id=req.member_id,
-                protocol_type=req.protocol_type,
-                protocols=tuple((p.name, p.metadata) for p in req.protocols),
-                session_timeout_ms=session,
-                rebalance_timeout_ms=rebalance,
-                group_instance_id=getattr(req, "group_instance_id", None),
-                client_id=ctx.header.client_id or "",
-                client_host="/" + ctx.peer.rpartition(":")[0],
-                api_version=ctx.version,
-                reason=getattr(req, "reason", None),
-            ),
-            now_ms(),
+    reply = await groups.join(
+        gm.JoinGroupRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            protocol_type=req.protocol_type,
+            protocols=tuple((p.name, p.metadata) for p in req.protocols),
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            group_instance_id=getattr(req, "group_instance_id", None),
+            client_id=ctx.header.client_id or "",
+            client_host="/" + ctx.peer.rpartition(":")[0],
+            api_version=ctx.version,
+            reason=getattr(req, "reason", None),
         )
     )
     r = ctx.response

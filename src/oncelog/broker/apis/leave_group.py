@@ -8,7 +8,6 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -24,9 +23,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
         )
     else:
         members = (gm.LeaveMember(req.member_id),)
-    reply: gm.LeaveGroupReply = await groups.call(
-        groups.coordinator.leave_group(gm.LeaveGroupRequest(req.group_id, members), now_ms())
-    )
+    reply = await groups.leave(gm.LeaveGroupRequest(req.group_id, members))
     if not hasattr(r, "MemberResponse"):  # v0-v2: one error
         error = (
             reply.error

@@ -12,7 +12,7 @@ from oncelog.protocol.messages import make
 
 def list_groups(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    reply = ctx.broker.groups.coordinator.list_groups(
+    reply = ctx.broker.groups.list_groups(
         getattr(req, "states_filter", ()), getattr(req, "types_filter", ())
     )
     return make(

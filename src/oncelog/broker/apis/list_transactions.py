@@ -8,7 +8,6 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.txn.metadata import TxnState
@@ -16,7 +15,6 @@ from oncelog.txn.metadata import TxnState
 
 def list_transactions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    coord = ctx.broker.txn.coordinator
     known = {s.kafka_name for s in TxnState}
     unknown = tuple(s for s in req.state_filters if s not in known)
     wanted = [s for s in req.state_filters if s in known]
@@ -24,11 +22,10 @@ def list_transactions(ctx: RequestContext, req: Any) -> Any:
     if req.state_filters and not wanted:
         metas = []
     else:
-        metas = coord.list(
+        metas = ctx.broker.txn.list_transactions(
             wanted or None,
             req.producer_id_filters or None,
             duration if duration >= 0 else None,
-            now_ms=now_ms(),
         )
     return make(
         r.ListTransactionsResponse,

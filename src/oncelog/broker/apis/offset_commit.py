@@ -8,7 +8,6 @@ from oncelog.broker.apis.commit_shapes import commit_response, commit_topics
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 
@@ -16,20 +15,17 @@ from oncelog.protocol.api_keys import ApiKey
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
-    reply: gm.CommitReply = await groups.call(
-        groups.coordinator.offset_commit(
-            gm.OffsetCommitRequest(
-                group_id=req.group_id,
-                topics=commit_topics(req),
-                generation_id=generation,
-                member_id=getattr(req, "member_id", ""),
-                group_instance_id=getattr(req, "group_instance_id", None),
-                retention_time_ms=duration_ms(req.retention_time)
-                if hasattr(req, "retention_time")
-                else -1,
-                api_version=ctx.version,
-            ),
-            now_ms(),
+    reply = await groups.commit_offsets(
+        gm.OffsetCommitRequest(
+            group_id=req.group_id,
+            topics=commit_topics(req),
+            generation_id=generation,
+            member_id=getattr(req, "member_id", ""),
+            group_instance_id=getattr(req, "group_instance_id", None),
+            retention_time_ms=duration_ms(req.retention_time)
+            if hasattr(req, "retention_time")
+            else -1,
+            api_version=ctx.version,
         )
     )
     return commit_response(ctx.response, "OffsetCommit", reply)

@@ -6,7 +6,6 @@ from typing import Any
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -15,13 +14,10 @@ from oncelog.protocol.messages import make
 async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     r = ctx.response
-    reply: gm.OffsetDeleteReply = await groups.call(
-        groups.coordinator.offset_delete(
-            gm.OffsetDeleteRequest(
-                req.group_id,
-                tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics),
-            ),
-            now_ms(),
+    reply = await groups.delete_offsets(
+        gm.OffsetDeleteRequest(
+            req.group_id,
+            tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in req.topics),
         )
     )
     return make(

@@ -16,9 +16,7 @@ def _fetch_one(
     ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
 ) -> gm.OffsetFetchReply:
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    return ctx.broker.groups.coordinator.offset_fetch(
-        gm.OffsetFetchRequest(group_id, wanted, require_stable)
-    )
+    return ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
 
 
 def _topics(reply: gm.OffsetFetchReply, topic_cls: type, partition_cls: type) -> tuple[Any, ...]:

@@ -64,12 +64,12 @@ def append_to_partition(
         )
         if header.is_transactional:
             # KIP-890 part 1: a delayed produce must not land outside its transaction.
-            code = (
-                ErrorCode.invalid_txn_state
-                if transactional_id is None
-                else broker.txn.in_transaction(
-                    transactional_id, header.producer_id, header.producer_epoch, (topic, index)
-                )
+            code = broker.txn.verify_in_transaction(
+                transactional_id,
+                header.producer_id,
+                header.producer_epoch,
+                (topic, index),
+                fenced=ErrorCode.invalid_producer_epoch,
             )
             if code != ErrorCode.none:
                 raise ProduceError(

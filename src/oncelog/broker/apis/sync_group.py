@@ -6,7 +6,6 @@ from typing import Any
 
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -14,18 +13,15 @@ from oncelog.protocol.messages import make
 
 async def sync_group(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
-    reply: gm.SyncGroupReply = await groups.call(
-        groups.coordinator.sync_group(
-            gm.SyncGroupRequest(
-                group_id=req.group_id,
-                generation_id=req.generation_id,
-                member_id=req.member_id,
-                group_instance_id=getattr(req, "group_instance_id", None),
-                protocol_type=getattr(req, "protocol_type", None),
-                protocol_name=getattr(req, "protocol_name", None),
-                assignments=tuple((a.member_id, a.assignment) for a in req.assignments),
-            ),
-            now_ms(),
+    reply = await groups.sync(
+        gm.SyncGroupRequest(
+            group_id=req.group_id,
+            generation_id=req.generation_id,
+            member_id=req.member_id,
+            group_instance_id=getattr(req, "group_instance_id", None),
+            protocol_type=getattr(req, "protocol_type", None),
+            protocol_name=getattr(req, "protocol_name", None),
+            assignments=tuple((a.member_id, a.assignment) for a in req.assignments),
         )
     )
     return make(

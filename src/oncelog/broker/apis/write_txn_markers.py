@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-from oncelog.txn.markers import write_marker
+from oncelog.txn.messages import TxnMarker
 
 
 def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
@@ -19,27 +16,21 @@ def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results = []
-    now = now_ms()
     for marker in req.markers:
         topics = []
         for t in marker.topics:
             parts = []
             for p in t.partition_indexes:
-                part = broker.topics.partition(t.name, p)
-                if part is None:
-                    code = ErrorCode.unknown_topic_or_partition
-                else:
-                    code = write_marker(
-                        part,
+                code = broker.txn.write_marker(
+                    t.name,
+                    p,
+                    TxnMarker(
                         marker.producer_id,
                         marker.producer_epoch,
                         marker.transaction_result,
                         marker.coordinator_epoch,
-                        now_ms=now,
-                        only_if_written=False,
-                    )
-                    if code == ErrorCode.none:
-                        broker.notifier.notify((t.name, p))
+                    ),
+                )
                 parts.append(
                     make(r.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code)
                 )

@@ -1,0 +1,35 @@
+"""Transaction coordinator settings, with Kafka's broker config names and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from oncelog.coordinator.internal_topics import DEFAULT_INTERNAL_PARTITIONS
+from oncelog.coordinator.settings import from_properties, setting
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    max_timeout_ms: int = setting("transaction.max.timeout.ms", 900_000)
+    id_expiration_ms: int = setting("transactional.id.expiration.ms", 604_800_000)
+    # Both periodic jobs (timed-out transactions, expired ids) run at this interval.
+    abort_check_interval_ms: int = setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000
+    )
+    txn_log_partitions: int = setting(
+        "transaction.state.log.num.partitions", DEFAULT_INTERNAL_PARTITIONS
+    )
+    offsets_partitions: int = setting("offsets.topic.num.partitions", DEFAULT_INTERNAL_PARTITIONS)
+    # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous transaction's
+    # markers are in flight instead of answering CONCURRENT_TRANSACTIONS ...
+    blocking_begin: bool = setting("oncelog.txn.blocking.begin", True)
+    # ... but for at most this long (then CONCURRENT_TRANSACTIONS, and the client retries).
+    blocking_max_wait_ms: int = setting("oncelog.txn.blocking.begin.max.wait.ms", 5_000)
+    # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
+    marker_delay_ms: int = setting("oncelog.debug.marker.delay.ms", 0)
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, object]) -> TxnConfig:
+        """Build from broker settings (Kafka names); missing keys keep the defaults."""
+        return from_properties(cls, values)
