@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trustme
 
@@ -98,3 +99,17 @@ def confluent_sasl(
     if tls is not None:
         conf["ssl.ca.location"] = str(tls.ca)
     return conf
+
+
+def plain_login(c: Any, user: str, password: str) -> Any:
+    """SaslHandshake + SaslAuthenticate (PLAIN) on a raw WireClient; the response."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    assert c.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+    resp = c.request(
+        SaslAuthenticateRequest(auth_bytes=b"\0" + user.encode() + b"\0" + password.encode())
+    )
+    assert resp.error_code == ErrorCode.none
+    return resp

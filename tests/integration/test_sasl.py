@@ -39,6 +39,7 @@ from tests.integration.security import (
     TlsFiles,
     confluent_sasl,
     make_tls,
+    plain_login,
     secured_settings,
 )
 
@@ -395,7 +396,8 @@ def test_reauthentication_kip_368(tmp_path: Path, tls: TlsFiles) -> None:
         assert "SASL session expired" not in b.tail_log(300)
         # a client that does not re-authenticate is cut off once its session expires
         with WireClient(f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}") as c:
-            _plain_login(c, "alice", PLAIN_USERS["alice"])
+            resp = plain_login(c, "alice", PLAIN_USERS["alice"])
+            assert resp.session_lifetime.total_seconds() == 1.5
             time.sleep(1.7)
             c.send_raw(
                 c.encode(
@@ -410,15 +412,3 @@ def test_reauthentication_kip_368(tmp_path: Path, tls: TlsFiles) -> None:
             c.sock.settimeout(5)
             assert c.sock.recv(1) == b""
         assert "SASL session expired" in b.tail_log(50)
-
-
-def _plain_login(c: WireClient, user: str, password: str) -> None:
-    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-
-    assert c.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
-    resp = c.request(
-        SaslAuthenticateRequest(auth_bytes=b"\0" + user.encode() + b"\0" + password.encode())
-    )
-    assert resp.error_code == ErrorCode.none
-    assert resp.session_lifetime.total_seconds() == 1.5

@@ -9,6 +9,7 @@ from pathlib import Path
 from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.authentication import Authentication
+from oncelog.broker.authorizer import Authorizer
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
@@ -22,6 +23,7 @@ from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
 from oncelog.txn.config import TxnConfig
@@ -83,6 +85,7 @@ class Broker:
         for listener in self.listeners:
             if listener.protocol.uses_sasl:
                 self.authentication.enabled_mechanisms(listener.name)  # fail fast on typos
+        self.authorizer = Authorizer(config, AclStore(self.data_dir / "meta" / "acls.json"))
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)
         self.txn = TransactionService(
@@ -140,6 +143,7 @@ class Broker:
         self.topics.load(now_ms())
         self.producer_ids.load()
         self.scram_credentials.load()
+        self.authorizer.store.load()
         self.groups.start()  # before transactions: completing prepared ones marks offsets
         self.txn.start()
         loop = asyncio.get_running_loop()

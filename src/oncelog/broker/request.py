@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncelog.broker.session import Session
 from oncelog.protocol.messages import RequestHeader, response_module
+from oncelog.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -32,6 +33,21 @@ class RequestContext:
     connection_id: int
     peer: str
     session: Session = field(default_factory=Session)
+
+    def authorized(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Is this connection's principal allowed ``operation`` on the resource?
+        (Always true without an authorizer.) Listings that silently filter pass
+        ``log_denied=False``, as Kafka does."""
+        return self.broker.authorizer.authorize(
+            self.session, operation, resource_type, name, log_denied=log_denied
+        )
 
     @property
     def advertised_address(self) -> tuple[str, int]:

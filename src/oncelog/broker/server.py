@@ -119,7 +119,11 @@ class Connection:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         try:
-            result = spec.handler(ctx, request)
+            result = None
+            if spec.authorize is not None and self.broker.authorizer.enabled:
+                result = spec.authorize(ctx, request)  # a denial answers in the handler's place
+            if result is None:
+                result = spec.handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:

@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -45,11 +46,16 @@ def alter_user_scram_credentials(ctx: RequestContext, req: Any) -> Any:
     items = [(d.name, d.mechanism, None) for d in req.deletions] + [
         (u.name, u.mechanism, u) for u in req.upsertions
     ]
+    if not cluster_authorized(ctx, Op.ALTER):
+        for name, _, _ in items:
+            fail(name, ErrorCode.cluster_authorization_failed, "Cluster ALTER denied")
     upserts: list[tuple[str, ScramMechanism, ScramCredential]] = []
     deletions: list[tuple[str, ScramMechanism]] = []
     for name, code, upsertion in items:
         if name not in order:
             order.append(name)
+        if name in errors:
+            continue
         if (name, code) in seen:
             fail(
                 name,

@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, cluster_authorized, denied
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -16,6 +17,8 @@ from oncelog.protocol.messages import make
 def describe_user_scram_credentials(ctx: RequestContext, req: Any) -> Any:
     store = ctx.broker.scram_credentials
     r = ctx.response
+    if not cluster_authorized(ctx, Op.DESCRIBE):
+        return denied(ctx, ErrorCode.cluster_authorization_failed, results=())
     requested = [u.name for u in req.users] if req.users else store.users()
     results = []
     for i, name in enumerate(requested):

@@ -13,6 +13,7 @@ from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, RequestContext
 from oncelog.clock import now_ms
@@ -100,12 +101,15 @@ def produce(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topic_data:
         parts = []
+        writable = ctx.authorized(Op.WRITE, Res.TOPIC, t.name)
         for p in t.partition_data:
             try:
                 if acks not in (0, 1, -1):
                     raise ProduceError(
                         ErrorCode.invalid_required_acks, f"Invalid required acks {acks}"
                     )
+                if not writable:
+                    raise ProduceError(ErrorCode.topic_authorization_failed, "Topic WRITE denied")
                 res = append_to_partition(
                     broker, t.name, p.index, p.records, ctx.version, req.transactional_id
                 )
@@ -154,4 +158,38 @@ def produce(ctx: RequestContext, req: Any) -> Any:
     return make(r.ProduceResponse, responses=tuple(topics))
 
 
-API = ApiSpec(ApiKey.PRODUCE, 3, 9, produce)
+def authorize_produce(ctx: RequestContext, req: Any) -> Any | None:
+    """A transactional produce needs TransactionalId WRITE; else every partition fails."""
+    txn_id = req.transactional_id
+    if txn_id is None or ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        return None
+    if req.acks == 0:
+        raise CloseConnection("TransactionalId WRITE denied on an acks=0 produce")
+    r = ctx.response
+    code = ErrorCode.transactional_id_authorization_failed
+    return make(
+        r.ProduceResponse,
+        responses=tuple(
+            make(
+                r.TopicProduceResponse,
+                name=t.name,
+                partition_responses=tuple(
+                    make(
+                        r.PartitionProduceResponse,
+                        index=p.index,
+                        error_code=code,
+                        base_offset=-1,
+                        log_append_time=None,
+                        log_start_offset=-1,
+                        record_errors=(),
+                        error_message=None,
+                    )
+                    for p in t.partition_data
+                ),
+            )
+            for t in req.topic_data
+        ),
+    )
+
+
+API = ApiSpec(ApiKey.PRODUCE, 3, 9, produce, authorize=authorize_produce)
