@@ -26,6 +26,10 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -43,6 +47,7 @@ from kio.schema.fetch.v12 import request as fe
 from kio.schema.find_coordinator.v3 import request as fc
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.join_group.v7 import request as jg
+from kio.schema.list_offsets.v7 import request as lo
 from kio.schema.list_transactions.v0 import request as lt
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_fetch.v7 import request as of
@@ -640,3 +645,84 @@ def test_deny_beats_allow_and_acls_survive_a_restart(secured: EmbeddedBroker) ->
     )
     assert [len(f.result(15)) for f in deleted.values()] == [1]
     assert produce_code() is None
+
+
+def test_admin_api_error_codes_and_sensitive_configs(secured: EmbeddedBroker) -> None:
+    produce_input(secured, 2)
+    owner = Consumer({"bootstrap.servers": secured.bootstrap, "group.id": GROUP, **conf("admin")})
+    owner.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+    owner.close()
+    set_acls(secured, [allow(ResourceType.TOPIC, OUT, AclOperation.DESCRIBE)])
+    alice = AdminClient({"bootstrap.servers": secured.bootstrap, **conf("alice")})
+
+    def code(future: Any) -> int:
+        with pytest.raises(KafkaException) as info:
+            future.result(15)
+        return kafka_code(info.value)
+
+    # librdkafka resolves the leader from Metadata first; the broker's own answer, at the wire:
+    with WireClient(secured.bootstrap) as c:
+        plain_login(c, "alice", PLAIN_USERS["alice"])
+        listed = c.request(
+            lo.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(
+                    lo.ListOffsetsTopic(
+                        name=TOPIC,
+                        partitions=(
+                            lo.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=-1
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+        assert listed.topics[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
+    # DESCRIBE on the topic (so librdkafka finds its leader), nothing more
+    set_acls(secured, [allow(ResourceType.TOPIC, TOPIC, AclOperation.DESCRIBE)])
+    assert (
+        code(alice.describe_consumer_groups([GROUP])[GROUP])
+        == KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    assert (
+        code(alice.delete_consumer_groups([GROUP])[GROUP]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    assert (
+        code(next(iter(alice.delete_records([TopicPartition(TOPIC, 0, 1)]).values())))
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert (
+        code(alice.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC])
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    topic_res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    broker_res = ConfigResource(ConfigResource.Type.BROKER, "0")
+    assert (
+        code(alice.describe_configs([topic_res])[topic_res])
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert (
+        code(alice.describe_configs([broker_res])[broker_res])
+        == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    )
+    alter = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        TOPIC,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    assert (
+        code(alice.incremental_alter_configs([alter])[alter])
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert alice.list_consumer_groups().result(15).valid == []  # filtered: no Group DESCRIBE
+    admin = admin_of(secured)
+    assert [g.group_id for g in admin.list_consumer_groups().result(15).valid] == [GROUP]
+    # the JAAS text (it holds passwords) is never sent, even to a super user
+    configs = admin.describe_configs([broker_res])[broker_res].result(15)
+    jaas = configs["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert configs["super.users"].value == "User:admin"

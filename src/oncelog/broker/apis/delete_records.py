@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -19,10 +20,13 @@ def delete_records(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
+        deletable = ctx.authorized(Op.DELETE, Res.TOPIC, t.name)
         for p in t.partitions:
             code, low = ErrorCode.none, -1
             part = broker.topics.partition(t.name, p.partition_index)
-            if part is None:
+            if not deletable:
+                code = ErrorCode.topic_authorization_failed
+            elif part is None:
                 code = ErrorCode.unknown_topic_or_partition
             else:
                 target = part.high_watermark if p.offset == -1 else p.offset
