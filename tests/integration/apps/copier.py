@@ -42,7 +42,9 @@ def main() -> int:
     ap.add_argument("--abort-ratio", type=float, default=1 / 3)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--client-config", action="append", default=[], help="KEY=VALUE for both clients (security)")
     args = ap.parse_args()
+    security = dict(item.split("=", 1) for item in args.client_config)
     rng = random.Random(args.seed or None)
     tp = TopicPartition(args.input, args.partition)
     consumer = Consumer(
@@ -52,6 +54,7 @@ def main() -> int:
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
+            **security,
         }
     )
     producer = Producer(
@@ -62,6 +65,7 @@ def main() -> int:
             "transaction.timeout.ms": 20000,
             "message.timeout.ms": 20000,
             **({"debug": os.environ["COPIER_DEBUG"]} if os.environ.get("COPIER_DEBUG") else {}),
+            **security,
         }
     )
     producer.init_transactions(60)
