@@ -126,7 +126,8 @@ def test_allowed_iff_some_allow_and_no_deny_applies(
 
 def test_validation_and_filters() -> None:
     with pytest.raises(InvalidAcl, match="not a valid operation on GROUP"):
-        acl(Op.WRITE, res=Res.GROUP).validate()
+        acl(Op.WRITE, res=Res.GROUP).validate().check_operation()
+    assert acl(Op.ALL, res=Res.GROUP).check_operation()
     with pytest.raises(InvalidAcl, match="kafka-cluster"):
         acl(Op.CLUSTER_ACTION, "c", res=Res.CLUSTER).validate()
     with pytest.raises(InvalidAcl, match="LITERAL or PREFIXED"):

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import topics, transactions
+from oncelog.cli import acls, topics, transactions, users
 from oncelog.cli.demo import demo
 
 app = typer.Typer(
@@ -18,6 +18,8 @@ app = typer.Typer(
 )
 app.add_typer(topics.app, name="topics")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(acls.app, name="acls")
+app.add_typer(users.app, name="users")
 app.command()(demo)
 
 

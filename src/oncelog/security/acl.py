@@ -71,7 +71,7 @@ IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.ALTER_CONFIGS}),
 }
 
-# Which operations make sense on which resource (CreateAcls refuses the others).
+# Which operations make sense on which resource (kafka-acls.sh refuses the others).
 VALID_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TOPIC: frozenset(
         {
@@ -118,7 +118,7 @@ class AclBinding:
     permission: PermissionType
 
     def validate(self) -> AclBinding:
-        """Kafka's checks on CreateAcls: concrete values only, and a sensible operation."""
+        """Kafka's checks on CreateAcls: concrete values only."""
         if self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
             raise InvalidAcl("Invalid resource type")
         if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -127,18 +127,22 @@ class AclBinding:
             raise InvalidAcl("Invalid permission type")
         if self.operation in (AclOperation.ANY, AclOperation.UNKNOWN):
             raise InvalidAcl("Invalid operation")
-        if self.operation is not AclOperation.ALL and self.operation not in VALID_OPERATIONS.get(
-            self.resource_type, frozenset()
-        ):
-            raise InvalidAcl(
-                f"{self.operation.name} is not a valid operation on {self.resource_type.name}"
-            )
         if not self.resource_name:
             raise InvalidAcl("Resource name must not be empty")
         if self.resource_type is ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAcl("The only valid name for the CLUSTER resource is kafka-cluster")
         if ":" not in self.principal:
             raise InvalidAcl(f"Could not parse principal from {self.principal!r}")
+        return self
+
+    def check_operation(self) -> AclBinding:
+        """kafka-acls.sh's client-side check (the broker itself accepts any operation)."""
+        if self.operation is not AclOperation.ALL and self.operation not in VALID_OPERATIONS.get(
+            self.resource_type, frozenset()
+        ):
+            raise InvalidAcl(
+                f"{self.operation.name} is not a valid operation on {self.resource_type.name}"
+            )
         return self
 
     def pattern_matches(self, resource_type: ResourceType, name: str) -> bool:
