@@ -99,6 +99,9 @@ def test_users_and_acls_commands(tmp_path: Path) -> None:
         )
         remaining = cli("acls", "list", "--principal", "User:alice", *common)
         assert remaining.count("User:alice") == 1 and "TRANSACTIONAL_ID:app-" in remaining
+        assert "created topic orders-1" in cli("topics", "create", "orders-1", "-p", "2", *common)
+        assert "orders-1" in cli("topics", "list", *common).split()
+        assert "high watermark" in cli("topics", "describe", "orders-1", *common)
         # without credentials the same command fails instead of falling back
         bad = runner.invoke(app, ["users", "list", "-b", b.bootstrap])
         assert bad.exit_code != 0
