@@ -159,3 +159,56 @@ def test_a_listeners_line_in_the_config_file_is_honoured(tmp_path: Path, tls: Tl
                 assert tls_sock.version() == "TLSv1.3"
     finally:
         b.stop()
+
+
+def test_mtls_principal_comes_from_the_certificate_dn(tmp_path: Path, tls: TlsFiles) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        **tls_listener_settings(tls, "SSL", client_auth="required"),
+        "listener.name.ssl.ssl.principal.mapping.rules": r"RULE:^CN=(.*?),OU=eng,.*$/$1@eng/,DEFAULT",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",  # the PLAINTEXT listener sets things up
+    }
+    b = _start(tmp_path, settings)
+    try:
+        setup = b.bootstrap_for("PLAINTEXT")
+        create_topic(setup, "granted")
+        create_topic(setup, "other")
+        admin = AdminClient({"bootstrap.servers": setup})
+        grant = AclBinding(
+            ResourceType.TOPIC,
+            "granted",
+            ResourcePatternType.LITERAL,
+            "User:alice@eng",
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.ALLOW,
+        )
+        for f in admin.create_acls([grant]).values():
+            f.result(15)
+        with_cert = confluent_ssl(tls, client_cert=True)
+        assert [
+            a.offset
+            for a in produce(b.bootstrap_for("SSL"), "granted", [(None, b"x", 0)], **with_cert)
+        ] == [0]
+        p = Producer(
+            {"bootstrap.servers": b.bootstrap_for("SSL"), "message.timeout.ms": 5000, **with_cert}
+        )
+        errors: list[int] = []
+        p.produce(
+            "other", b"x", partition=0, on_delivery=lambda e, m: e and errors.append(e.code())
+        )
+        p.flush(10)
+        assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert "Principal = User:alice@eng is Denied operation = DESCRIBE" in b.log_path.read_text()
+    finally:
+        b.stop()
