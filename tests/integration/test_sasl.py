@@ -290,6 +290,16 @@ def test_unknown_user_and_disabled_mechanism_fail_fast(
         assert KafkaError._AUTHENTICATION in _error_codes(conf, secured.bootstrap_for("SASL_SSL"))
 
 
+def assert_metadata_closes(c: WireClient) -> None:
+    """A Metadata request is answered by closing the connection."""
+    request = md.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    c.send_raw(c.encode(request, 7))
+    c.sock.settimeout(5)
+    assert c.sock.recv(1) == b""
+
+
 def test_unauthenticated_requests_are_refused_and_others_unaffected(
     secured: EmbeddedBroker,
 ) -> None:
@@ -301,18 +311,7 @@ def test_unauthenticated_requests_are_refused_and_others_unaffected(
         )
         assert resp.error_code == ErrorCode.none
         # ... Metadata is not: the connection is closed.
-        c.send_raw(
-            c.encode(
-                md.MetadataRequest(
-                    topics=None,
-                    allow_auto_topic_creation=False,
-                    include_topic_authorized_operations=False,
-                ),
-                7,
-            )
-        )
-        c.sock.settimeout(5)
-        assert c.sock.recv(1) == b""
+        assert_metadata_closes(c)
     # an oversized frame before authentication (sasl.server.max.receive.size) is refused unread
     with WireClient(f"127.0.0.1:{port}") as c:
         c.send_raw(struct.pack(">i", 524289) + b"\0" * 64)
@@ -399,16 +398,5 @@ def test_reauthentication_kip_368(tmp_path: Path, tls: TlsFiles) -> None:
             resp = plain_login(c, "alice", PLAIN_USERS["alice"])
             assert resp.session_lifetime.total_seconds() == 1.5
             time.sleep(1.7)
-            c.send_raw(
-                c.encode(
-                    md.MetadataRequest(
-                        topics=None,
-                        allow_auto_topic_creation=False,
-                        include_topic_authorized_operations=False,
-                    ),
-                    9,
-                )
-            )
-            c.sock.settimeout(5)
-            assert c.sock.recv(1) == b""
+            assert_metadata_closes(c)
         assert "SASL session expired" in b.tail_log(50)

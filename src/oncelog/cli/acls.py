@@ -10,18 +10,12 @@ from rich.console import Console
 from rich.table import Table
 
 from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
 console = Console()
 TIMEOUT_S = 15.0
 
-Bootstrap = Annotated[
-    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
-]
-CommandConfig = Annotated[
-    Path | None,
-    typer.Option("--command-config", help="Client security settings (properties file)."),
-]
 Topic = Annotated[
     list[str] | None, typer.Option("--topic", help="Topic name (repeatable; * for all).")
 ]

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from oncelog.broker.config import BrokerConfigError, parse_properties
+
+# The options every client-side command shares.
+Bootstrap = Annotated[
+    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+]
+CommandConfig = Annotated[
+    Path | None,
+    typer.Option("--command-config", help="Client security settings (properties file)."),
+]
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAVA_TO_LIBRDKAFKA = {

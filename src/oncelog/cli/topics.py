@@ -10,14 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from oncelog.cli import command_config
+from oncelog.cli.command_config import CommandConfig
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, describe and delete topics.")
 Bootstrap = Annotated[
     str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
-]
-CommandConfig = Annotated[
-    Path | None,
-    typer.Option("--command-config", help="Client security settings (properties file)."),
 ]
 console = Console()
 TIMEOUT_S = 15.0
