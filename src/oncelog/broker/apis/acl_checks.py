@@ -37,8 +37,10 @@ def denied(ctx: RequestContext, code: ErrorCode, **fields: Any) -> Any:
     return make(cls, error_code=code, **fields)
 
 
-def cluster_authorized(ctx: RequestContext, operation: AclOperation) -> bool:
-    return ctx.authorized(operation, Res.CLUSTER, CLUSTER_NAME)
+def cluster_authorized(
+    ctx: RequestContext, operation: AclOperation, *, log_denied: bool = True
+) -> bool:
+    return ctx.authorized(operation, Res.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
 
 def group_read_rule(ctx: RequestContext, req: Any) -> Any | None:

@@ -51,7 +51,7 @@ def create_topics(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     counts = Counter(t.name for t in req.topics)
-    may_create_any = cluster_authorized(ctx, Op.CREATE)
+    may_create_any = cluster_authorized(ctx, Op.CREATE, log_denied=False)
     results = []
     for t in req.topics:
         if not may_create_any and not ctx.authorized(Op.CREATE, Res.TOPIC, t.name):

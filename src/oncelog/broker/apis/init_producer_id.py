@@ -44,9 +44,9 @@ def authorize_init_producer_id(ctx: RequestContext, req: Any) -> Any | None:
         return denied(
             ctx, ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1
         )
-    if cluster_authorized(ctx, Op.IDEMPOTENT_WRITE) or ctx.broker.authorizer.authorize_any(
-        ctx.session, Op.WRITE, Res.TOPIC
-    ):
+    if cluster_authorized(
+        ctx, Op.IDEMPOTENT_WRITE, log_denied=False
+    ) or ctx.broker.authorizer.authorize_any(ctx.session, Op.WRITE, Res.TOPIC):
         return None
     return denied(ctx, ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
 

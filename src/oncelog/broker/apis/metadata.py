@@ -102,7 +102,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
             if not ctx.authorized(Op.DESCRIBE, Res.TOPIC, name) or (
                 topic is None
                 and allow_auto
-                and not cluster_authorized(ctx, Op.CREATE)
+                and not cluster_authorized(ctx, Op.CREATE, log_denied=False)
                 and not ctx.authorized(Op.CREATE, Res.TOPIC, name)
             ):
                 entries.append(_error_entry(ctx, name, ErrorCode.topic_authorization_failed))
