@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
 from oncelog.embedded import EmbeddedBroker
 from oncelog.spark import spark_session
 
@@ -28,9 +29,8 @@ PARTITIONS = 3
 
 
 def topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name in names:
-        admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        admin.create_topics(names, PARTITIONS, exist_ok=False)
 
 
 def preload(bootstrap: str, topic: str, n: int, size: int) -> None:
@@ -46,11 +46,26 @@ def preload(bootstrap: str, topic: str, n: int, size: int) -> None:
     p.flush(60)
 
 
-def query(spark, bootstrap: str, src: str, dst: str, ckpt: str, exactly_once: bool, max_offsets: int | None):  # type: ignore[no-untyped-def]
-    reader = spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", src).option("startingOffsets", "earliest")
+def query(
+    spark,
+    bootstrap: str,
+    src: str,
+    dst: str,
+    ckpt: str,
+    exactly_once: bool,
+    max_offsets: int | None,
+):  # type: ignore[no-untyped-def]
+    reader = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+    )
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
-    df = reader.load().selectExpr("key", "value", "partition")  # transform: keep the input partition
+    df = reader.load().selectExpr(
+        "key", "value", "partition"
+    )  # transform: keep the input partition
     return (
         df.writeStream.format("oncelog")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -60,17 +75,39 @@ def query(spark, bootstrap: str, src: str, dst: str, ckpt: str, exactly_once: bo
     )
 
 
-def throughput(spark, bootstrap: str, tmp: Path, n: int, size: int, exactly_once: bool, max_offsets: int, tag: str) -> float:  # type: ignore[no-untyped-def]
+def throughput(
+    spark,
+    bootstrap: str,
+    tmp: Path,
+    n: int,
+    size: int,
+    exactly_once: bool,
+    max_offsets: int,
+    tag: str,
+) -> float:  # type: ignore[no-untyped-def]
     src, dst = f"in-{tag}", f"out-{tag}"
     topics(bootstrap, src, dst)
     preload(bootstrap, src, n, size)
     start = time.perf_counter()
-    q = query(spark, bootstrap, src, dst, str(tmp / f"ck-{tag}"), exactly_once, max_offsets).trigger(availableNow=True).start()
+    q = (
+        query(spark, bootstrap, src, dst, str(tmp / f"ck-{tag}"), exactly_once, max_offsets)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     return n / (time.perf_counter() - start)
 
 
-def latency(spark, bootstrap: str, tmp: Path, size: int, exactly_once: bool, rate: int, seconds: float, tag: str) -> list[float]:  # type: ignore[no-untyped-def]
+def latency(
+    spark,
+    bootstrap: str,
+    tmp: Path,
+    size: int,
+    exactly_once: bool,
+    rate: int,
+    seconds: float,
+    tag: str,
+) -> list[float]:  # type: ignore[no-untyped-def]
     src, dst = f"lin-{tag}", f"lout-{tag}"
     topics(bootstrap, src, dst)
     q = query(spark, bootstrap, src, dst, str(tmp / f"lck-{tag}"), exactly_once, None).start()
@@ -79,7 +116,13 @@ def latency(spark, bootstrap: str, tmp: Path, size: int, exactly_once: bool, rat
     stop = threading.Event()
 
     def consume() -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{tag}", "isolation.level": "read_committed"})
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"lat-{tag}",
+                "isolation.level": "read_committed",
+            }
+        )
         c.assign([TopicPartition(dst, p, 0) for p in range(PARTITIONS)])
         while not stop.is_set():
             for m in c.consume(1000, 0.1):
@@ -125,14 +168,45 @@ def main() -> None:
         tmp = Path(tmp_s)
         with EmbeddedBroker(tmp / "data", log_level="WARNING") as b:
             spark = spark_session("oncelog-bench")
-            throughput(spark, b.bootstrap, tmp, 5000, args.record_size, True, 5000, "warmup")  # JVM/JIT warm-up, discarded
+            throughput(
+                spark, b.bootstrap, tmp, 5000, args.record_size, True, 5000, "warmup"
+            )  # JVM/JIT warm-up, discarded
             rows = []
             for mo in sweep:
                 for eo in (False, True):  # alternate modes so drift hits both alike
-                    rows.append((mo, eo, throughput(spark, b.bootstrap, tmp, args.records, args.record_size, eo, mo, f"{mo}-{int(eo)}")))
-            lat = {eo: latency(spark, b.bootstrap, tmp, args.record_size, eo, args.rate, args.seconds, f"l{int(eo)}") for eo in (False, True)}
+                    rows.append(
+                        (
+                            mo,
+                            eo,
+                            throughput(
+                                spark,
+                                b.bootstrap,
+                                tmp,
+                                args.records,
+                                args.record_size,
+                                eo,
+                                mo,
+                                f"{mo}-{int(eo)}",
+                            ),
+                        )
+                    )
+            lat = {
+                eo: latency(
+                    spark,
+                    b.bootstrap,
+                    tmp,
+                    args.record_size,
+                    eo,
+                    args.rate,
+                    args.seconds,
+                    f"l{int(eo)}",
+                )
+                for eo in (False, True)
+            }
             spark.stop()
-    print(f"spark local[2], {args.records} x {args.record_size} B records, {PARTITIONS} partitions, read -> transform -> write")
+    print(
+        f"spark local[2], {args.records} x {args.record_size} B records, {PARTITIONS} partitions, read -> transform -> write"
+    )
     print("  maxOffsetsPerTrigger   exactlyOnce=false   exactlyOnce=true   ratio")
     for mo in sweep:
         alo = next(r for m, e, r in rows if m == mo and not e)
@@ -141,7 +215,9 @@ def main() -> None:
     print(f"end-to-end latency at {args.rate} records/s (produce -> visible to read_committed), ms")
     for eo in (False, True):
         values = lat[eo]
-        print(f"  exactlyOnce={str(eo).lower():5}  p50 {pct(values, 0.5):8.0f}  p99 {pct(values, 0.99):8.0f}  (n={len(values)}, mean {statistics.mean(values) if values else 0:.0f})")
+        print(
+            f"  exactlyOnce={str(eo).lower():5}  p50 {pct(values, 0.5):8.0f}  p99 {pct(values, 0.99):8.0f}  (n={len(values)}, mean {statistics.mean(values) if values else 0:.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 The orders come from a transactional generator that aborts about a fifth of its
 transactions: aborted orders never reach Spark (read_committed), and every committed order
 appears in orders-enriched exactly once, even if the driver is killed and restarted from
-its checkpoint. The code of the queries is in ``oncelog.spark.pipeline``.
+its checkpoint. The code of the queries is in ``oncelog.demo.pipeline``.
 
 Against any Kafka-protocol cluster (oncelog or Apache Kafka, PLAINTEXT listener):
 
@@ -23,7 +23,7 @@ Against any Kafka-protocol cluster (oncelog or Apache Kafka, PLAINTEXT listener)
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/spark-submit --master 'local[2]' \\
         examples/orders_pipeline.py --bootstrap HOST:PORT --checkpoint /tmp/orders-ck --available-now
 
-Or let ``python -m oncelog.spark.demo`` do it all on an embedded broker, with a driver SIGKILL
+Or let ``python -m oncelog.demo`` do it all on an embedded broker, with a driver SIGKILL
 in the middle and an independent exactly-once check at the end.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 
-from oncelog.spark.pipeline import main
+from oncelog.demo.pipeline import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
-from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
 from oncelog.embedded import EmbeddedBroker
 from oncelog.records.builder import iter_batches
 
@@ -164,7 +165,7 @@ def roll_with_invisible_marker(bootstrap: str, topic: str) -> None:
     """Append one ABORT marker for an unknown producer (KIP-664's WriteTxnMarkers, as
     ``kafka-transactions.sh abort`` does): it rolls the segment once segment.ms passed,
     so everything before becomes cleanable, and no consumer ever sees a control record."""
-    with ClusterAdmin(bootstrap) as admin:
+    with TxnAdmin(ClientConfig(bootstrap)) as admin:
         admin.abort_partition(topic, 0, producer_id=999_999, producer_epoch=0, coordinator_epoch=0)
 
 

@@ -9,7 +9,9 @@ import sys
 def test_broker_only_demo_verifies_exactly_once() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "oncelog.cli.main", "demo", "--broker-only", "-n", "5000"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exactly-once verified: 5000 in, 5000 out, 0 duplicates, 0 missing" in out.stdout

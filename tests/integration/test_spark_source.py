@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from oncelog.embedded import EmbeddedBroker
-from oncelog.spark.verify import read_topic
+from oncelog.testing.verify import read_topic
 
 from .apps.spark_common import (
     Sent,
@@ -33,7 +33,11 @@ __all__ = ["spark", "spark_broker"]  # fixtures
 def stream(spark: Any, bootstrap: str, tmp_path: Path, **options: str) -> Any:
     """Run a streaming read with Trigger.AvailableNow into a memory table; return the query."""
     name = unique("mem").replace("-", "_")
-    reader = spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap).option("startingOffsets", "earliest")
+    reader = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in options.items():
         reader = reader.option(k, v)
     q = (
@@ -51,7 +55,15 @@ def stream(spark: Any, bootstrap: str, tmp_path: Path, **options: str) -> Any:
 
 def committed_reference(bootstrap: str, topic: str, partitions: int) -> set[tuple[Any, ...]]:
     """What an ordinary read_committed consumer sees: (partition, offset, key, value, headers)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ref", "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ref",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: set[tuple[Any, ...]] = set()
     eof: set[int | None] = set()
@@ -66,13 +78,20 @@ def committed_reference(bootstrap: str, topic: str, partitions: int) -> set[tupl
     return out
 
 
-def test_streaming_read_yields_exactly_the_committed_records(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_streaming_read_yields_exactly_the_committed_records(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
     b, topic = spark_broker.bootstrap, unique()
     create_topic(b, topic, 2)
     txns = []
     for n in range(8):
         recs = [
-            Sent(i % 2, b"k-%d-%d" % (n, i), b"v-%d-%d" % (n, i), [("n", b"%d" % n), ("i", b"%d" % i), ("none", None)] if i % 3 else None)
+            Sent(
+                i % 2,
+                b"k-%d-%d" % (n, i),
+                b"v-%d-%d" % (n, i),
+                [("n", b"%d" % n), ("i", b"%d" % i), ("none", None)] if i % 3 else None,
+            )
             for i in range(40)
         ]
         txns.append((n % 3 != 1, recs))
@@ -83,19 +102,35 @@ def test_streaming_read_yields_exactly_the_committed_records(spark: Any, spark_b
     rows = spark.sql(f"select * from {q.name}").collect()
     assert {r.value for r in rows} == committed_values
     assert len(rows) == len(committed_values)
-    got = {(r.partition, r.offset, r.key, r.value, tuple((h.key, h.value) for h in r.headers or ())) for r in rows}
+    got = {
+        (r.partition, r.offset, r.key, r.value, tuple((h.key, h.value) for h in r.headers or ()))
+        for r in rows
+    }
     assert got == committed_reference(b, topic, 2)
     assert {r.topic for r in rows} == {topic} and {r.timestampType for r in rows} == {0}
     assert all(abs(r.timestamp.timestamp() - time.time()) < 600 for r in rows)
     # Without includeHeaders the schema is exactly Spark's Kafka source schema.
-    schema = spark.readStream.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", topic).load().schema
+    schema = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", b)
+        .option("subscribe", topic)
+        .load()
+        .schema
+    )
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
-        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
-        ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int"),
+        ("key", "binary"),
+        ("value", "binary"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestampType", "int"),
     ]
 
 
-def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_max_offsets_per_trigger_bounds_each_micro_batch(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
     b, topic = spark_broker.bootstrap, unique()
     create_topic(b, topic, 3)
     produce_plain(b, topic, [b"v%d" % i for i in range(900)], 3)
@@ -106,32 +141,66 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: Any, spark_broke
     assert spark.sql(f"select count(distinct value) from {q.name}").collect()[0][0] == 900
 
 
-def test_transactional_input_batches_count_offsets_not_rows(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_transactional_input_batches_count_offsets_not_rows(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
     # Aborted records and control markers use offsets too: batches stay within the budget.
     b, topic = spark_broker.bootstrap, unique()
     create_topic(b, topic, 1)
-    produce_transactions(b, topic, [(n % 2 == 0, [Sent(0, None, b"%d-%d" % (n, i), None) for i in range(30)]) for n in range(10)])
+    produce_transactions(
+        b,
+        topic,
+        [
+            (n % 2 == 0, [Sent(0, None, b"%d-%d" % (n, i), None) for i in range(30)])
+            for n in range(10)
+        ],
+    )
     q = stream(spark, b, tmp_path, subscribe=topic, maxOffsetsPerTrigger="50")
     sizes = [p["numInputRows"] for p in q.recentProgress]
     assert sum(sizes) == 150 and max(sizes) <= 50
-    assert len([p for p in q.recentProgress if p["numInputRows"] or p["sources"][0]["endOffset"] != p["sources"][0]["startOffset"]]) == math.ceil(310 / 50)
+    assert len(
+        [
+            p
+            for p in q.recentProgress
+            if p["numInputRows"] or p["sources"][0]["endOffset"] != p["sources"][0]["startOffset"]
+        ]
+    ) == math.ceil(310 / 50)
 
 
-def test_ranges_ending_on_markers_and_aborted_records_complete(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_ranges_ending_on_markers_and_aborted_records_complete(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
     b, topic = spark_broker.bootstrap, unique()
     create_topic(b, topic, 1)
     # offsets 0-9 committed, 10 commit marker, 11-20 aborted, 21 abort marker
-    produce_transactions(b, topic, [(True, [Sent(0, None, b"c%d" % i, None) for i in range(10)]), (False, [Sent(0, None, b"a%d" % i, None) for i in range(10)])])
+    produce_transactions(
+        b,
+        topic,
+        [
+            (True, [Sent(0, None, b"c%d" % i, None) for i in range(10)]),
+            (False, [Sent(0, None, b"a%d" % i, None) for i in range(10)]),
+        ],
+    )
 
     def batch_read(end: str) -> list[bytes]:
         df = (
-            spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", topic)
-            .option("endingOffsets", end).option("kafkaConsumer.pollTimeoutMs", "15000").load()
+            spark.read.format("oncelog")
+            .option("kafka.bootstrap.servers", b)
+            .option("subscribe", topic)
+            .option("endingOffsets", end)
+            .option("kafkaConsumer.pollTimeoutMs", "15000")
+            .load()
         )
         return sorted(r.value for r in df.collect())
 
     ten = sorted(b"c%d" % i for i in range(10))
-    for end in ("10", "11", "15", "21", "22"):  # on the commit marker, after it, mid-abort, on the abort marker, LSO
+    for end in (
+        "10",
+        "11",
+        "15",
+        "21",
+        "22",
+    ):  # on the commit marker, after it, mid-abort, on the abort marker, LSO
         started = time.monotonic()
         assert batch_read(f'{{"{topic}": {{"0": {end}}}}}') == ten, end
         assert time.monotonic() - started < 10, f"range ending at {end} did not complete promptly"
@@ -149,30 +218,48 @@ def test_batch_read_with_json_offsets(spark: Any, spark_broker: EmbeddedBroker) 
     create_topic(b, topic, 2)
     produce_plain(b, topic, [b"v%d" % i for i in range(100)], 2)
     df = (
-        spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", topic)
+        spark.read.format("oncelog")
+        .option("kafka.bootstrap.servers", b)
+        .option("subscribe", topic)
         .option("startingOffsets", f'{{"{topic}": {{"0": 5, "1": -2}}}}')
         .option("endingOffsets", f'{{"{topic}": {{"0": 20, "1": -1}}}}')
         .load()
     )
     rows = df.select("partition", "offset").collect()
-    assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(5, 20)] + [(1, o) for o in range(50)]
-    assign = spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("assign", f'{{"{topic}": [1]}}').load()
+    assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(5, 20)] + [
+        (1, o) for o in range(50)
+    ]
+    assign = (
+        spark.read.format("oncelog")
+        .option("kafka.bootstrap.servers", b)
+        .option("assign", f'{{"{topic}": [1]}}')
+        .load()
+    )
     assert assign.count() == 50
 
 
-def test_new_partitions_and_topics_are_picked_up(spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_new_partitions_and_topics_are_picked_up(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
     b, prefix = spark_broker.bootstrap, unique("pat")
     first, second = f"{prefix}-a", f"{prefix}-b"
     create_topic(b, first, 1)
     produce_plain(b, first, [b"a0-%d" % i for i in range(10)], 1)
     name = unique("mem").replace("-", "_")
     q = (
-        spark.readStream.format("oncelog").option("kafka.bootstrap.servers", b)
-        .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest").load()
-        .writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / name))
-        .trigger(processingTime="200 milliseconds").start()
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", b)
+        .option("subscribePattern", f"{prefix}-.*")
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / name))
+        .trigger(processingTime="200 milliseconds")
+        .start()
     )
     try:
+
         def count() -> int:
             return int(spark.sql(f"select count(*) from {name}").collect()[0][0])
 
@@ -182,7 +269,9 @@ def test_new_partitions_and_topics_are_picked_up(spark: Any, spark_broker: Embed
         admin = AdminClient({"bootstrap.servers": b})
         admin.create_partitions([NewPartitions(first, 2)])[first].result(15)
         create_topic(b, second, 1)
-        produce_plain(b, first, [b"a1-%d" % i for i in range(10)], 2)  # half of them to the new partition 1
+        produce_plain(
+            b, first, [b"a1-%d" % i for i in range(10)], 2
+        )  # half of them to the new partition 1
         produce_plain(b, second, [b"b0-%d" % i for i in range(10)], 1)
         while count() < 30 and time.monotonic() < deadline:
             time.sleep(0.3)
@@ -202,8 +291,12 @@ def test_fail_on_data_loss(spark: Any, spark_broker: EmbeddedBroker) -> None:
 
     def read(fail: str) -> Any:
         return (
-            spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", topic)
-            .option("startingOffsets", f'{{"{topic}": {{"0": 2}}}}').option("failOnDataLoss", fail).load()
+            spark.read.format("oncelog")
+            .option("kafka.bootstrap.servers", b)
+            .option("subscribe", topic)
+            .option("startingOffsets", f'{{"{topic}": {{"0": 2}}}}')
+            .option("failOnDataLoss", fail)
+            .load()
         )
 
     with pytest.raises(Exception, match="failOnDataLoss"):
@@ -215,18 +308,31 @@ def test_option_errors_name_the_option(spark: Any, spark_broker: EmbeddedBroker)
     with pytest.raises(Exception, match="kafka.bootstrap.servers"):
         spark.read.format("oncelog").option("subscribe", "x").load().collect()
     with pytest.raises(Exception, match="startingOffsets"):
-        spark.read.format("oncelog").option("kafka.bootstrap.servers", spark_broker.bootstrap).option("subscribe", "x").option("startingOffsets", "{oops").load().collect()
+        spark.read.format("oncelog").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("subscribe", "x").option("startingOffsets", "{oops").load().collect()
     with pytest.raises(Exception, match="subscribe.*assign"):
-        spark.readStream.format("oncelog").option("kafka.bootstrap.servers", spark_broker.bootstrap).option("subscribe", "x").option("assign", '{"x":[0]}').load()
+        spark.readStream.format("oncelog").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("subscribe", "x").option("assign", '{"x":[0]}').load()
 
 
 def test_read_uncommitted_sees_aborted_records(spark: Any, spark_broker: EmbeddedBroker) -> None:
     b, topic = spark_broker.bootstrap, unique()
     create_topic(b, topic, 1)
-    produce_transactions(b, topic, [(True, [Sent(0, None, b"c", None)]), (False, [Sent(0, None, b"a", None)])])
-    def df() -> Any:  # a DataFrameReader is mutable: a fresh one each time
-        return spark.read.format("oncelog").option("kafka.bootstrap.servers", b).option("subscribe", topic)
+    produce_transactions(
+        b, topic, [(True, [Sent(0, None, b"c", None)]), (False, [Sent(0, None, b"a", None)])]
+    )
 
-    assert sorted(r.value for r in df().option("kafka.isolation.level", "read_uncommitted").load().collect()) == [b"a", b"c"]
+    def df() -> Any:  # a DataFrameReader is mutable: a fresh one each time
+        return (
+            spark.read.format("oncelog")
+            .option("kafka.bootstrap.servers", b)
+            .option("subscribe", topic)
+        )
+
+    assert sorted(
+        r.value for r in df().option("kafka.isolation.level", "read_uncommitted").load().collect()
+    ) == [b"a", b"c"]
     assert [r.value for r in df().load().collect()] == [b"c"]
     assert [r.value for r in read_topic(b, topic)] == [b"c"]

@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_fetch.v7 import request as of
 
-from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
 from oncelog.client.wire import WireClient
 from oncelog.coordinator.placement import partition_for
 from oncelog.embedded import EmbeddedBroker
@@ -60,7 +61,7 @@ def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> 
         )
         assert out.returncode == 0, out.stderr
         assert topic_name in out.stdout
-        with ClusterAdmin(b.bootstrap) as admin:
+        with TxnAdmin(ClientConfig(b.bootstrap)) as admin:
             hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
         assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0
         out = cli(
@@ -164,8 +165,8 @@ def test_admin_abort_on_offsets_partition_releases_pending_txn_offsets(
         ErrorCode.unstable_offset_commit,
         -1,
     )
-    with ClusterAdmin(broker.bootstrap) as admin:
-        pid = admin.describe_transaction("abandoned-offsets").producer_id
+    with TxnAdmin(ClientConfig(broker.bootstrap)) as admin:
+        pid = admin.describe_txn("abandoned-offsets").producer_id
     offsets_partition = partition_for(group, 50)
     out = cli(
         "transactions",

@@ -12,7 +12,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.produce.v9 import request as pr
 
-from oncelog.client.txn_admin import ClusterAdmin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
 from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
 from oncelog.records.builder import build_batch
@@ -51,8 +52,8 @@ def test_markers_only_where_written_and_produce_outside_txn_rejected(broker: Emb
         time.sleep(0.05)
     # Partition 0: record + COMMIT marker. Partition 1 was added but never written: no marker.
     assert end_offsets(broker.bootstrap, topic_name, 3, READ_UNCOMMITTED) == [2, 0, 0]
-    with ClusterAdmin(broker.bootstrap) as admin:
-        assert admin.describe_transaction("wire-txn").transaction_state == "CompleteCommit"
+    with TxnAdmin(ClientConfig(broker.bootstrap)) as admin:
+        assert admin.describe_txn("wire-txn").transaction_state == "CompleteCommit"
 
 
 def test_end_txn_errors(broker: EmbeddedBroker) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from oncelog.client.config import ClientConfig
 from oncelog.spark import commit as protocol
-from oncelog.spark.commit import ExactlyOnceViolation, TransactionsTimedOut
+from oncelog.spark.commit import ExactlyOnceViolation, OncelogCommitMessage, TransactionsTimedOut
 from oncelog.spark.decisions import (
     DECISIONS_TOPIC,
     MAX_METADATA_BYTES,
@@ -22,7 +23,6 @@ from oncelog.spark.decisions import (
     encode_chunks,
 )
 from oncelog.spark.options import parse_write_options
-from oncelog.spark.writer import OncelogCommitMessage
 
 PREFIX, QUERY = "oncelog-spark", "q1"
 OPTS = parse_write_options({"kafka.bootstrap.servers": "fake:1", "topic": "out"})
@@ -79,7 +79,11 @@ class FakeGroupConsumer:
         out = []
         for tp in tps:
             off, meta = self.offsets.get(tp.partition, (-1001, ""))
-            out.append(SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=off, metadata=meta, error=None))
+            out.append(
+                SimpleNamespace(
+                    topic=tp.topic, partition=tp.partition, offset=off, metadata=meta, error=None
+                )
+            )
         return out
 
     def close(self) -> None:
@@ -99,7 +103,8 @@ class FakeCoordinator:
             transaction_state="Ongoing",
             producer_id=pid,
             producer_epoch=epoch,
-            transaction_start_time=datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=age_s),
+            transaction_start_time=datetime.datetime.now(datetime.UTC)
+            - datetime.timedelta(seconds=age_s),
             transaction_timeout=datetime.timedelta(milliseconds=OPTS.transaction_timeout_ms),
         )
         return pid, epoch
@@ -108,7 +113,7 @@ class FakeCoordinator:
         t = self.txns[tid]
         t.transaction_state, t.producer_epoch = "CompleteAbort", t.producer_epoch + 1
 
-    # Cluster API used by oncelog.spark.commit
+    # TxnAdmin API used by oncelog.spark.commit
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
         self.calls.append(("commit" if commit else "abort", tid))
         t = self.txns.get(tid)
@@ -127,7 +132,15 @@ class FakeCoordinator:
         return {t: self.txns.get(t) for t in tids}
 
     def list_transactions(self, states: tuple[str, ...] = ("Ongoing",)) -> list[Any]:
-        return [SimpleNamespace(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.transaction_state) for t in self.txns.values() if t.transaction_state in states]
+        return [
+            SimpleNamespace(
+                transactional_id=t.transactional_id,
+                producer_id=t.producer_id,
+                state=t.transaction_state,
+            )
+            for t in self.txns.values()
+            if t.transaction_state in states
+        ]
 
     def fence(self, tid: str) -> tuple[int, int]:
         self.calls.append(("fence", tid))
@@ -157,17 +170,21 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         s._consumer = FakeGroupConsumer(group)
         return s
 
-    monkeypatch.setattr(protocol, "Cluster", lambda *a, **k: coordinator)
+    monkeypatch.setattr(protocol, "TxnAdmin", lambda *a, **k: coordinator)
     monkeypatch.setattr(protocol, "DecisionStore", store)
     monkeypatch.setattr("oncelog.spark.decisions.ensure_decisions_topic", lambda *a, **k: None)
-    return SimpleNamespace(coord=coordinator, group=group, store=lambda: store("fake:1", PREFIX, QUERY))
+    return SimpleNamespace(
+        coord=coordinator, group=group, store=lambda: store(ClientConfig("fake:1"), PREFIX, QUERY)
+    )
 
 
 def tid(p: int, a: int = 0) -> str:
     return f"{PREFIX}-{QUERY}-{p}-{a}"
 
 
-def prepared(world: SimpleNamespace, batch: int, parts: range, attempt: int = 0) -> list[OncelogCommitMessage | None]:
+def prepared(
+    world: SimpleNamespace, batch: int, parts: range, attempt: int = 0
+) -> list[OncelogCommitMessage | None]:
     msgs: list[OncelogCommitMessage | None] = []
     for p in parts:
         pid, epoch = world.coord.open(tid(p, attempt), 100 + p, 5)
@@ -195,27 +212,39 @@ def test_commit_is_idempotent(world: SimpleNamespace) -> None:
     msgs = prepared(world, 3, range(2))
     protocol.commit_batch(OPTS, msgs, 3)
     protocol.commit_batch(OPTS, msgs, 3)  # Spark may call commit again, e.g. after a restart
-    skipped: list[OncelogCommitMessage | None] = [OncelogCommitMessage(p, 0, 0, None, query_id=QUERY, batch_id=3, skipped=True) for p in range(2)]
+    skipped: list[OncelogCommitMessage | None] = [
+        OncelogCommitMessage(p, 0, 0, None, query_id=QUERY, batch_id=3, skipped=True)
+        for p in range(2)
+    ]
     protocol.commit_batch(OPTS, skipped, 3)  # the replay after a crash before Spark's commit log
     assert {world.coord.txns[tid(p)].transaction_state for p in range(2)} == {"CompleteCommit"}
 
 
 def test_roll_forward_after_a_crash_between_decision_and_endtxn(world: SimpleNamespace) -> None:
     msgs = prepared(world, 4, range(3))
-    world.store().write(4, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.store().write(
+        4, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m]
+    )
     world.coord.end_txn(tid(0), 100, 5, True)  # the dead driver got one commit out
-    skipped: list[OncelogCommitMessage | None] = [OncelogCommitMessage(p, 0, 0, None, query_id=QUERY, batch_id=4, skipped=True) for p in range(3)]
+    skipped: list[OncelogCommitMessage | None] = [
+        OncelogCommitMessage(p, 0, 0, None, query_id=QUERY, batch_id=4, skipped=True)
+        for p in range(3)
+    ]
     protocol.commit_batch(OPTS, skipped, 4)
     assert {world.coord.txns[tid(p)].transaction_state for p in range(3)} == {"CompleteCommit"}
 
 
 def test_timed_out_batch_with_nothing_committed_is_retracted(world: SimpleNamespace) -> None:
     msgs = prepared(world, 9, range(3))
-    world.store().write(9, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.store().write(
+        9, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m]
+    )
     world.coord.time_out(tid(0))
     world.coord.time_out(tid(2))
     with pytest.raises(TransactionsTimedOut, match="batch 9.*retracted.*Restart"):
-        protocol.commit_batch(OPTS, [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=9, skipped=True)], 9)
+        protocol.commit_batch(
+            OPTS, [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=9, skipped=True)], 9
+        )
     assert world.coord.txns[tid(1)].transaction_state == "CompleteAbort"  # the live one aborted too
     assert world.store().decided_through() == 8 and world.store().read(9) is None
     assert not any(c == ("commit", tid(1)) for c in world.coord.calls)
@@ -223,21 +252,32 @@ def test_timed_out_batch_with_nothing_committed_is_retracted(world: SimpleNamesp
 
 def test_torn_batch_fails_loudly(world: SimpleNamespace) -> None:
     msgs = prepared(world, 2, range(3))
-    world.store().write(2, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.store().write(
+        2, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m]
+    )
     world.coord.end_txn(tid(0), 100, 5, True)  # committed before the outage
     world.coord.time_out(tid(1))  # timed out during the outage
-    skipped: list[OncelogCommitMessage | None] = [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=2, skipped=True)]
+    skipped: list[OncelogCommitMessage | None] = [
+        OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=2, skipped=True)
+    ]
     with pytest.raises(ExactlyOnceViolation) as info:
         protocol.commit_batch(OPTS, skipped, 2)
     text = str(info.value)
-    assert "batch 2" in text and tid(1) in text and "transactionTimeoutMs" in text and "MISSING" in text
+    assert (
+        "batch 2" in text
+        and tid(1) in text
+        and "transactionTimeoutMs" in text
+        and "MISSING" in text
+    )
     assert world.coord.txns[tid(2)].transaction_state == "CompleteCommit"  # salvage what can be
     assert world.store().read(2) is not None  # the decision stays: every restart fails again
 
 
 def test_fresh_commit_refuses_transactions_about_to_time_out(world: SimpleNamespace) -> None:
     msgs = prepared(world, 6, range(2))
-    world.coord.txns[tid(1)].transaction_start_time -= datetime.timedelta(milliseconds=OPTS.transaction_timeout_ms - 1000)
+    world.coord.txns[tid(1)].transaction_start_time -= datetime.timedelta(
+        milliseconds=OPTS.transaction_timeout_ms - 1000
+    )
     with pytest.raises(TransactionsTimedOut, match="batch 6 was not committed"):
         protocol.commit_batch(OPTS, msgs, 6)
     assert world.store().read(6) is None
@@ -246,7 +286,9 @@ def test_fresh_commit_refuses_transactions_about_to_time_out(world: SimpleNamesp
 
 def test_abort_keeps_a_decided_batch_for_the_replay(world: SimpleNamespace) -> None:
     msgs = prepared(world, 5, range(2))
-    world.store().write(5, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.store().write(
+        5, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m]
+    )
     world.coord.open(tid(0, 1), 900, 0)
     protocol.abort_batch(OPTS, msgs, 5)
     assert {world.coord.txns[tid(p)].transaction_state for p in range(2)} == {"Ongoing"}
@@ -262,7 +304,9 @@ def test_abort_of_an_undecided_batch_aborts_everything(world: SimpleNamespace) -
 
 def test_skipped_tasks_without_a_decision_are_an_error(world: SimpleNamespace) -> None:
     with pytest.raises(DecisionError):
-        protocol.commit_batch(OPTS, [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=1, skipped=True)], 1)
+        protocol.commit_batch(
+            OPTS, [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=1, skipped=True)], 1
+        )
 
 
 def test_superseded_batch_is_a_no_op(world: SimpleNamespace) -> None:
@@ -287,10 +331,14 @@ def test_torn_batch_recovery_procedure(world: SimpleNamespace) -> None:
     """docs/spark.md: after an ExactlyOnceViolation, an operator accepts the loss by
     replacing the decision with an empty one; the replay then commits nothing."""
     msgs = prepared(world, 2, range(2))
-    world.store().write(2, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m])
+    world.store().write(
+        2, [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m]
+    )
     world.coord.end_txn(tid(0), 100, 5, True)
     world.coord.time_out(tid(1))
-    skipped: list[OncelogCommitMessage | None] = [OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=2, skipped=True)]
+    skipped: list[OncelogCommitMessage | None] = [
+        OncelogCommitMessage(0, 0, 0, None, query_id=QUERY, batch_id=2, skipped=True)
+    ]
     with pytest.raises(ExactlyOnceViolation):
         protocol.commit_batch(OPTS, skipped, 2)
     world.store().write(2, [])

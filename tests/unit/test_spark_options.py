@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from oncelog.spark.offsets import backlog, canonical, distribute, from_json, to_json
+from oncelog.spark.offsets import TopicPartition, distribute, from_json, to_json
 from oncelog.spark.options import (
     OncelogOptionError,
     Subscription,
@@ -44,18 +44,33 @@ def test_read_defaults_mirror_spark() -> None:
 
 
 def test_options_are_case_insensitive_and_alias_bootstrap() -> None:
-    o = parse_read_options({"bootstrap.servers": "h:1,h2:2", "SubscribePattern": "t-.*", "MAXOFFSETSPERTRIGGER": "5", "includeHeaders": "TRUE"}, streaming=True)
+    o = parse_read_options(
+        {
+            "bootstrap.servers": "h:1,h2:2",
+            "SubscribePattern": "t-.*",
+            "MAXOFFSETSPERTRIGGER": "5",
+            "includeHeaders": "TRUE",
+        },
+        streaming=True,
+    )
     assert o.bootstrap == "h:1,h2:2"
     assert o.subscription.pattern == "t-.*"
     assert o.max_offsets_per_trigger == 5 and o.include_headers
 
 
 def test_kafka_options_pass_through_and_owned_ones_are_rejected() -> None:
-    o = read(subscribe="a", **{"kafka.fetch.max.bytes": "1000", "kafka.isolation.level": "read_uncommitted"})
+    o = read(
+        subscribe="a",
+        **{"kafka.fetch.max.bytes": "1000", "kafka.isolation.level": "read_uncommitted"},
+    )
     assert o.consumer_conf == {"fetch.max.bytes": "1000"}
     assert o.isolation_level == "read_uncommitted" and not o.read_committed
-    assert "startingOffsets" in error(read, subscribe="a", **{"kafka.auto.offset.reset": "earliest"})
-    assert "kafka.isolation.level" in error(read, subscribe="a", **{"kafka.isolation.level": "snapshot"})
+    assert "startingOffsets" in error(
+        read, subscribe="a", **{"kafka.auto.offset.reset": "earliest"}
+    )
+    assert "kafka.isolation.level" in error(
+        read, subscribe="a", **{"kafka.isolation.level": "snapshot"}
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,7 +109,12 @@ def test_batch_only_restrictions() -> None:
     assert "latest" in error(read, False, subscribe="a", startingOffsets='{"a": {"0": -1}}')
     assert "earliest" in error(read, False, subscribe="a", endingOffsets="earliest")
     assert "maxOffsetsPerTrigger" in error(read, False, subscribe="a", maxOffsetsPerTrigger="5")
-    o = read(False, subscribe="a", startingOffsets='{"a": {"0": 3, "1": -2}}', endingOffsets='{"a": {"0": -1}}')
+    o = read(
+        False,
+        subscribe="a",
+        startingOffsets='{"a": {"0": 3, "1": -2}}',
+        endingOffsets='{"a": {"0": -1}}',
+    )
     assert o.starting == {"a": {0: 3, 1: -2}} and o.ending == {"a": {0: -1}}
 
 
@@ -112,14 +132,29 @@ def test_bootstrap_errors(opts: dict[str, str], needle: str) -> None:
 
 def test_offset_spec() -> None:
     assert parse_offset_spec(" Earliest ", "startingoffsets") == "earliest"
-    assert parse_offset_spec('{"t": {"0": 23, "1": -2}}', "startingoffsets") == {"t": {0: 23, 1: -2}}
+    assert parse_offset_spec('{"t": {"0": 23, "1": -2}}', "startingoffsets") == {
+        "t": {0: 23, 1: -2}
+    }
 
 
 def test_subscription_select() -> None:
-    cluster = {"orders": 3, "orders-x": 2, "other": 1, "__consumer_offsets": 50, "__oncelog_spark_decisions": 8}
+    cluster = {
+        "orders": 3,
+        "orders-x": 2,
+        "other": 1,
+        "__consumer_offsets": 50,
+        "__oncelog_spark_decisions": 8,
+    }
     assert Subscription(topics=("orders", "missing")).select(cluster) == {"orders": (0, 1, 2)}
-    assert Subscription(pattern="orders.*").select(cluster) == {"orders": (0, 1, 2), "orders-x": (0, 1)}
-    assert Subscription(pattern=".*").select(cluster).keys() == {"orders", "orders-x", "other"}  # no internal topics
+    assert Subscription(pattern="orders.*").select(cluster) == {
+        "orders": (0, 1, 2),
+        "orders-x": (0, 1),
+    }
+    assert Subscription(pattern=".*").select(cluster).keys() == {
+        "orders",
+        "orders-x",
+        "other",
+    }  # no internal topics
     assert Subscription(assign={"orders": (1,)}).select(cluster) == {"orders": (1,)}
 
 
@@ -127,11 +162,25 @@ def test_subscription_select() -> None:
 
 
 def test_write_options() -> None:
-    o = parse_write_options({**BOOT, "topic": "out", "checkpointLocation": "/tmp/x", "kafka.linger.ms": "20"})
+    o = parse_write_options(
+        {**BOOT, "topic": "out", "checkpointLocation": "/tmp/x", "kafka.linger.ms": "20"}
+    )
     assert o.topic == "out" and o.exactly_once and o.transactional_id_prefix == "oncelog-spark"
     assert o.transaction_timeout_ms == 900_000 and o.producer_conf == {"linger.ms": "20"}
-    o = parse_write_options({**BOOT, "exactlyOnce": "false", "transactionalIdPrefix": "my.app", "transactionTimeoutMs": "60000"})
-    assert not o.exactly_once and o.transactional_id_prefix == "my.app" and o.transaction_timeout_ms == 60_000 and o.topic is None
+    o = parse_write_options(
+        {
+            **BOOT,
+            "exactlyOnce": "false",
+            "transactionalIdPrefix": "my.app",
+            "transactionTimeoutMs": "60000",
+        }
+    )
+    assert (
+        not o.exactly_once
+        and o.transactional_id_prefix == "my.app"
+        and o.transaction_timeout_ms == 60_000
+        and o.topic is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,12 +209,16 @@ def test_idempotence_may_be_disabled_only_without_exactly_once() -> None:
 # -- offsets --------------------------------------------------------------------------------
 
 
+def backlog(start: dict[TopicPartition, int], end: dict[TopicPartition, int]) -> int:
+    return sum(max(0, end[tp] - start.get(tp, end[tp])) for tp in end)
+
+
 def test_offset_json_is_canonical() -> None:
     offsets = {("b", 10): 5, ("a", 2): 7, ("b", 9): 1, ("a", 10): 3}
     data = to_json(offsets)
     assert json.dumps(data) == '{"a": {"2": 7, "10": 3}, "b": {"9": 1, "10": 5}}'
     assert from_json(json.loads(json.dumps(data))) == offsets
-    assert canonical({"b": {"10": 5, "9": 1}, "a": {"10": 3, "2": 7}}) == data
+    assert to_json(from_json({"b": {"10": 5, "9": 1}, "a": {"10": 3, "2": 7}})) == data
     assert from_json({}) == {} and from_json(None) == {}
 
 
@@ -174,7 +227,11 @@ def test_distribute_bounds_the_total_proportionally() -> None:
     end = {("t", 0): 1000, ("t", 1): 200, ("t", 2): 50}
     capped = distribute(start, end, 110)
     assert backlog(start, capped) == 110
-    assert capped[("t", 0)] in (99, 100) and capped[("t", 1)] - 100 in (10, 11) and capped[("t", 2)] == 50
+    assert (
+        capped[("t", 0)] in (99, 100)
+        and capped[("t", 1)] - 100 in (10, 11)
+        and capped[("t", 2)] == 50
+    )
     assert distribute(start, end, 10_000) == end  # under the limit: everything
 
 

@@ -19,12 +19,17 @@ console = Console()
 def demo(
     records: Annotated[int, typer.Option("--records", "-n", min=1)] = 50_000,
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 3,
-    broker_only: Annotated[bool, typer.Option("--broker-only", help="Only the idempotent produce/consume round trip, no Spark.")] = False,
+    broker_only: Annotated[
+        bool,
+        typer.Option(
+            "--broker-only", help="Only the idempotent produce/consume round trip, no Spark."
+        ),
+    ] = False,
 ) -> None:
     """The main job on embedded defaults: an exactly-once Spark pipeline whose driver
     is killed mid-run and restarted, then verified."""
     if not broker_only:
-        from oncelog.spark.demo import run_demo
+        from oncelog.demo.spark_demo import run_demo
 
         raise typer.Exit(run_demo(records))
     broker_round_trip(records, partitions)
@@ -43,7 +48,14 @@ def broker_round_trip(records: int, partitions: int) -> None:
         admin.create_topics([NewTopic("demo", partitions, 1)])["demo"].result(15)
         console.print(f"created topic [cyan]demo[/] with {partitions} partitions")
 
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"})
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "compression.type": "lz4",
+            }
+        )
         acked: list[int] = []
         errors: list[str] = []
 
@@ -59,7 +71,12 @@ def broker_round_trip(records: int, partitions: int) -> None:
             for i in range(records):
                 while True:
                     try:
-                        producer.produce("demo", key=str(i % 1000).encode(), value=f"record-{i}".encode(), on_delivery=on_delivery)
+                        producer.produce(
+                            "demo",
+                            key=str(i % 1000).encode(),
+                            value=f"record-{i}".encode(),
+                            on_delivery=on_delivery,
+                        )
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -71,9 +88,19 @@ def broker_round_trip(records: int, partitions: int) -> None:
         produce_s = time.perf_counter() - started
         if errors:
             raise KafkaException(errors[0])
-        console.print(f"produced {len(acked)} records idempotently in {produce_s:.2f}s ({len(acked) / produce_s:,.0f} rec/s)")
+        console.print(
+            f"produced {len(acked)} records idempotently in {produce_s:.2f}s ({len(acked) / produce_s:,.0f} rec/s)"
+        )
 
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "demo", "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "demo",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
         from confluent_kafka import TopicPartition
 
         consumer.assign([TopicPartition("demo", p, 0) for p in range(partitions)])
@@ -87,7 +114,11 @@ def broker_round_trip(records: int, partitions: int) -> None:
                 for msg in consumer.consume(1000, 1.0):
                     if msg.error():
                         raise KafkaException(msg.error())
-                    value, part, offset = msg.value() or b"", msg.partition() or 0, msg.offset() or 0
+                    value, part, offset = (
+                        msg.value() or b"",
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                    )
                     seen[value] = seen.get(value, 0) + 1
                     if offset <= last_offset.get(part, -1):
                         out_of_order += 1
@@ -98,6 +129,8 @@ def broker_round_trip(records: int, partitions: int) -> None:
         missing = records - len(seen)
         ok = duplicates == 0 and missing == 0 and out_of_order == 0
         verdict = "exactly-once verified" if ok else "exactly-once FAILED"
-        console.print(f"[bold {'green' if ok else 'red'}]{verdict}[/]: {records} in, {sum(seen.values())} out, {duplicates} duplicates, {missing} missing")
+        console.print(
+            f"[bold {'green' if ok else 'red'}]{verdict}[/]: {records} in, {sum(seen.values())} out, {duplicates} duplicates, {missing} missing"
+        )
         if not ok:
             raise typer.Exit(1)

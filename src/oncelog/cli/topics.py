@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -11,6 +11,10 @@ from rich.table import Table
 
 from oncelog.cli import command_config
 from oncelog.cli.command_config import CommandConfig
+from oncelog.client.admin import EARLIEST, LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.retry import RetryPolicy
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, describe and delete topics.")
 Bootstrap = Annotated[
@@ -20,15 +24,15 @@ console = Console()
 TIMEOUT_S = 15.0
 
 
-def _admin(bootstrap: str, config: Path | None = None):  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **command_config.load(config)}
+def _admin(bootstrap: str, config_file: Path | None = None) -> Admin:
+    return Admin(
+        ClientConfig(bootstrap, {"socket.timeout.ms": "10000", **command_config.load(config_file)}),
+        policy=RetryPolicy(deadline_s=TIMEOUT_S),
+        timeout=TIMEOUT_S,
     )
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
@@ -55,19 +59,12 @@ def create(
     config_file: CommandConfig = None,
 ) -> None:
     """Create a topic."""
-    from confluent_kafka.admin import NewTopic
-
-    admin = _admin(bootstrap, config_file)  # must outlive the future
-    fut = admin.create_topics(
-        [NewTopic(name, partitions, replication_factor, config=_parse_configs(config))],
-        operation_timeout=TIMEOUT_S,
-    )[name]
     try:
-        fut.result(TIMEOUT_S)
-    except Exception as exc:
-        _fail(
-            f"cannot create topic {name!r}: {exc.args[0].str() if hasattr(exc.args[0], 'str') else exc}"
+        _admin(bootstrap, config_file).create_topics(
+            [name], partitions, replication_factor, config=_parse_configs(config), exist_ok=False
         )
+    except ClientError as exc:
+        _fail(f"cannot create topic {name!r}: {exc}")
     typer.echo(f"created topic {name} ({partitions} partitions)")
 
 
@@ -79,10 +76,10 @@ def list_(
 ) -> None:
     """List topic names."""
     try:
-        md = _admin(bootstrap, config_file).list_topics(timeout=TIMEOUT_S)
-    except Exception as exc:
+        names = _admin(bootstrap, config_file).topics()
+    except ClientError as exc:
         _fail(f"cannot reach {bootstrap}: {exc}")
-    for name in sorted(md.topics):
+    for name in sorted(names):
         if internal or not name.startswith("__"):
             typer.echo(name)
 
@@ -92,38 +89,23 @@ def describe(
     name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
 ) -> None:
     """Show a topic's partitions, offsets and non-default configs."""
-    from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import ConfigResource
-
     admin = _admin(bootstrap, config_file)
-    # Listing all topics: naming one would auto-create it on brokers that allow that.
-    md = admin.list_topics(timeout=TIMEOUT_S)
-    t = md.topics.get(name)
-    if t is None or t.error is not None:
-        _fail(
-            f"unknown topic {name!r}" + (f" ({t.error.str()})" if t is not None and t.error else "")
-        )
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "oncelog-cli",
-            "enable.auto.commit": False,
-            **command_config.load(config_file),
-        }
-    )
+    try:
+        t = admin.describe_topics().get(name)
+        if t is None:
+            _fail(f"unknown topic {name!r}")
+        tps = [(name, p) for p in sorted(t.leaders)]
+        starts = admin.list_offsets(tps, EARLIEST, read_committed=False)
+        ends = admin.list_offsets(tps, LATEST, read_committed=False)
+        overrides = admin.topic_config_overrides(name)
+    except ClientError as exc:
+        _fail(f"cannot describe topic {name!r}: {exc}")
     table = Table(title=f"topic {name}")
     for col in ("partition", "leader", "log start", "high watermark"):
         table.add_column(col, justify="right")
-    try:
-        for p in sorted(t.partitions):
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=TIMEOUT_S)
-            table.add_row(str(p), str(t.partitions[p].leader), str(lo), str(hi))
-    finally:
-        consumer.close()
+    for tp in tps:
+        table.add_row(str(tp[1]), str(t.leaders[tp[1]]), str(starts[tp]), str(ends[tp]))
     console.print(table)
-    res = ConfigResource("topic", name)
-    configs = admin.describe_configs([res])[res].result(TIMEOUT_S)
-    overrides = {k: v.value for k, v in configs.items() if not v.is_default}
     if overrides:
         console.print("configs: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())))
 
@@ -133,12 +115,8 @@ def delete(
     name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
 ) -> None:
     """Delete a topic and its data."""
-    admin = _admin(bootstrap, config_file)  # must outlive the future
-    fut = admin.delete_topics([name], operation_timeout=TIMEOUT_S)[name]
     try:
-        fut.result(TIMEOUT_S)
-    except Exception as exc:
-        _fail(
-            f"cannot delete topic {name!r}: {exc.args[0].str() if hasattr(exc.args[0], 'str') else exc}"
-        )
+        _admin(bootstrap, config_file).delete_topic(name)
+    except ClientError as exc:
+        _fail(f"cannot delete topic {name!r}: {exc}")
     typer.echo(f"deleted topic {name}")

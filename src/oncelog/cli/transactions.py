@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from oncelog.client.txn_admin import AdminError, ClusterAdmin
+from oncelog.client.admin import LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.retry import RetryPolicy
+from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")]
+Bootstrap = Annotated[
+    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+]
 console = Console()
+# An operator waits at most this long for an unreachable or busy cluster.
+POLICY = RetryPolicy(deadline_s=30.0)
 
 
-def _admin(bootstrap: str) -> ClusterAdmin:
-    try:
-        return ClusterAdmin(bootstrap)
-    except OSError as exc:
-        typer.echo(f"error: cannot reach {bootstrap}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+def _admin(bootstrap: str) -> TxnAdmin:
+    return TxnAdmin(ClientConfig(bootstrap), policy=POLICY)
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(1)
 
@@ -32,15 +36,21 @@ def _fail(exc: Exception) -> None:
 @app.command("list")
 def list_(
     bootstrap: Bootstrap = "127.0.0.1:9092",
-    state: Annotated[list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")] = None,
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")
+    ] = None,
     producer_id: Annotated[list[int] | None, typer.Option("--producer-id")] = None,
-    min_duration_ms: Annotated[int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")] = -1,
+    min_duration_ms: Annotated[
+        int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")
+    ] = -1,
 ) -> None:
     """List transactional ids and their states."""
     with _admin(bootstrap) as admin:
         try:
-            rows = admin.list_transactions(tuple(state or ()), tuple(producer_id or ()), min_duration_ms)
-        except AdminError as exc:
+            rows = admin.list_transactions(
+                tuple(state or ()), tuple(producer_id or ()), min_duration_ms
+            )
+        except ClientError as exc:
             _fail(exc)
     table = Table("transactional id", "producer id", "state")
     for r in rows:
@@ -53,9 +63,11 @@ def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> 
     """Show one transaction: state, producer, timeout, partitions."""
     with _admin(bootstrap) as admin:
         try:
-            s = admin.describe_transaction(transactional_id)
-        except AdminError as exc:
+            s = admin.describe_txn(transactional_id)
+        except ClientError as exc:
             _fail(exc)
+    if s is None:
+        _fail(ClientError(f"cannot describe {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND"))
     start = s.transaction_start_time
     console.print(f"transactional id  {s.transactional_id}")
     console.print(f"state             {s.transaction_state}")
@@ -72,11 +84,30 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
     with _admin(bootstrap) as admin:
         try:
             rows = admin.describe_producers(topic, partition)
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
-    table = Table("producer id", "epoch", "last seq", "last timestamp", "coordinator epoch", "txn start offset")
+    table = Table(
+        "producer id",
+        "epoch",
+        "last seq",
+        "last timestamp",
+        "coordinator epoch",
+        "txn start offset",
+    )
     for r in rows:
-        table.add_row(*(str(x) for x in (r.producer_id, r.producer_epoch, r.last_sequence, r.last_timestamp, r.coordinator_epoch, r.current_txn_start_offset)))
+        table.add_row(
+            *(
+                str(x)
+                for x in (
+                    r.producer_id,
+                    r.producer_epoch,
+                    r.last_sequence,
+                    r.last_timestamp,
+                    r.coordinator_epoch,
+                    r.current_txn_start_offset,
+                )
+            )
+        )
     console.print(table)
 
 
@@ -84,27 +115,39 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
 def find_hanging(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     topic: Annotated[list[str] | None, typer.Option("--topic")] = None,
-    max_transaction_timeout_ms: Annotated[int, typer.Option("--max-transaction-timeout-ms")] = 900_000,
+    max_transaction_timeout_ms: Annotated[
+        int, typer.Option("--max-transaction-timeout-ms")
+    ] = 900_000,
 ) -> None:
     """Open transactions the coordinator no longer tracks: they pin the LSO."""
     with _admin(bootstrap) as admin:
         try:
             rows = admin.find_hanging(topic, max_transaction_timeout_ms)
-        except AdminError as exc:
+        except ClientError as exc:
             _fail(exc)
     if not rows:
         console.print("no hanging transactions")
         return
     table = Table("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
     for r in rows:
-        table.add_row(r.topic, str(r.partition), str(r.producer_id), str(r.producer_epoch), str(r.coordinator_epoch), str(r.current_txn_start_offset))
+        table.add_row(
+            r.topic,
+            str(r.partition),
+            str(r.producer_id),
+            str(r.producer_epoch),
+            str(r.coordinator_epoch),
+            str(r.current_txn_start_offset),
+        )
     console.print(table)
 
 
 @app.command()
 def abort(
     bootstrap: Bootstrap = "127.0.0.1:9092",
-    transactional_id: Annotated[str | None, typer.Option("--transactional-id", help="Abort by id (fences the current producer).")] = None,
+    transactional_id: Annotated[
+        str | None,
+        typer.Option("--transactional-id", help="Abort by id (fences the current producer)."),
+    ] = None,
     topic: Annotated[str | None, typer.Option("--topic")] = None,
     partition: Annotated[int | None, typer.Option("--partition")] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id")] = None,
@@ -114,25 +157,57 @@ def abort(
     """Abort a transaction by transactional id, or a hanging one by partition and producer."""
     by_partition = topic is not None or partition is not None or producer_id is not None
     if (transactional_id is None) == (not by_partition):
-        raise typer.BadParameter("give either --transactional-id, or --topic, --partition and --producer-id")
+        raise typer.BadParameter(
+            "give either --transactional-id, or --topic, --partition and --producer-id"
+        )
     with _admin(bootstrap) as admin:
         try:
             if transactional_id is not None:
-                pid, epoch = admin.abort_transactional_id(transactional_id)
+                pid, epoch = admin.fence(transactional_id)
                 console.print(f"aborted {transactional_id}: producer {pid} now at epoch {epoch}")
             else:
                 if topic is None or partition is None or producer_id is None:
                     raise typer.BadParameter("--topic, --partition and --producer-id go together")
-                admin.abort_partition(topic, partition, producer_id, producer_epoch, coordinator_epoch)
-                console.print(f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}")
-        except AdminError as exc:
+                admin.abort_partition(
+                    topic, partition, producer_id, producer_epoch, coordinator_epoch
+                )
+                console.print(
+                    f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}"
+                )
+        except ClientError as exc:
             _fail(exc)
 
 
 @app.command()
 def metrics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
     """KIP-98 metrics: live producer ids, active transactional ids, LSO and its lag per partition."""
-    with _admin(bootstrap) as admin:
-        data = admin.metrics()
+    try:
+        data = txn_metrics(ClientConfig(bootstrap))
+    except ClientError as exc:
+        _fail(exc)
     data["partitions"] = {k: v for k, v in data["partitions"].items() if not k.startswith("__")}
     typer.echo(json.dumps(data, indent=2))
+
+
+def txn_metrics(config: ClientConfig) -> dict[str, Any]:
+    """KIP-98's transaction metrics, computed from the standard APIs."""
+    with TxnAdmin(config, policy=POLICY) as txns, Admin(config, policy=POLICY) as admin:
+        topics = admin.topics()
+        tps = [(t, p) for t, n in topics.items() for p in range(n)]
+        hw = admin.list_offsets(tps, LATEST, read_committed=False)
+        lso = admin.list_offsets(tps, LATEST, read_committed=True)
+        live = {i.producer_id for t, p in tps for i in txns.describe_producers(t, p)}
+        listed = txns.list_transactions()
+    return {
+        "live_producer_ids": len(live),
+        "active_transactional_ids": len(listed),
+        "ongoing_transactions": sum(1 for t in listed if t.state in OPEN_STATES),
+        "partitions": {
+            f"{t}-{p}": {
+                "high_watermark": hw[(t, p)],
+                "last_stable_offset": lso[(t, p)],
+                "lso_lag": hw[(t, p)] - lso[(t, p)],
+            }
+            for t, p in sorted(tps)
+        },
+    }

@@ -1,0 +1,13 @@
+"""The client layer: everything outside the broker (Spark, CLI, the Connect worker) reaches
+a Kafka-protocol cluster through here, never through broker code.
+
+* :mod:`.config` — :class:`ClientConfig`: bootstrap servers and librdkafka-style connection
+  settings; :mod:`.security` parses ``security.protocol``, ``ssl.*`` and ``sasl.*``.
+* :mod:`.admin` — :class:`Admin`: topics and offsets (confluent-kafka's AdminClient).
+* :mod:`.transactions` — :class:`TxnAdmin`: other producers' transactions (EndTxn,
+  InitProducerId, DescribeTransactions, KIP-664), over :mod:`.protocol`, oncelog's small
+  protocol client (:mod:`.wire` connections with TLS and SASL, :mod:`.sasl`).
+* :mod:`.retry` — the one retry policy; :mod:`.errors` — errors by Kafka error code.
+
+Producers and consumers are confluent-kafka's, configured with ``ClientConfig.librdkafka()``.
+"""

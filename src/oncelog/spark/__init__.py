@@ -81,7 +81,9 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(OncelogDataSource)
 
 
-def spark_session(app_name: str = "oncelog", master: str | None = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
+def spark_session(
+    app_name: str = "oncelog", master: str | None = "local[2]", conf: dict[str, str] | None = None
+) -> SparkSession:
     """A SparkSession with the oncelog data source registered. Python workers run this
     interpreter (so they see pyarrow and confluent-kafka); Java is checked first. Under
     spark-submit (master None), the master given to spark-submit is kept."""

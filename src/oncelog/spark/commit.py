@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
+from pyspark.sql.datasource import WriterCommitMessage
 
-from oncelog.spark.cluster import Cluster
+from oncelog.client.transactions import TxnAdmin
 from oncelog.spark.decisions import (
     Decision,
     DecisionError,
@@ -41,11 +44,8 @@ from oncelog.spark.decisions import (
     Entry,
     SupersededDecision,
 )
-from oncelog.spark.faults import maybe_kill
+from oncelog.spark.hooks import point
 from oncelog.spark.options import WriteOptions
-
-if TYPE_CHECKING:
-    from oncelog.spark.writer import OncelogCommitMessage
 
 log = logging.getLogger("oncelog.spark")
 
@@ -65,8 +65,24 @@ class TransactionsTimedOut(SinkError):
     visible and it is not decided: restarting the query recomputes it exactly once."""
 
 
-def txn_id(prefix: str, query_id: str, entry: Entry) -> str:
-    return f"{prefix}-{query_id}-{entry[0]}-{entry[1]}"
+@dataclass
+class OncelogCommitMessage(WriterCommitMessage):
+    """What a write task hands to the driver's commit: its prepared transaction."""
+
+    partition_id: int
+    attempt: int
+    records: int
+    transactional_id: str | None = None  # None: no transaction (empty task, or at-least-once)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    query_id: str | None = None
+    batch_id: int = -1
+    skipped: bool = False  # the batch was already decided: nothing written (replay)
+
+
+def transactional_id(prefix: str, query_id: str, partition_id: int, attempt: int) -> str:
+    """The transactional id of a write task attempt of a streaming query."""
+    return f"{prefix}-{query_id}-{partition_id}-{attempt}"
 
 
 def _query_id(msgs: Sequence[OncelogCommitMessage]) -> str:
@@ -87,7 +103,11 @@ def is_committed(state: Any, pid: int, epoch: int) -> bool:
 
 
 def is_open(state: Any, pid: int, epoch: int) -> bool:
-    return state is not None and state.transaction_state == "Ongoing" and (state.producer_id, state.producer_epoch) == (pid, epoch)
+    return (
+        state is not None
+        and state.transaction_state == "Ongoing"
+        and (state.producer_id, state.producer_epoch) == (pid, epoch)
+    )
 
 
 def _remaining(state: Any) -> datetime.timedelta:
@@ -100,20 +120,24 @@ def _remaining(state: Any) -> datetime.timedelta:
 def _describe_state(state: Any) -> str:
     if state is None:
         return "unknown to the coordinator"
-    return f"{state.transaction_state} (producer id {state.producer_id}, epoch {state.producer_epoch})"
+    return (
+        f"{state.transaction_state} (producer id {state.producer_id}, epoch {state.producer_epoch})"
+    )
 
 
 class BatchCommitter:
-    def __init__(self, opts: WriteOptions, query_id: str, batch_id: int, cluster: Cluster, store: DecisionStore) -> None:
+    def __init__(
+        self, opts: WriteOptions, query_id: str, batch_id: int, txns: TxnAdmin, store: DecisionStore
+    ) -> None:
         self.opts = opts
         self.prefix = opts.transactional_id_prefix
         self.query_id = query_id
         self.batch_id = batch_id
-        self.cluster = cluster
+        self.txns = txns
         self.store = store
 
     def tid(self, entry: Entry) -> str:
-        return txn_id(self.prefix, self.query_id, entry)
+        return transactional_id(self.prefix, self.query_id, entry[0], entry[1])
 
     @property
     def margin(self) -> datetime.timedelta:
@@ -125,14 +149,16 @@ class BatchCommitter:
         visible) so that it is recomputed."""
         if not entries:
             return
-        states = self.cluster.describe_many(self.tid(e) for e in entries)
+        states = self.txns.describe_many(self.tid(e) for e in entries)
         bad = []
         for e in entries:
             st = states.get(self.tid(e))
             if not is_open(st, e[2], e[3]):
                 bad.append(f"{self.tid(e)}: {_describe_state(st)}")
             elif _remaining(st) < self.margin:
-                bad.append(f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout")
+                bad.append(
+                    f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout"
+                )
         if bad:
             self.abort_entries(entries)
             raise TransactionsTimedOut(
@@ -144,7 +170,7 @@ class BatchCommitter:
 
     def abort_entries(self, entries: Iterable[Entry]) -> None:
         for e in entries:
-            code = self.cluster.end_txn(self.tid(e), e[2], e[3], commit=False)
+            code = self.txns.end_txn(self.tid(e), e[2], e[3], commit=False)
             if code != ErrorCode.none:
                 log.info("abort of %s: %s (already ended)", self.tid(e), code.name)
 
@@ -153,29 +179,44 @@ class BatchCommitter:
         committed) before committing any of them."""
         if not decision.entries:
             return
-        states = self.cluster.describe_many(self.tid(e) for e in decision.entries)
-        if all(is_open(states.get(self.tid(e)), e[2], e[3]) or is_committed(states.get(self.tid(e)), e[2], e[3]) for e in decision.entries):
+        states = self.txns.describe_many(self.tid(e) for e in decision.entries)
+        if all(
+            is_open(states.get(self.tid(e)), e[2], e[3])
+            or is_committed(states.get(self.tid(e)), e[2], e[3])
+            for e in decision.entries
+        ):
             return
         self.salvage(decision, states)
 
     def complete(self, decision: Decision) -> None:
         for i, e in enumerate(decision.entries):
             tid = self.tid(e)
-            code = self.cluster.end_txn(tid, e[2], e[3], commit=True)
+            code = self.txns.end_txn(tid, e[2], e[3], commit=True)
             if code != ErrorCode.none:
-                state = self.cluster.describe_txn(tid)
+                state = self.txns.describe_txn(tid)
                 if not is_committed(state, e[2], e[3]):
-                    log.error("EndTxn(commit) of %s failed with %s; the transaction is %s", tid, code.name, _describe_state(state))
-                    self.salvage(decision, self.cluster.describe_many(self.tid(x) for x in decision.entries))
+                    log.error(
+                        "EndTxn(commit) of %s failed with %s; the transaction is %s",
+                        tid,
+                        code.name,
+                        _describe_state(state),
+                    )
+                    self.salvage(
+                        decision, self.txns.describe_many(self.tid(x) for x in decision.entries)
+                    )
             if i == 0:
-                maybe_kill("commit-mid-endtxn", self.batch_id)
+                point("commit-mid-endtxn", self.batch_id)
 
     def salvage(self, decision: Decision, states: dict[str, Any]) -> None:
         """Some decided transactions were aborted by the coordinator. Never returns."""
-        committed = [e for e in decision.entries if is_committed(states.get(self.tid(e)), e[2], e[3])]
+        committed = [
+            e for e in decision.entries if is_committed(states.get(self.tid(e)), e[2], e[3])
+        ]
         live = [e for e in decision.entries if is_open(states.get(self.tid(e)), e[2], e[3])]
         lost = [e for e in decision.entries if e not in committed and e not in live]
-        lost_text = ", ".join(f"{self.tid(e)} ({_describe_state(states.get(self.tid(e)))})" for e in lost)
+        lost_text = ", ".join(
+            f"{self.tid(e)} ({_describe_state(states.get(self.tid(e)))})" for e in lost
+        )
         timeout = self.opts.transaction_timeout_ms
         if not committed:
             self.abort_entries(live)
@@ -187,7 +228,7 @@ class BatchCommitter:
                 f"retracted. Restart the query: batch {self.batch_id} will be recomputed and written exactly once."
             )
         for e in live:
-            self.cluster.end_txn(self.tid(e), e[2], e[3], commit=True)
+            self.txns.end_txn(self.tid(e), e[2], e[3], commit=True)
         raise ExactlyOnceViolation(
             f"EXACTLY-ONCE VIOLATION in batch {self.batch_id} of query {self.query_id}: the batch was decided and "
             f"{len(committed) + len(live)} of its {len(decision.entries)} task transactions are committed, but "
@@ -198,29 +239,42 @@ class BatchCommitter:
         )
 
     def cleanup(self, keep: set[str]) -> list[str]:
-        return cleanup_leftovers(self.cluster, f"{self.prefix}-{self.query_id}-", keep)
+        return cleanup_leftovers(self.txns, f"{self.prefix}-{self.query_id}-", keep)
 
 
-def cleanup_leftovers(cluster: Cluster, id_prefix: str, keep: set[str]) -> list[str]:
+def cleanup_leftovers(txns: TxnAdmin, id_prefix: str, keep: set[str]) -> list[str]:
     """Abort (by fencing) every Ongoing transaction whose id starts with id_prefix and is not
     in keep: transactions of dead, failed or speculative task attempts."""
     aborted = []
-    for t in cluster.list_transactions(("Ongoing",)):
+    for t in txns.list_transactions(("Ongoing",)):
         if t.transactional_id.startswith(id_prefix) and t.transactional_id not in keep:
-            cluster.fence(t.transactional_id)
+            txns.fence(t.transactional_id)
             aborted.append(t.transactional_id)
     if aborted:
         log.info("aborted %d leftover transaction(s): %s", len(aborted), ", ".join(aborted))
     return aborted
 
 
-def commit_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+@contextmanager
+def _committer(
+    opts: WriteOptions, msgs: Sequence[OncelogCommitMessage], batch_id: int
+) -> Iterator[BatchCommitter]:
+    query_id = _query_id(msgs)
+    with (
+        TxnAdmin(opts.client_config) as txns,
+        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+    ):
+        yield BatchCommitter(opts, query_id, batch_id, txns, store)
+
+
+def commit_batch(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
+) -> None:
     msgs = [m for m in messages if m is not None]
     if not msgs:
         return
-    query_id = _query_id(msgs)
-    with Cluster(opts.bootstrap) as cluster, DecisionStore(opts.bootstrap, opts.transactional_id_prefix, query_id, opts.producer_conf) as store:
-        c = BatchCommitter(opts, query_id, batch_id, cluster, store)
+    with _committer(opts, msgs, batch_id) as c:
+        store = c.store
         try:
             decision = store.read(batch_id)
         except SupersededDecision as exc:
@@ -232,63 +286,96 @@ def commit_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | N
                 raise DecisionError(
                     f"tasks {skipped} of batch {batch_id} found it decided, but the decision store has no decision for it"
                 )
-            entries = [(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id]
-            maybe_kill("commit-before-decision", batch_id)
+            entries = [
+                (m.partition_id, m.attempt, m.producer_id, m.producer_epoch)
+                for m in msgs
+                if m.transactional_id
+            ]
+            point("commit-before-decision", batch_id)
             c.check_prepared(entries)
             decision = store.write(batch_id, entries)
-            maybe_kill("commit-after-decision", batch_id)
+            point("commit-after-decision", batch_id)
         else:
-            log.warning("batch %d was decided before a restart: rolling its %d transaction(s) forward", batch_id, len(decision.entries))
+            log.warning(
+                "batch %d was decided before a restart: rolling its %d transaction(s) forward",
+                batch_id,
+                len(decision.entries),
+            )
             c.roll_forward_check(decision)
         c.complete(decision)
-        maybe_kill("commit-after-endtxn", batch_id)
+        point("commit-after-endtxn", batch_id)
         c.cleanup({c.tid(e) for e in decision.entries})
 
 
-def abort_batch(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int) -> None:
+def abort_batch(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
+) -> None:
     msgs = [m for m in messages if m is not None]
     if not msgs:
-        log.warning("batch %d aborted with no commit message: its transactions are cleaned up by the next commit", batch_id)
+        log.warning(
+            "batch %d aborted with no commit message: its transactions are cleaned up by the next commit",
+            batch_id,
+        )
         return
-    query_id = _query_id(msgs)
-    with Cluster(opts.bootstrap) as cluster, DecisionStore(opts.bootstrap, opts.transactional_id_prefix, query_id, opts.producer_conf) as store:
-        c = BatchCommitter(opts, query_id, batch_id, cluster, store)
+    with _committer(opts, msgs, batch_id) as c:
         try:
-            decision = store.read(batch_id)
+            decision = c.store.read(batch_id)
         except SupersededDecision:
             return
         if decision is not None:
             # Decided: its transactions must survive to be rolled forward when the batch is
             # replayed; only leftovers outside the decision go.
-            log.warning("batch %d is decided; its transactions stay prepared for the replay", batch_id)
+            log.warning(
+                "batch %d is decided; its transactions stay prepared for the replay", batch_id
+            )
             c.cleanup({c.tid(e) for e in decision.entries})
             return
-        c.abort_entries([(m.partition_id, m.attempt, m.producer_id, m.producer_epoch) for m in msgs if m.transactional_id])
+        c.abort_entries(
+            [
+                (m.partition_id, m.attempt, m.producer_id, m.producer_epoch)
+                for m in msgs
+                if m.transactional_id
+            ]
+        )
         c.cleanup(set())
 
 
 # -- batch (non-streaming) writes -------------------------------------------------------------
 
 
-def commit_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
+def commit_job(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str
+) -> None:
     msgs = [m for m in messages if m is not None and m.transactional_id]
-    with Cluster(opts.bootstrap) as cluster:
-        states = cluster.describe_many(m.transactional_id for m in msgs if m.transactional_id)
-        stale = [m.transactional_id for m in msgs if not is_open(states.get(m.transactional_id or ""), m.producer_id, m.producer_epoch)]
+    with TxnAdmin(opts.client_config) as txns:
+        states = txns.describe_many(m.transactional_id for m in msgs if m.transactional_id)
+        stale = [
+            m.transactional_id
+            for m in msgs
+            if not is_open(states.get(m.transactional_id or ""), m.producer_id, m.producer_epoch)
+        ]
         if stale:
             abort_job(opts, messages, id_prefix)
-            raise SinkError(f"write job not committed: task transactions {stale} are no longer open (timed out or fenced); nothing was written")
+            raise SinkError(
+                f"write job not committed: task transactions {stale} are no longer open (timed out or fenced); nothing was written"
+            )
         for m in msgs:
             assert m.transactional_id is not None
-            code = cluster.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
-            if code != ErrorCode.none and not is_committed(cluster.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch):
-                raise SinkError(f"commit of task transaction {m.transactional_id} failed: {code.name}; the job's output is partial")
-        cleanup_leftovers(cluster, id_prefix, {m.transactional_id for m in msgs if m.transactional_id})
+            code = txns.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
+            if code != ErrorCode.none and not is_committed(
+                txns.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch
+            ):
+                raise SinkError(
+                    f"commit of task transaction {m.transactional_id} failed: {code.name}; the job's output is partial"
+                )
+        cleanup_leftovers(txns, id_prefix, {m.transactional_id for m in msgs if m.transactional_id})
 
 
-def abort_job(opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str) -> None:
-    with Cluster(opts.bootstrap) as cluster:
+def abort_job(
+    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str
+) -> None:
+    with TxnAdmin(opts.client_config) as txns:
         for m in messages:
             if m is not None and m.transactional_id:
-                cluster.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=False)
-        cleanup_leftovers(cluster, id_prefix, set())
+                txns.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=False)
+        cleanup_leftovers(txns, id_prefix, set())

@@ -24,8 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oncelog.spark.cluster import ClusterError
-from oncelog.spark.options import connection_conf
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger("oncelog.spark")
 
@@ -55,7 +57,9 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def encode_chunks(batch_id: int, entries: Sequence[Entry], max_bytes: int = MAX_METADATA_BYTES) -> list[str]:
+def encode_chunks(
+    batch_id: int, entries: Sequence[Entry], max_bytes: int = MAX_METADATA_BYTES
+) -> list[str]:
     """Split a decision into metadata strings of < max_bytes each (chunk 0 holds "n")."""
     items = [list(map(int, e)) for e in sorted(entries)]
     chunks: list[list[list[int]]] = [[]]
@@ -99,16 +103,24 @@ def decode_chunks(batch_id: int, chunks: Sequence[str]) -> Decision:
         try:
             body = json.loads(text)
         except (TypeError, json.JSONDecodeError) as exc:
-            raise DecisionError(f"decision chunk {j} of batch {batch_id} is not JSON: {text!r}") from exc
+            raise DecisionError(
+                f"decision chunk {j} of batch {batch_id} is not JSON: {text!r}"
+            ) from exc
         if body.get("b") != batch_id:
-            raise DecisionError(f"decision chunk {j} belongs to batch {body.get('b')}, expected {batch_id}")
+            raise DecisionError(
+                f"decision chunk {j} belongs to batch {body.get('b')}, expected {batch_id}"
+            )
         if j == 0:
             n = body["n"]
         elif body.get("j") != j:
-            raise DecisionError(f"decision chunk {j} of batch {batch_id} is labelled {body.get('j')}")
+            raise DecisionError(
+                f"decision chunk {j} of batch {batch_id} is labelled {body.get('j')}"
+            )
         entries += [tuple(int(x) for x in e) for e in body["t"]]  # type: ignore[misc]
     if n != len(chunks):
-        raise DecisionError(f"decision of batch {batch_id} has {len(chunks)} chunks, chunk 0 says {n}")
+        raise DecisionError(
+            f"decision of batch {batch_id} has {len(chunks)} chunks, chunk 0 says {n}"
+        )
     return Decision(batch_id, tuple(entries))
 
 
@@ -116,10 +128,18 @@ class DecisionStore:
     """The decision group of one streaming query, read and written with confluent-kafka
     (OffsetCommit / OffsetFetch of a group that never joins: no subscription, no members)."""
 
-    def __init__(self, bootstrap: str, prefix: str, query_id: str, client_conf: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-        self.bootstrap = bootstrap
+    def __init__(
+        self,
+        config: ClientConfig,
+        prefix: str,
+        query_id: str,
+        *,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        timeout: float = 30.0,
+    ) -> None:
+        self.config = config
         self.group = decision_group(prefix, query_id)
-        self.client_conf = dict(client_conf or {})
+        self.policy = policy
         self.timeout = timeout
         self._consumer: Any = None
 
@@ -130,8 +150,7 @@ class DecisionStore:
             self._consumer = Consumer(
                 {
                     "enable.sparse.connections": False,
-                    **connection_conf(self.client_conf),
-                    "bootstrap.servers": self.bootstrap,
+                    **self.config.librdkafka(),
                     "group.id": self.group,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
@@ -151,20 +170,27 @@ class DecisionStore:
         self.close()
 
     def _committed(self, partitions: Sequence[int]) -> list[Any]:
+        """OffsetFetch of the decision group; a partition the topic lacks reads as no offset."""
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        last: Exception | None = None
-        for _ in range(5):
+        def once() -> list[Any]:
             try:
-                tps = self._client().committed([TopicPartition(DECISIONS_TOPIC, p) for p in partitions], timeout=self.timeout)
+                tps = self._client().committed(
+                    [TopicPartition(DECISIONS_TOPIC, p) for p in partitions], timeout=self.timeout
+                )
             except KafkaException as exc:
-                last = exc
-                continue
+                raise from_kafka_error(exc, "OffsetFetch") from exc
             for tp in tps:
                 if tp.error is not None and tp.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise DecisionError(f"cannot read the decision group {self.group!r}: {tp.error}")
+                    raise from_kafka_error(
+                        tp.error, f"OffsetFetch of {DECISIONS_TOPIC}-{tp.partition}"
+                    )
             return list(tps)
-        raise DecisionError(f"cannot read the decision group {self.group!r}: {last}")
+
+        try:
+            return self.policy.call(once)
+        except ClientError as exc:
+            raise DecisionError(f"cannot read the decision group {self.group!r}: {exc}") from exc
 
     def decided_through(self) -> int:
         """The highest decided batch id, or -1."""
@@ -188,7 +214,9 @@ class DecisionStore:
             rest = self._committed(list(range(1, n)))
             for tp in rest:
                 if tp.offset != batch_id + 1:
-                    raise DecisionError(f"decision chunk {tp.partition} of batch {batch_id} has offset {tp.offset}")
+                    raise DecisionError(
+                        f"decision chunk {tp.partition} of batch {batch_id} has offset {tp.offset}"
+                    )
             chunks += [tp.metadata for tp in sorted(rest, key=lambda t: t.partition)]
         return decode_chunks(batch_id, chunks)
 
@@ -196,23 +224,28 @@ class DecisionStore:
         from confluent_kafka import KafkaException, TopicPartition
 
         chunks = encode_chunks(batch_id, entries)
-        ensure_decisions_topic(self.bootstrap, len(chunks), self.client_conf)
+        ensure_decisions_topic(self.config, len(chunks))
 
         def commit(parts: list[int]) -> None:
-            offsets = [TopicPartition(DECISIONS_TOPIC, j, batch_id + 1, metadata=chunks[j]) for j in parts]
+            offsets = [
+                TopicPartition(DECISIONS_TOPIC, j, batch_id + 1, metadata=chunks[j]) for j in parts
+            ]
             try:
                 result = self._client().commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
-                raise DecisionError(f"cannot write the decision of batch {batch_id} to group {self.group!r}: {exc}") from exc
+                raise DecisionError(
+                    f"cannot write the decision of batch {batch_id} to group {self.group!r}: {exc}"
+                ) from exc
             for tp in result or []:
                 if tp.error is not None:
-                    raise DecisionError(f"cannot write the decision of batch {batch_id} to group {self.group!r}: {tp.error}")
+                    raise DecisionError(
+                        f"cannot write the decision of batch {batch_id} to group {self.group!r}: {tp.error}"
+                    )
 
         if len(chunks) > 1:
             commit(list(range(1, len(chunks))))
         commit([0])
         return Decision(batch_id, tuple(sorted(tuple(e) for e in entries)))  # type: ignore[misc]
-
 
     def retract(self, batch_id: int) -> None:
         """Undo the decision of batch_id (only when none of its transactions committed):
@@ -221,7 +254,10 @@ class DecisionStore:
 
         meta = _dump({"b": batch_id - 1, "n": 1, "t": [], "r": batch_id})
         try:
-            self._client().commit(offsets=[TopicPartition(DECISIONS_TOPIC, 0, batch_id, metadata=meta)], asynchronous=False)
+            self._client().commit(
+                offsets=[TopicPartition(DECISIONS_TOPIC, 0, batch_id, metadata=meta)],
+                asynchronous=False,
+            )
         except KafkaException as exc:
             raise DecisionError(f"cannot retract the decision of batch {batch_id}: {exc}") from exc
 
@@ -233,25 +269,7 @@ class SupersededDecision(Exception):
         self.decided = decided
 
 
-def ensure_decisions_topic(bootstrap: str, partitions: int, client_conf: dict[str, str] | None = None) -> None:
+def ensure_decisions_topic(config: ClientConfig, partitions: int) -> None:
     """Create __oncelog_spark_decisions (or grow it) so that it has >= partitions partitions."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-
-    from oncelog.spark.cluster import Cluster
-
-    with Cluster(bootstrap) as cluster:
-        have = cluster.topics().get(DECISIONS_TOPIC, 0)
-    if have >= partitions:
-        return
-    admin = AdminClient({**connection_conf(client_conf or {}), "bootstrap.servers": bootstrap})
-    try:
-        if have == 0:
-            fut = admin.create_topics([NewTopic(DECISIONS_TOPIC, max(partitions, DECISIONS_PARTITIONS), 1)])[DECISIONS_TOPIC]
-        else:
-            fut = admin.create_partitions([NewPartitions(DECISIONS_TOPIC, partitions)])[DECISIONS_TOPIC]
-        fut.result(30)
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if not (isinstance(err, KafkaError) and err.code() in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS)):
-            raise ClusterError(f"cannot create {DECISIONS_TOPIC}: {exc}") from exc
+    with Admin(config) as admin:
+        admin.ensure_partitions(DECISIONS_TOPIC, max(partitions, DECISIONS_PARTITIONS))

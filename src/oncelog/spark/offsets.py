@@ -31,11 +31,9 @@ def from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
     return out
 
 
-def canonical(data: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    return to_json(from_json(data))
-
-
-def distribute(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int) -> Offsets:
+def distribute(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int
+) -> Offsets:
     """Cap the range start..end at ``limit`` offsets in total.
 
     Every partition with a backlog first gets one offset (so none starves while a big one
@@ -70,7 +68,3 @@ def distribute(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition,
     for tp, n in alloc.items():
         out[tp] = start[tp] + n
     return out
-
-
-def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> int:
-    return sum(max(0, end[tp] - start.get(tp, end[tp])) for tp in end)

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from oncelog.client.config import ClientConfig
+from oncelog.client.security import ClientConfigError
+
 EARLIEST, LATEST = -2, -1
 
 #: The offsets an option asks for: "earliest", "latest", or {topic: {partition: offset}}
@@ -127,7 +130,9 @@ def _positive_int(opts: dict[str, str], key: str) -> int | None:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise OncelogOptionError(f"option '{display(key)}' must be a positive integer, got {raw!r}") from None
+        raise OncelogOptionError(
+            f"option '{display(key)}' must be a positive integer, got {raw!r}"
+        ) from None
     if value <= 0:
         raise OncelogOptionError(f"option '{display(key)}' must be a positive integer, got {raw!r}")
     return value
@@ -136,27 +141,41 @@ def _positive_int(opts: dict[str, str], key: str) -> int | None:
 def _bootstrap(opts: dict[str, str]) -> str:
     a, b = opts.get("kafka.bootstrap.servers"), opts.get("bootstrap.servers")
     if a and b and a != b:
-        raise OncelogOptionError("options 'kafka.bootstrap.servers' and 'bootstrap.servers' conflict; set only one")
+        raise OncelogOptionError(
+            "options 'kafka.bootstrap.servers' and 'bootstrap.servers' conflict; set only one"
+        )
     servers = (a or b or "").strip()
     if not servers:
-        raise OncelogOptionError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
+        raise OncelogOptionError(
+            "option 'kafka.bootstrap.servers' is required (host:port[,host:port...])"
+        )
     for server in servers.split(","):
         host, sep, port = server.strip().rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise OncelogOptionError(f"option 'kafka.bootstrap.servers': expected host:port, got {server.strip()!r}")
+            raise OncelogOptionError(
+                f"option 'kafka.bootstrap.servers': expected host:port, got {server.strip()!r}"
+            )
     return servers
 
 
-def _check_keys(opts: dict[str, str], allowed: frozenset[str], other: frozenset[str], role: str, other_role: str) -> None:
+def _check_keys(
+    opts: dict[str, str], allowed: frozenset[str], other: frozenset[str], role: str, other_role: str
+) -> None:
     for key in opts:
         if key in allowed or key in _SPARK_INJECTED or key.startswith("kafka."):
             continue
         if key in _UNSUPPORTED:
-            raise OncelogOptionError(f"option '{_UNSUPPORTED[key]}' is not supported by the oncelog data source")
+            raise OncelogOptionError(
+                f"option '{_UNSUPPORTED[key]}' is not supported by the oncelog data source"
+            )
         if key in other:
-            raise OncelogOptionError(f"option '{display(key)}' applies to {other_role}, not to {role}")
+            raise OncelogOptionError(
+                f"option '{display(key)}' applies to {other_role}, not to {role}"
+            )
         known = ", ".join(sorted(display(k) for k in allowed))
-        raise OncelogOptionError(f"unknown option '{key}' for {role}; known options: {known}, kafka.*")
+        raise OncelogOptionError(
+            f"unknown option '{key}' for {role}; known options: {known}, kafka.*"
+        )
 
 
 def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str]:
@@ -167,17 +186,16 @@ def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str
             continue
         if key in owned:
             raise OncelogOptionError(f"option '{key}' is not allowed: {owned[key]}")
-        out[key[len("kafka."):]] = value
+        out[key[len("kafka.") :]] = value
     return out
 
 
-_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "client.", "broker.", "api.version", "reconnect.", "metadata.", "enable.ssl", "enable.sasl")
-
-
-def connection_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """The subset of librdkafka settings about reaching the cluster (security, sockets), for
-    the auxiliary clients (decision store, admin) that share a producer's or consumer's conf."""
-    return {k: v for k, v in conf.items() if k.startswith(_CONNECTION_PREFIXES)}
+def _check_security(bootstrap: str, conf: dict[str, str]) -> None:
+    """kafka.security.protocol, kafka.ssl.*, kafka.sasl.*: rejected at once when invalid."""
+    try:
+        ClientConfig.of(bootstrap, conf)
+    except ClientConfigError as exc:
+        raise OncelogOptionError(f"kafka.* security options: {exc}") from None
 
 
 def parse_offset_spec(raw: str, key: str) -> OffsetSpec:
@@ -193,15 +211,21 @@ def parse_offset_spec(raw: str, key: str) -> OffsetSpec:
             f'{{"topic":{{"0":23,"1":-2}}}}; cannot parse {raw!r}: {exc.msg}'
         ) from None
     if not isinstance(data, dict) or not data:
-        raise OncelogOptionError(f"option '{display(key)}': expected a JSON object of topics, got {raw!r}")
+        raise OncelogOptionError(
+            f"option '{display(key)}': expected a JSON object of topics, got {raw!r}"
+        )
     out: dict[str, dict[int, int]] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict):
-            raise OncelogOptionError(f"option '{display(key)}': topic {topic!r} must map partitions to offsets, got {parts!r}")
+            raise OncelogOptionError(
+                f"option '{display(key)}': topic {topic!r} must map partitions to offsets, got {parts!r}"
+            )
         out[topic] = {}
         for p, off in parts.items():
             if not isinstance(p, str) or not p.isdigit():
-                raise OncelogOptionError(f"option '{display(key)}': partition {p!r} of topic {topic!r} is not a non-negative integer")
+                raise OncelogOptionError(
+                    f"option '{display(key)}': partition {p!r} of topic {topic!r} is not a non-negative integer"
+                )
             if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
                 raise OncelogOptionError(
                     f"option '{display(key)}': offset {off!r} of {topic}-{p} must be an integer >= 0, or -2 (earliest) / -1 (latest)"
@@ -231,7 +255,11 @@ class Subscription:
             return {t: ps for t, ps in self.assign.items()}
         if self.pattern is not None:
             rx = re.compile(self.pattern)
-            return {t: tuple(range(n)) for t, n in sorted(cluster.items()) if not t.startswith("__") and rx.fullmatch(t)}
+            return {
+                t: tuple(range(n))
+                for t, n in sorted(cluster.items())
+                if not t.startswith("__") and rx.fullmatch(t)
+            }
         return {t: tuple(range(cluster[t])) for t in self.topics if t in cluster}
 
 
@@ -239,7 +267,9 @@ def _subscription(opts: dict[str, str]) -> Subscription:
     given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k, "").strip()]
     if len(given) != 1:
         what = "none was given" if not given else "got " + ", ".join(display(k) for k in given)
-        raise OncelogOptionError(f"exactly one of the options 'subscribe', 'subscribePattern', 'assign' is required; {what}")
+        raise OncelogOptionError(
+            f"exactly one of the options 'subscribe', 'subscribePattern', 'assign' is required; {what}"
+        )
     key = given[0]
     raw = opts[key].strip()
     if key == "subscribe":
@@ -251,18 +281,30 @@ def _subscription(opts: dict[str, str]) -> Subscription:
         try:
             re.compile(raw)
         except re.error as exc:
-            raise OncelogOptionError(f"option 'subscribePattern' is not a valid regular expression: {exc}") from None
+            raise OncelogOptionError(
+                f"option 'subscribePattern' is not a valid regular expression: {exc}"
+            ) from None
         return Subscription(pattern=raw)
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise OncelogOptionError(f'option \'assign\' must be JSON like {{"topic":[0,1]}}; cannot parse {raw!r}: {exc.msg}') from None
+        raise OncelogOptionError(
+            f"option 'assign' must be JSON like {{\"topic\":[0,1]}}; cannot parse {raw!r}: {exc.msg}"
+        ) from None
     if not isinstance(data, dict) or not data:
-        raise OncelogOptionError(f'option \'assign\' must be a JSON object like {{"topic":[0,1]}}, got {raw!r}')
+        raise OncelogOptionError(
+            f"option 'assign' must be a JSON object like {{\"topic\":[0,1]}}, got {raw!r}"
+        )
     assign: dict[str, tuple[int, ...]] = {}
     for topic, parts in data.items():
-        if not isinstance(parts, list) or not parts or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
-            raise OncelogOptionError(f"option 'assign': topic {topic!r} needs a non-empty list of partition numbers, got {parts!r}")
+        if (
+            not isinstance(parts, list)
+            or not parts
+            or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts)
+        ):
+            raise OncelogOptionError(
+                f"option 'assign': topic {topic!r} needs a non-empty list of partition numbers, got {parts!r}"
+            )
         assign[topic] = tuple(sorted(set(parts)))
     return Subscription(assign=assign)
 
@@ -284,6 +326,11 @@ class ReadOptions:
     def read_committed(self) -> bool:
         return self.isolation_level == "read_committed"
 
+    @property
+    def client_config(self) -> ClientConfig:
+        """How the driver's planning and auxiliary clients reach the cluster."""
+        return ClientConfig.of(self.bootstrap, self.consumer_conf)
+
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
     """Validate and parse reader options; streaming=None (mode not known yet, e.g. when Spark
@@ -294,23 +341,40 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     subscription = _subscription(opts)
     isolation = opts.get("kafka.isolation.level", "read_committed").strip().lower()
     if isolation not in ("read_committed", "read_uncommitted"):
-        raise OncelogOptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}")
-    consumer = client_conf({k: v for k, v in opts.items() if k != "kafka.isolation.level"}, _READ_OWNED)
+        raise OncelogOptionError(
+            f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}"
+        )
+    consumer = client_conf(
+        {k: v for k, v in opts.items() if k != "kafka.isolation.level"}, _READ_OWNED
+    )
+    _check_security(bootstrap, consumer)
 
     default_start = "earliest" if streaming is False else "latest"
     starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingoffsets")
     ending: OffsetSpec | None = None
     if "endingoffsets" in opts:
         if streaming is True:
-            raise OncelogOptionError("option 'endingOffsets' is for batch queries only; a streaming query reads until stopped")
+            raise OncelogOptionError(
+                "option 'endingOffsets' is for batch queries only; a streaming query reads until stopped"
+            )
         ending = parse_offset_spec(opts["endingoffsets"], "endingoffsets")
     elif streaming is False:
         ending = "latest"
     if streaming is False:
-        if starting == "latest" or (isinstance(starting, dict) and any(o == LATEST for ps in starting.values() for o in ps.values())):
-            raise OncelogOptionError("option 'startingOffsets': 'latest' (-1) is not allowed for batch queries")
-        if ending == "earliest" or (isinstance(ending, dict) and any(o == EARLIEST for ps in ending.values() for o in ps.values())):
-            raise OncelogOptionError("option 'endingOffsets': 'earliest' (-2) is not allowed for batch queries")
+        if starting == "latest" or (
+            isinstance(starting, dict)
+            and any(o == LATEST for ps in starting.values() for o in ps.values())
+        ):
+            raise OncelogOptionError(
+                "option 'startingOffsets': 'latest' (-1) is not allowed for batch queries"
+            )
+        if ending == "earliest" or (
+            isinstance(ending, dict)
+            and any(o == EARLIEST for ps in ending.values() for o in ps.values())
+        ):
+            raise OncelogOptionError(
+                "option 'endingOffsets': 'earliest' (-2) is not allowed for batch queries"
+            )
     for key, spec in (("startingoffsets", starting), ("endingoffsets", ending)):
         if isinstance(spec, dict):
             _check_spec_topics(spec, subscription, key)
@@ -327,7 +391,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         isolation_level=isolation,
-        poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
+        poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms")
+        or DEFAULT_POLL_TIMEOUT_MS,
         consumer_conf=consumer,
     )
 
@@ -336,15 +401,23 @@ def _check_spec_topics(spec: dict[str, dict[int, int]], sub: Subscription, key: 
     for topic, parts in spec.items():
         if sub.assign is not None:
             if topic not in sub.assign:
-                raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which is not in 'assign'")
+                raise OncelogOptionError(
+                    f"option '{display(key)}' names topic {topic!r}, which is not in 'assign'"
+                )
             extra = sorted(set(parts) - set(sub.assign[topic]))
             if extra:
-                raise OncelogOptionError(f"option '{display(key)}' names partitions {extra} of {topic!r}, which are not in 'assign'")
+                raise OncelogOptionError(
+                    f"option '{display(key)}' names partitions {extra} of {topic!r}, which are not in 'assign'"
+                )
         elif sub.pattern is not None:
             if not re.fullmatch(sub.pattern, topic):
-                raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which does not match 'subscribePattern'")
+                raise OncelogOptionError(
+                    f"option '{display(key)}' names topic {topic!r}, which does not match 'subscribePattern'"
+                )
         elif topic not in sub.topics:
-            raise OncelogOptionError(f"option '{display(key)}' names topic {topic!r}, which is not in 'subscribe'")
+            raise OncelogOptionError(
+                f"option '{display(key)}' names topic {topic!r}, which is not in 'subscribe'"
+            )
 
 
 @dataclass(frozen=True)
@@ -356,6 +429,11 @@ class WriteOptions:
     transaction_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     producer_conf: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def client_config(self) -> ClientConfig:
+        """How the driver's commit and auxiliary clients reach the cluster."""
+        return ClientConfig.of(self.bootstrap, self.producer_conf)
+
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
@@ -363,9 +441,12 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     bootstrap = _bootstrap(opts)
     exactly_once = _bool(opts, "exactlyonce", True)
     producer = client_conf(opts, _WRITE_OWNED)
+    _check_security(bootstrap, producer)
     idem = producer.get("enable.idempotence")
     if exactly_once and idem is not None and idem.strip().lower() in ("false", "0"):
-        raise OncelogOptionError("option 'kafka.enable.idempotence=false' conflicts with 'exactlyOnce=true'")
+        raise OncelogOptionError(
+            "option 'kafka.enable.idempotence=false' conflicts with 'exactlyOnce=true'"
+        )
     prefix = opts.get("transactionalidprefix", DEFAULT_TXN_PREFIX).strip()
     if not _TXN_PREFIX_RE.match(prefix):
         raise OncelogOptionError(

@@ -35,8 +35,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from oncelog.spark.cluster import EARLIEST_TS, LATEST_TS, READ_COMMITTED, READ_UNCOMMITTED, Cluster
-from oncelog.spark.faults import trace
+from oncelog.client.admin import EARLIEST as EARLIEST_OFFSET
+from oncelog.client.admin import LATEST as LATEST_OFFSET
+from oncelog.client.admin import Admin
+from oncelog.spark.hooks import trace
 from oncelog.spark.offsets import Offsets, TopicPartition, distribute, from_json, to_json
 from oncelog.spark.options import (
     EARLIEST,
@@ -117,7 +119,12 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
     }
 
 
-def read_range(opts: ReadOptions, part: KafkaInputPartition, schema: StructType, batch_rows: int = ARROW_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def read_range(
+    opts: ReadOptions,
+    part: KafkaInputPartition,
+    schema: StructType,
+    batch_rows: int = ARROW_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
     """Yield Arrow record batches (Spark's Kafka schema) of the records in [start, end)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -188,7 +195,11 @@ def read_range(opts: ReadOptions, part: KafkaInputPartition, schema: StructType,
                             f"offset {part.start} of {topic}-{partition} is out of range (deleted by retention?); "
                             "set failOnDataLoss=false to skip lost data"
                         )
-                    if err.fatal() or not err.retriable() and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                    if (
+                        err.fatal()
+                        or not err.retriable()
+                        and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                    ):
                         raise KafkaException(err)
                     continue
                 if offset >= end:
@@ -221,24 +232,24 @@ class _Planner:
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
-        self.cluster = Cluster(opts.bootstrap)
-
-    @property
-    def isolation(self) -> int:
-        return READ_COMMITTED if self.opts.read_committed else READ_UNCOMMITTED
+        self.admin = Admin(opts.client_config)
 
     def discover(self) -> list[TopicPartition]:
-        cluster = self.cluster.topics()
+        cluster = self.admin.topics()
         selected = self.opts.subscription.select(cluster)
         return sorted((t, p) for t, ps in selected.items() for p in ps if p < cluster.get(t, 0))
 
     def latest(self, tps: Sequence[TopicPartition]) -> Offsets:
-        return self.cluster.list_offsets(tps, LATEST_TS, self.isolation) if tps else {}
+        return self.admin.list_offsets(tps, LATEST_OFFSET, read_committed=self.opts.read_committed)
 
     def earliest(self, tps: Sequence[TopicPartition]) -> Offsets:
-        return self.cluster.list_offsets(tps, EARLIEST_TS, self.isolation) if tps else {}
+        return self.admin.list_offsets(
+            tps, EARLIEST_OFFSET, read_committed=self.opts.read_committed
+        )
 
-    def resolve(self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int) -> Offsets:
+    def resolve(
+        self, spec: OffsetSpec, tps: Sequence[TopicPartition], key: str, unlisted: int
+    ) -> Offsets:
         """Offsets for 'earliest' / 'latest' / JSON specs; JSON-unlisted partitions get
         ``unlisted`` (-2 earliest / -1 latest)."""
         if spec == "earliest":
@@ -250,7 +261,9 @@ class _Planner:
         for topic, parts in spec.items():
             for p in parts:
                 if (topic, p) not in present:
-                    raise OncelogOptionError(f"option '{display(key)}' names {topic}-{p}, which does not exist (or is not subscribed)")
+                    raise OncelogOptionError(
+                        f"option '{display(key)}' names {topic}-{p}, which does not exist (or is not subscribed)"
+                    )
         wanted = {tp: spec.get(tp[0], {}).get(tp[1], unlisted) for tp in tps}
         need_e = [tp for tp, o in wanted.items() if o == EARLIEST]
         need_l = [tp for tp, o in wanted.items() if o == LATEST]
@@ -272,18 +285,24 @@ class _Planner:
                 continue
             begin = start.get(tp, earliest[tp])
             if begin < earliest[tp]:
-                self._lost(f"{topic}-{p}: offsets {begin}..{earliest[tp] - 1} were deleted (log start offset {earliest[tp]})")
+                self._lost(
+                    f"{topic}-{p}: offsets {begin}..{earliest[tp] - 1} were deleted (log start offset {earliest[tp]})"
+                )
                 begin = earliest[tp]
             if stop > begin:
                 out.append(KafkaInputPartition(topic, p, begin, stop))
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
-                self._lost(f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)")
+                self._lost(
+                    f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)"
+                )
         return out
 
     def _lost(self, what: str) -> None:
         if self.opts.fail_on_data_loss:
-            raise DataLossError(f"{what}. Some data may have been lost; set failOnDataLoss=false to continue past it")
+            raise DataLossError(
+                f"{what}. Some data may have been lost; set failOnDataLoss=false to continue past it"
+            )
         log.warning("oncelog source: %s; skipping (failOnDataLoss=false)", what)
 
 
@@ -301,7 +320,7 @@ class OncelogBatchReader(DataSourceReader):
             end = planner.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
             parts: Sequence[InputPartition] = planner.plan(start, end)
         finally:
-            planner.cluster.close()
+            planner.admin.close()
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -320,7 +339,13 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "schema": self.schema, "_planner": None, "_target": None, "_latest": None}
+        return {
+            "opts": self.opts,
+            "schema": self.schema,
+            "_planner": None,
+            "_target": None,
+            "_latest": None,
+        }
 
     @property
     def planner(self) -> _Planner:
@@ -374,4 +399,4 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self._planner is not None:
-            self._planner.cluster.close()
+            self._planner.admin.close()

@@ -1,7 +1,7 @@
 """The ``oncelog`` PySpark data source: Kafka-protocol reads and exactly-once writes.
 
-    spark.dataSource.register(OncelogDataSource)
-    spark.readStream.format("oncelog").option("kafka.bootstrap.servers", "...")...
+spark.dataSource.register(OncelogDataSource)
+spark.readStream.format("oncelog").option("kafka.bootstrap.servers", "...")...
 """
 
 from __future__ import annotations

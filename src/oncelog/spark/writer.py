@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -34,10 +33,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from oncelog.client.transactions import TxnAdmin
 from oncelog.spark import commit as protocol
-from oncelog.spark.cluster import Cluster
+from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.decisions import DecisionStore
-from oncelog.spark.faults import maybe_kill, trace
+from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
 
 if TYPE_CHECKING:
@@ -53,25 +53,6 @@ class WriteError(RuntimeError):
     pass
 
 
-@dataclass
-class OncelogCommitMessage(WriterCommitMessage):
-    """What a write task hands to the driver's commit: its prepared transaction."""
-
-    partition_id: int
-    attempt: int
-    records: int
-    transactional_id: str | None = None  # None: no transaction (empty task, or at-least-once)
-    producer_id: int = -1
-    producer_epoch: int = -1
-    query_id: str | None = None
-    batch_id: int = -1
-    skipped: bool = False  # the batch was already decided: nothing written (replay)
-
-
-def transactional_id(prefix: str, query_id: str, partition_id: int, attempt: int) -> str:
-    return f"{prefix}-{query_id}-{partition_id}-{attempt}"
-
-
 # -- input validation (driver, at planning) -------------------------------------------------
 
 _HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
@@ -81,7 +62,9 @@ def _same(a: DataType, b: DataType) -> bool:
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
         return _same(a.elementType, b.elementType)
     if isinstance(a, StructType) and isinstance(b, StructType):
-        return [f.name for f in a.fields] == [f.name for f in b.fields] and all(_same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields, strict=True))
+        return [f.name for f in a.fields] == [f.name for f in b.fields] and all(
+            _same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields, strict=True)
+        )
     return type(a) is type(b)
 
 
@@ -95,10 +78,14 @@ def validate_input(schema: StructType, opts: WriteOptions) -> None:
         "headers": ((_HEADERS,), "array<struct<key:string,value:binary>>"),
     }
     if "value" not in cols:
-        raise OncelogOptionError(f"the oncelog sink needs a 'value' column (binary or string); the input has {schema.simpleString()}")
+        raise OncelogOptionError(
+            f"the oncelog sink needs a 'value' column (binary or string); the input has {schema.simpleString()}"
+        )
     for name, (types, text) in rules.items():
         if name in cols and not any(_same(cols[name], t) for t in types):
-            raise OncelogOptionError(f"column '{name}' must be {text}, got {cols[name].simpleString()}")
+            raise OncelogOptionError(
+                f"column '{name}' must be {text}, got {cols[name].simpleString()}"
+            )
     if opts.topic is None and "topic" not in cols:
         raise OncelogOptionError("no topic: set the option 'topic' or provide a 'topic' column")
 
@@ -203,7 +190,11 @@ class BatchProducer:
 
 
 def _txn_config(opts: WriteOptions, txn_id: str) -> dict[str, Any]:
-    return {"transactional.id": txn_id, "transaction.timeout.ms": opts.transaction_timeout_ms, "enable.idempotence": True}
+    return {
+        "transactional.id": txn_id,
+        "transaction.timeout.ms": opts.transaction_timeout_ms,
+        "enable.idempotence": True,
+    }
 
 
 def _idempotent_config() -> dict[str, Any]:
@@ -218,16 +209,22 @@ def write_at_least_once(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -
     return producer.records
 
 
-def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.RecordBatch], *, kill_batch: int | None = None) -> tuple[int, int, int]:
+def prepare_transaction(
+    opts: WriteOptions,
+    txn_id: str,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    kill_batch: int | None = None,
+) -> tuple[int, int, int]:
     """Produce every row in one open transaction of ``txn_id`` and flush it; return
     (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
     producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
-    cluster = Cluster(opts.bootstrap)
+    txns = TxnAdmin(opts.client_config)
     initial: list[Any] = []
 
     def on_start() -> None:
         # Our incarnation, right after InitProducerId: whoever holds the id later fenced us.
-        initial.append(cluster.describe_txn(txn_id))
+        initial.append(txns.describe_txn(txn_id))
 
     producer.on_start = on_start
     try:
@@ -236,24 +233,31 @@ def prepare_transaction(opts: WriteOptions, txn_id: str, batches: Iterator[pa.Re
         if producer.records == 0:
             return 0, -1, -1
         producer.flush()
-        state = cluster.describe_txn(txn_id)
+        state = txns.describe_txn(txn_id)
         first = initial[0] if initial else None
         if (
             state is None
             or first is None
             or state.transaction_state != "Ongoing"
-            or (state.producer_id, state.producer_epoch) != (first.producer_id, first.producer_epoch)
+            or (state.producer_id, state.producer_epoch)
+            != (first.producer_id, first.producer_epoch)
         ):
-            got = "unknown" if state is None else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
-            raise WriteError(f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})")
+            got = (
+                "unknown"
+                if state is None
+                else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
+            )
+            raise WriteError(
+                f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})"
+            )
         if kill_batch is not None:
-            maybe_kill("task-after-flush", kill_batch)
+            point("task-after-flush", kill_batch)
         result = (producer.records, int(state.producer_id), int(state.producer_epoch))
     except BaseException:
         producer.abort_quietly()
         raise
     finally:
-        cluster.close()
+        txns.close()
     producer.drop()
     return result
 
@@ -285,10 +289,14 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
         trace(f"write start batch={batch_id} partition={partition_id} attempt={attempt}")
         if not self.opts.exactly_once:
             n = write_at_least_once(self.opts, iterator)
-            return OncelogCommitMessage(partition_id, attempt, n, query_id=query_id, batch_id=batch_id)
+            return OncelogCommitMessage(
+                partition_id, attempt, n, query_id=query_id, batch_id=batch_id
+            )
         if query_id is None or batch_id < 0:
             raise WriteError("no streaming query id / batch id in the task's local properties")
-        with DecisionStore(self.opts.bootstrap, self.opts.transactional_id_prefix, query_id, self.opts.producer_conf) as store:
+        with DecisionStore(
+            self.opts.client_config, self.opts.transactional_id_prefix, query_id
+        ) as store:
             decided = store.decided_through()
         if decided >= batch_id:
             # A replay of a batch whose decision survived a driver crash: its transactions
@@ -296,15 +304,30 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
             # ids now (InitProducerId) would abort them.
             for _ in iterator:
                 pass
-            log.info("batch %d already decided (through %d): task %d writes nothing", batch_id, decided, partition_id)
-            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id, skipped=True)
-        txn_id = transactional_id(self.opts.transactional_id_prefix, query_id, partition_id, attempt)
+            log.info(
+                "batch %d already decided (through %d): task %d writes nothing",
+                batch_id,
+                decided,
+                partition_id,
+            )
+            return OncelogCommitMessage(
+                partition_id, attempt, 0, query_id=query_id, batch_id=batch_id, skipped=True
+            )
+        txn_id = transactional_id(
+            self.opts.transactional_id_prefix, query_id, partition_id, attempt
+        )
         trace(f"write decided_through={decided} batch={batch_id} partition={partition_id}")
-        n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator, kill_batch=batch_id if partition_id == 0 else None)
+        n, pid, epoch = prepare_transaction(
+            self.opts, txn_id, iterator, kill_batch=batch_id if partition_id == 0 else None
+        )
         trace(f"write prepared batch={batch_id} partition={partition_id} records={n}")
         if n == 0:
-            return OncelogCommitMessage(partition_id, attempt, 0, query_id=query_id, batch_id=batch_id)
-        return OncelogCommitMessage(partition_id, attempt, n, txn_id, pid, epoch, query_id, batch_id)
+            return OncelogCommitMessage(
+                partition_id, attempt, 0, query_id=query_id, batch_id=batch_id
+            )
+        return OncelogCommitMessage(
+            partition_id, attempt, n, txn_id, pid, epoch, query_id, batch_id
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         trace(f"commit start batch={batchId}")
@@ -334,7 +357,9 @@ class OncelogBatchWriter(DataSourceArrowWriter):
         ctx = _task_context()
         partition_id, attempt = ctx.partitionId(), ctx.attemptNumber()
         if not self.opts.exactly_once:
-            return OncelogCommitMessage(partition_id, attempt, write_at_least_once(self.opts, iterator))
+            return OncelogCommitMessage(
+                partition_id, attempt, write_at_least_once(self.opts, iterator)
+            )
         txn_id = f"{self.txn_prefix}-{partition_id}-{attempt}"
         n, pid, epoch = prepare_transaction(self.opts, txn_id, iterator)
         if n == 0:

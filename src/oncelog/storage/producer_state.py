@@ -136,7 +136,8 @@ class ProducerStateManager:
             # KIP-360 (Kafka >= 2.5): with no state for this producer (new, expired, or its
             # records removed by retention/DeleteRecords) any sequence is accepted, so a
             # producer whose state was dropped continues instead of failing every send.
-            return self._check_txn_bit(pid, header)
+            self._check_txn_bit(pid, header)
+            return None
         if epoch < entry.epoch:
             raise ProducerStateError(
                 ErrorCode.invalid_producer_epoch,
@@ -164,7 +165,8 @@ class ProducerStateManager:
                 ErrorCode.out_of_order_sequence_number,
                 f"producer {pid} new epoch {epoch} must start at sequence 0, got {first}",
             )
-        return self._check_txn_bit(pid, header)
+        self._check_txn_bit(pid, header)
+        return None
 
     def _check_txn_bit(self, pid: int, header: BatchHeader) -> None:
         if pid in self._ongoing and not header.is_transactional:
@@ -172,7 +174,6 @@ class ProducerStateManager:
                 ErrorCode.invalid_txn_state,
                 f"non-transactional batch from producer {pid} during an open transaction",
             )
-        return None
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         entry = self._producers.get(producer_id)

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.embedded import EmbeddedBroker
-from oncelog.spark import faults
+from oncelog.testing import faults
 
 EOS_APP = str(Path(__file__).parent / "spark_eos_app.py")
 TXN_TIMEOUT_CLEANUP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
@@ -30,14 +30,18 @@ def spark() -> Iterator[Any]:
     failed task, and the retry tests need Spark's retries)."""
     from oncelog.spark import spark_session
 
-    session = spark_session("oncelog-tests", master="local[2,4]", conf={"spark.sql.shuffle.partitions": "2"})
+    session = spark_session(
+        "oncelog-tests", master="local[2,4]", conf={"spark.sql.shuffle.partitions": "2"}
+    )
     yield session
     session.stop()
 
 
 @pytest.fixture(scope="module")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    b = EmbeddedBroker(tmp_path_factory.mktemp("spark-broker") / "data", settings=TXN_TIMEOUT_CLEANUP).start()
+    b = EmbeddedBroker(
+        tmp_path_factory.mktemp("spark-broker") / "data", settings=TXN_TIMEOUT_CLEANUP
+    ).start()
     try:
         yield b
     finally:
@@ -69,7 +73,14 @@ def produce_transactions(
     txn_id: str | None = None,
 ) -> None:
     """Each (commit?, records) is one transaction, committed or aborted."""
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id or unique("gen"), "linger.ms": 2, "enable.sparse.connections": False})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id or unique("gen"),
+            "linger.ms": 2,
+            "enable.sparse.connections": False,
+        }
+    )
     p.init_transactions(30)
     for commit, records in txns:
         p.begin_transaction()
@@ -92,7 +103,14 @@ def produce_plain(bootstrap: str, topic: str, values: list[bytes], partitions: i
 def leave_open_transaction(bootstrap: str, topic: str, txn_id: str, values: list[bytes]) -> None:
     """Begin a transaction, write, flush, and drop the producer: the transaction stays open
     (librdkafka's destroy does not abort), like a task attempt that died."""
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2, "enable.sparse.connections": False})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "linger.ms": 2,
+            "enable.sparse.connections": False,
+        }
+    )
     p.init_transactions(30)
     p.begin_transaction()
     for v in values:
@@ -104,12 +122,37 @@ def leave_open_transaction(bootstrap: str, topic: str, txn_id: str, values: list
 class DriverProcess:
     """tests/integration/apps/spark_eos_app.py in a session of its own."""
 
-    def __init__(self, bootstrap: str, checkpoint: Path, log: Path, *, input: str, output: str, max_offsets: int, available_now: bool = False, kill_at: str | None = None, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        checkpoint: Path,
+        log: Path,
+        *,
+        input: str,
+        output: str,
+        max_offsets: int,
+        available_now: bool = False,
+        kill_at: str | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if k != faults.KILL_AT_ENV}
         env["PYSPARK_PYTHON"] = sys.executable
         if kill_at:
             env[faults.KILL_AT_ENV] = kill_at
-        cmd = [sys.executable, EOS_APP, "--bootstrap", bootstrap, "--checkpoint", str(checkpoint), "--input", input, "--output", output, "--max-offsets", str(max_offsets)]
+        cmd = [
+            sys.executable,
+            EOS_APP,
+            "--bootstrap",
+            bootstrap,
+            "--checkpoint",
+            str(checkpoint),
+            "--input",
+            input,
+            "--output",
+            output,
+            "--max-offsets",
+            str(max_offsets),
+        ]
         if available_now:
             cmd.append("--available-now")
         cmd += extra or []
@@ -117,7 +160,15 @@ class DriverProcess:
         self.log = open(log, "a")  # noqa: SIM115 - closed by wait()/kill()
         self.log.write(f"\n==== {' '.join(cmd)} (kill_at={kill_at})\n")
         self.log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True, env=env, cwd=str(Path(__file__).parents[3]))
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,
+            env=env,
+            cwd=str(Path(__file__).parents[3]),
+        )
         self.batches: list[str] = []
 
     def wait_for_progress(self, timeout: float) -> bool:

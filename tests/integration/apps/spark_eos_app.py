@@ -25,12 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args(argv)
 
-    from oncelog.spark import faults, spark_session
+    from oncelog.spark import spark_session
+    from oncelog.spark.hooks import trace
+    from oncelog.testing import faults
 
     faults.arm()
-    faults.trace("driver app starting Spark")
+    trace("driver app starting Spark")
     spark = spark_session("oncelog-eos-test", master=args.master)
-    faults.trace("Spark session ready")
+    trace("Spark session ready")
     df = (
         spark.readStream.format("oncelog")
         .option("kafka.bootstrap.servers", args.bootstrap)
@@ -44,9 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.transaction_timeout_ms:
         writer = writer.option("transactionTimeoutMs", str(args.transaction_timeout_ms))
     writer = writer.option("checkpointLocation", args.checkpoint)
-    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime="0 seconds")
+    writer = (
+        writer.trigger(availableNow=True)
+        if args.available_now
+        else writer.trigger(processingTime="0 seconds")
+    )
     q = writer.start()
-    faults.trace("query started")
+    trace("query started")
     seen = -1
     while q.isActive:
         p = q.lastProgress

@@ -3,7 +3,7 @@
 1. start a broker in a temporary directory;
 2. generate orders with a transactional producer, aborting about a fifth of the
    transactions (aborted orders must never count);
-3. run the orders pipeline (:mod:`oncelog.spark.pipeline`) as a subprocess: a real Spark
+3. run the orders pipeline (:mod:`oncelog.demo.pipeline`) as a subprocess: a real Spark
    driver on ``local[2]``;
 4. SIGKILL the driver (its whole process tree: Python, JVM, Python workers) mid-run;
 5. restart it from the same checkpoint with Trigger.AvailableNow and let it catch up;
@@ -34,8 +34,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from oncelog.spark import faults
-from oncelog.spark.pipeline import (
+from oncelog.demo.pipeline import (
     ENRICHED,
     ORDERS,
     TOTALS,
@@ -44,7 +43,8 @@ from oncelog.spark.pipeline import (
     create_topics,
     generate_orders,
 )
-from oncelog.spark.verify import (
+from oncelog.testing import faults
+from oncelog.testing.verify import (
     check_window_totals,
     compare,
     open_transactions,
@@ -105,19 +105,38 @@ class OutputWatcher(threading.Thread):
 class Driver:
     """The pipeline's Spark driver as a subprocess leading its own session."""
 
-    def __init__(self, bootstrap: str, checkpoint: Path, log_path: Path, *, max_offsets: int, available_now: bool) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        checkpoint: Path,
+        log_path: Path,
+        *,
+        max_offsets: int,
+        available_now: bool,
+    ) -> None:
         cmd = [
-            sys.executable, "-m", "oncelog.spark.pipeline",
-            "--bootstrap", bootstrap,
-            "--checkpoint", str(checkpoint),
-            "--max-offsets-per-trigger", str(max_offsets),
+            sys.executable,
+            "-m",
+            "oncelog.demo.pipeline",
+            "--bootstrap",
+            bootstrap,
+            "--checkpoint",
+            str(checkpoint),
+            "--max-offsets-per-trigger",
+            str(max_offsets),
         ]
         if available_now:
             cmd.append("--available-now")
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env = {
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
         env.pop(faults.KILL_AT_ENV, None)
         self.log = open(log_path, "a")  # noqa: SIM115 - closed in wait()/kill()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True, env=env
+        )
         self.batches: dict[str, int] = {}
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -131,7 +150,12 @@ class Driver:
                 self.batches[fields.get("query", "?")] = int(fields.get("batch", "0"))
 
     def describe(self) -> str:
-        return ", ".join(f"{q.removeprefix('orders-')} batch {b}" for q, b in sorted(self.batches.items())) or "starting (JVM, first batch)"
+        return (
+            ", ".join(
+                f"{q.removeprefix('orders-')} batch {b}" for q, b in sorted(self.batches.items())
+            )
+            or "starting (JVM, first batch)"
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -160,7 +184,14 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 12_000, kill_at: float = 0.4, console: Console | None = None) -> int:
+def run_demo(
+    records: int = 50_000,
+    *,
+    partitions: int = 3,
+    max_offsets: int = 12_000,
+    kill_at: float = 0.4,
+    console: Console | None = None,
+) -> int:
     """Run the demo; return 0 when exactly-once is verified, 1 otherwise."""
     from oncelog.embedded import EmbeddedBroker
     from oncelog.spark import JavaMissingError, require_java
@@ -181,10 +212,17 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
             create_topics(bootstrap, [ORDERS, ENRICHED, TOTALS], partitions)
             notes: list[str] = []
             with _progress(console) as progress:
-                gen = progress.add_task("generate orders", total=records, note="transactional, ~20% aborted")
+                gen = progress.add_task(
+                    "generate orders", total=records, note="transactional, ~20% aborted"
+                )
                 # ~10 minutes of event time whatever the size, so that windows close
                 step = max(1, 600_000 * 4 // (records * 5))
-                stats = generate_orders(bootstrap, records, event_step_ms=step, on_progress=lambda s: progress.update(gen, completed=s.committed))
+                stats = generate_orders(
+                    bootstrap,
+                    records,
+                    event_step_ms=step,
+                    on_progress=lambda s: progress.update(gen, completed=s.committed),
+                )
                 notes.append(
                     f"generated {stats.committed} committed orders in {stats.transactions - stats.aborted_transactions} transactions, "
                     f"and {stats.aborted} aborted orders in {stats.aborted_transactions} aborted transactions"
@@ -194,19 +232,33 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
                 visible = progress.add_task(f"{ENRICHED} (read_committed)", total=records, note="")
 
                 def tick(task: Any, driver: Driver) -> None:
-                    progress.update(visible, completed=min(watcher.count, records), note=f"{watcher.duplicates} duplicates seen")
+                    progress.update(
+                        visible,
+                        completed=min(watcher.count, records),
+                        note=f"{watcher.duplicates} duplicates seen",
+                    )
                     progress.update(task, note=driver.describe())
 
                 # Run 1: continuous micro-batches; SIGKILL the driver mid-run.
                 run1 = progress.add_task("spark driver #1", total=None, note="")
-                d1 = Driver(bootstrap, tmp / "checkpoint", log_path, max_offsets=max_offsets, available_now=False)
+                d1 = Driver(
+                    bootstrap,
+                    tmp / "checkpoint",
+                    log_path,
+                    max_offsets=max_offsets,
+                    available_now=False,
+                )
                 deadline = time.monotonic() + 240
-                while watcher.count < kill_at * records and d1.alive() and time.monotonic() < deadline:
+                while (
+                    watcher.count < kill_at * records and d1.alive() and time.monotonic() < deadline
+                ):
                     tick(run1, d1)
                     time.sleep(0.1)
                 if not d1.alive():
                     progress.stop()
-                    console.print(f"[red]the Spark driver exited early[/] (code {d1.proc.returncode}); log: {log_path}")
+                    console.print(
+                        f"[red]the Spark driver exited early[/] (code {d1.proc.returncode}); log: {log_path}"
+                    )
                     console.print("\n".join(log_path.read_text().splitlines()[-30:]))
                     return 1
                 where = d1.describe()
@@ -221,7 +273,13 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
 
                 # Run 2: restart from the same checkpoint and catch up.
                 run2 = progress.add_task("spark driver #2 (restart)", total=None, note="")
-                d2 = Driver(bootstrap, tmp / "checkpoint", log_path, max_offsets=max_offsets, available_now=True)
+                d2 = Driver(
+                    bootstrap,
+                    tmp / "checkpoint",
+                    log_path,
+                    max_offsets=max_offsets,
+                    available_now=True,
+                )
                 t2 = time.monotonic()
                 while d2.alive() and time.monotonic() - t2 < 300:
                     tick(run2, d2)
@@ -229,10 +287,17 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
                 if d2.alive():
                     d2.kill()
                     progress.stop()
-                    console.print(f"[red]the restarted driver did not finish in time[/]; log: {log_path}")
+                    console.print(
+                        f"[red]the restarted driver did not finish in time[/]; log: {log_path}"
+                    )
                     return 1
                 code = d2.wait(10)
-                progress.update(run2, total=1, completed=1, note=f"caught up in {time.monotonic() - t2:.0f} s (exit {code})")
+                progress.update(
+                    run2,
+                    total=1,
+                    completed=1,
+                    note=f"caught up in {time.monotonic() - t2:.0f} s (exit {code})",
+                )
                 settle = time.monotonic() + 10
                 while watcher.count < records and time.monotonic() < settle:
                     tick(run2, d2)
@@ -247,7 +312,9 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
             # Verify with fresh read_committed reads.
             inputs = read_topic(bootstrap, ORDERS)
             verdict = compare(order_ids(inputs), order_ids(read_topic(bootstrap, ENRICHED)))
-            totals = check_window_totals(inputs, read_topic(bootstrap, TOTALS), WINDOW_MS, WATERMARK_MS)
+            totals = check_window_totals(
+                inputs, read_topic(bootstrap, TOTALS), WINDOW_MS, WATERMARK_MS
+            )
             totals_ok = totals.ok
             lingering = open_transactions(bootstrap, TXN_PREFIX)
             pinned = [t for t in (ENRICHED, TOTALS) if not stable(bootstrap, t)]
@@ -263,10 +330,22 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
         console.print(f"  {line}")
     for example in verdict.examples + totals.examples:
         console.print(f"  [red]{example}[/]")
-    ok = verdict.ok and totals_ok and code == 0 and not watcher.duplicates and not lingering and not pinned and watcher.error is None
+    ok = (
+        verdict.ok
+        and totals_ok
+        and code == 0
+        and not watcher.duplicates
+        and not lingering
+        and not pinned
+        and watcher.error is None
+    )
     if watcher.error:
         console.print(f"  [red]watcher error:[/] {watcher.error}")
-    line = verdict.line() if ok or not verdict.ok else verdict.line().replace("verified", "NOT verified")
+    line = (
+        verdict.line()
+        if ok or not verdict.ok
+        else verdict.line().replace("verified", "NOT verified")
+    )
     console.print(f"  demo took {time.monotonic() - started:.0f} s")
     console.print(f"[bold {'green' if ok else 'red'}]{line}[/]")
     return 0 if ok else 1
@@ -275,12 +354,18 @@ def run_demo(records: int = 50_000, *, partitions: int = 3, max_offsets: int = 1
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m oncelog.spark.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m oncelog.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--records", "-n", type=int, default=50_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=12_000)
     args = ap.parse_args(argv)
-    return run_demo(args.records, partitions=args.partitions, max_offsets=args.max_offsets_per_trigger)
+    return run_demo(
+        args.records, partitions=args.partitions, max_offsets=args.max_offsets_per_trigger
+    )
 
 
 if __name__ == "__main__":

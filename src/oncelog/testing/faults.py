@@ -1,21 +1,12 @@
-"""Kill points for fault-injection tests of the exactly-once sink.
+"""Kill points for fault-injection tests of the exactly-once Spark sink.
 
 A test runs the Spark driver as the leader of its own session (``start_new_session=True``)
-and sets ``ONCELOG_SPARK_KILL_AT=<point>[@<batchId>]``. When the sink reaches that point
-(in the executor or in the driver's commit worker), it SIGKILLs the whole driver session:
-the driver's Python process, the JVM and every Python worker. Nothing runs unless the
-driver application armed it by exporting ``ONCELOG_SPARK_KILL_SID`` = its own session id
-(see :func:`arm`), so a stray variable can never kill an unrelated process tree.
-
-Points, in the order a micro-batch reaches them:
-
-* ``task-after-flush``: a write task (partition 0) prepared its transaction (flushed, not
-  committed) and is about to return its commit message;
-* ``commit-before-decision``: the driver's commit got all messages, no decision yet;
-* ``commit-after-decision``: the decision is durable, no transaction committed yet;
-* ``commit-mid-endtxn``: the first transaction of the decision is committed, not the rest;
-* ``commit-after-endtxn``: every transaction is committed, Spark has not yet recorded the
-  batch in its commit log (so the batch is replayed after the restart).
+and sets ``ONCELOG_SPARK_KILL_AT=<point>[@<batchId>]`` (points: oncelog.spark.hooks.POINTS).
+When the sink reaches that point (in the executor or in the driver's commit worker), it
+SIGKILLs the whole driver session: the driver's Python process, the JVM and every Python
+worker. Nothing runs unless the driver application armed it (:func:`arm`): that exports
+``ONCELOG_SPARK_KILL_SID`` = its own session id, so a stray variable can never kill an
+unrelated process tree, and installs :func:`maybe_kill` as the data source's hook.
 """
 
 from __future__ import annotations
@@ -24,15 +15,11 @@ import os
 import signal
 import time
 
+from oncelog.spark.hooks import HOOK_ENV, POINTS
+
 KILL_AT_ENV = "ONCELOG_SPARK_KILL_AT"
 KILL_SID_ENV = "ONCELOG_SPARK_KILL_SID"
-POINTS = (
-    "task-after-flush",
-    "commit-before-decision",
-    "commit-after-decision",
-    "commit-mid-endtxn",
-    "commit-after-endtxn",
-)
+HOOK = "oncelog.testing.faults:maybe_kill"
 
 
 def arm() -> bool:
@@ -41,6 +28,7 @@ def arm() -> bool:
     if os.getsid(0) != os.getpid():
         return False
     os.environ[KILL_SID_ENV] = str(os.getpid())
+    os.environ[HOOK_ENV] = HOOK
     return bool(os.environ.get(KILL_AT_ENV))
 
 
@@ -95,15 +83,3 @@ def kill_session(sid: int) -> None:
         time.sleep(0.05)
     if os.getsid(0) == sid:
         os.kill(me, signal.SIGKILL)
-
-
-TRACE_ENV = "ONCELOG_SPARK_TRACE"
-
-
-def trace(message: str) -> None:
-    """Timestamped diagnostics to stderr (the Spark driver's log in local mode) when
-    ONCELOG_SPARK_TRACE is set."""
-    if os.environ.get(TRACE_ENV):
-        import sys
-
-        print(f"[oncelog.spark {time.time():.3f} pid={os.getpid()}] {message}", file=sys.stderr, flush=True)

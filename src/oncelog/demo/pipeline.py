@@ -9,7 +9,7 @@
 Both queries read with the oncelog source (read_committed: aborted orders never count) and
 write with the oncelog sink (exactly-once). Run it against any Kafka-protocol cluster:
 
-    python -m oncelog.spark.pipeline --bootstrap HOST:PORT --checkpoint DIR [--available-now]
+    python -m oncelog.demo.pipeline --bootstrap HOST:PORT --checkpoint DIR [--available-now]
     spark-submit --master local[2] examples/orders_pipeline.py --bootstrap HOST:PORT --checkpoint DIR
 
 (the data source is pure Python: no --packages / Kafka jar is needed).
@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -121,7 +124,9 @@ def generate_orders(
 # -- the Spark queries ---------------------------------------------------------------------------
 
 
-def orders_stream(spark: SparkSession, bootstrap: str, *, topic: str = ORDERS, max_offsets: int | None = None) -> DataFrame:
+def orders_stream(
+    spark: SparkSession, bootstrap: str, *, topic: str = ORDERS, max_offsets: int | None = None
+) -> DataFrame:
     """Parsed orders from the oncelog source (read_committed)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
@@ -177,13 +182,17 @@ def window_totals(orders: DataFrame) -> DataFrame:
     Spark rejects ``outputMode("update")`` with "does not support Update mode".)"""
     from pyspark.sql import functions as F
 
-    timed = orders.withColumn("event_time", F.timestamp_millis(F.col("ts"))).withWatermark("event_time", WATERMARK)
+    timed = orders.withColumn("event_time", F.timestamp_millis(F.col("ts"))).withWatermark(
+        "event_time", WATERMARK
+    )
     agg = timed.groupBy(F.window("event_time", WINDOW).alias("w"), "customer").agg(
         F.count("*").alias("orders"),
         F.sum(F.round(F.col("amount") * 100).cast("long")).alias("amount_cents"),
     )
     return agg.select(
-        F.concat_ws("|", "customer", F.date_format("w.start", "yyyy-MM-dd'T'HH:mm:ss")).alias("key"),
+        F.concat_ws("|", "customer", F.date_format("w.start", "yyyy-MM-dd'T'HH:mm:ss")).alias(
+            "key"
+        ),
         F.to_json(
             F.struct(
                 "customer",
@@ -229,29 +238,29 @@ def start_queries(spark: SparkSession, cfg: PipelineConfig) -> list[StreamingQue
             .option("exactlyOnce", str(cfg.exactly_once).lower())
             .option("checkpointLocation", f"{cfg.checkpoint.rstrip('/')}/{name}")
         )
-        writer = writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.processing_time)
+        writer = (
+            writer.trigger(availableNow=True)
+            if cfg.available_now
+            else writer.trigger(processingTime=cfg.processing_time)
+        )
         queries.append(writer.start())
     return queries
 
 
 def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for name, fut in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).items():
-        try:
-            fut.result(30)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"cannot create topic {name}: {exc}") from exc
+    """Create the topics (existing ones are left as they are)."""
+    with Admin(ClientConfig(bootstrap)) as admin:
+        admin.create_topics(names, partitions)
 
 
-def run(cfg: PipelineConfig, *, master: str = "local[2]", status: Callable[[str], None] | None = None) -> int:
+def run(
+    cfg: PipelineConfig, *, master: str = "local[2]", status: Callable[[str], None] | None = None
+) -> int:
     """Run the pipeline until it is stopped (or, with available_now, until caught up)."""
-    from oncelog.spark import faults, spark_session
+    from oncelog.spark import spark_session
+    from oncelog.testing import faults
 
-    faults.arm()
+    faults.arm()  # a no-op unless a fault test set a kill point
     spark = spark_session("oncelog-orders-pipeline", master=master)
     queries = start_queries(spark, cfg)
     seen: dict[str, int] = {}
@@ -279,26 +288,64 @@ def run(cfg: PipelineConfig, *, master: str = "local[2]", status: Callable[[str]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oncelog.spark.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
-    ap.add_argument("--checkpoint", required=True, help="checkpoint directory (one sub-directory per query)")
-    ap.add_argument("--master", default="local[2]", help="Spark master (ignored under spark-submit, which sets its own)")
+    ap = argparse.ArgumentParser(
+        prog="python -m oncelog.demo.pipeline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"
+    )
+    ap.add_argument(
+        "--checkpoint", required=True, help="checkpoint directory (one sub-directory per query)"
+    )
+    ap.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master (ignored under spark-submit, which sets its own)",
+    )
     ap.add_argument("--orders", default=ORDERS)
     ap.add_argument("--enriched", default=ENRICHED)
     ap.add_argument("--totals", default=TOTALS)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=10_000)
-    ap.add_argument("--available-now", action="store_true", help="process what is there, then stop (Trigger.AvailableNow)")
-    ap.add_argument("--processing-time", default="0 seconds", help="micro-batch interval when running continuously")
-    ap.add_argument("--at-least-once", action="store_true", help="exactlyOnce=false (idempotent producers, no transactions)")
+    ap.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what is there, then stop (Trigger.AvailableNow)",
+    )
+    ap.add_argument(
+        "--processing-time",
+        default="0 seconds",
+        help="micro-batch interval when running continuously",
+    )
+    ap.add_argument(
+        "--at-least-once",
+        action="store_true",
+        help="exactlyOnce=false (idempotent producers, no transactions)",
+    )
     ap.add_argument("--queries", default="enrich,totals", help="comma list of: enrich, totals")
-    ap.add_argument("--create-topics", type=int, metavar="PARTITIONS", default=0, help="create the three topics first")
-    ap.add_argument("--generate", type=int, metavar="N", default=0, help="first write N committed orders (plus aborted ones)")
+    ap.add_argument(
+        "--create-topics",
+        type=int,
+        metavar="PARTITIONS",
+        default=0,
+        help="create the three topics first",
+    )
+    ap.add_argument(
+        "--generate",
+        type=int,
+        metavar="N",
+        default=0,
+        help="first write N committed orders (plus aborted ones)",
+    )
     args = ap.parse_args(argv)
     if args.create_topics:
         create_topics(args.bootstrap, [args.orders, args.enriched, args.totals], args.create_topics)
     if args.generate:
         stats = generate_orders(args.bootstrap, args.generate, topic=args.orders)
-        print(f"generated {stats.committed} committed and {stats.aborted} aborted orders", flush=True)
+        print(
+            f"generated {stats.committed} committed and {stats.aborted} aborted orders", flush=True
+        )
     cfg = PipelineConfig(
         bootstrap=args.bootstrap,
         checkpoint=args.checkpoint,

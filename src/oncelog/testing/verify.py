@@ -8,7 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from oncelog.spark.cluster import READ_COMMITTED, READ_UNCOMMITTED, Cluster
+from oncelog.client.admin import LATEST, Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 
 @dataclass(frozen=True)
@@ -19,15 +21,17 @@ class Record:
     value: bytes | None
 
 
-def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 120.0) -> list[Record]:
+def read_topic(
+    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 120.0
+) -> list[Record]:
     """Every record of the topic visible under ``isolation``, up to the current end offsets
     (LSO for read_committed), in partition/offset order."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    with Cluster(bootstrap) as cluster:
-        n = cluster.topics().get(topic, 0)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        n = admin.topics().get(topic, 0)
         tps = [(topic, p) for p in range(n)]
-        ends = cluster.list_offsets(tps, -1, READ_COMMITTED if isolation == "read_committed" else READ_UNCOMMITTED)
+        ends = admin.list_offsets(tps, LATEST, read_committed=isolation == "read_committed")
     pending = {p for (_, p), end in ends.items() if end > 0}
     out: list[Record] = []
     if not pending:
@@ -47,7 +51,9 @@ def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed",
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}: partitions {sorted(pending)} did not reach their end offsets")
+                raise TimeoutError(
+                    f"reading {topic}: partitions {sorted(pending)} did not reach their end offsets"
+                )
             for m in c.consume(10_000, 0.1):
                 err = m.error()
                 p, offset = m.partition() or 0, m.offset() or 0
@@ -78,7 +84,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.records_in == self.records_out and not (self.duplicates or self.missing or self.unexpected)
+        return self.records_in == self.records_out and not (
+            self.duplicates or self.missing or self.unexpected
+        )
 
     def line(self) -> str:
         word = "exactly-once verified" if self.ok else "exactly-once VIOLATED"
@@ -127,7 +135,9 @@ class TotalsVerdict:
         return not (self.duplicates or self.wrong or self.missing)
 
 
-def check_window_totals(orders: list[Record], totals: list[Record], window_ms: int, delay_ms: int) -> TotalsVerdict:
+def check_window_totals(
+    orders: list[Record], totals: list[Record], window_ms: int, delay_ms: int
+) -> TotalsVerdict:
     """Append-mode window totals: each emitted (customer, window) exactly once and equal to
     the committed input; every window that closed long enough ago emitted."""
     want: dict[str, list[int]] = {}
@@ -152,7 +162,9 @@ def check_window_totals(orders: list[Record], totals: list[Record], window_ms: i
         if exp is None or (int(v["orders"]), int(v["amount_cents"])) != (exp[0], exp[1]):
             wrong += 1
             if len(examples) < 3:
-                examples.append(f"total {key}: got {v.get('orders')}/{v.get('amount_cents')}, expected {exp}")
+                examples.append(
+                    f"total {key}: got {v.get('orders')}/{v.get('amount_cents')}, expected {exp}"
+                )
     # A window is final once the watermark (max event time - delay) passes its end; allow
     # one window of slack for the last watermark update.
     closed = {k for k, end in ends.items() if end + window_ms <= max_ts - delay_ms}
@@ -162,12 +174,18 @@ def check_window_totals(orders: list[Record], totals: list[Record], window_ms: i
 
 
 def open_transactions(bootstrap: str, id_prefix: str) -> list[str]:
-    with Cluster(bootstrap) as cluster:
-        return [t.transactional_id for t in cluster.list_transactions(("Ongoing", "PrepareCommit", "PrepareAbort")) if t.transactional_id.startswith(id_prefix)]
+    with TxnAdmin(ClientConfig(bootstrap)) as txns:
+        return [
+            t.transactional_id
+            for t in txns.list_transactions(OPEN_STATES)
+            if t.transactional_id.startswith(id_prefix)
+        ]
 
 
 def stable(bootstrap: str, topic: str) -> bool:
     """LSO == high watermark on every partition: no open transaction pins the topic."""
-    with Cluster(bootstrap) as cluster:
-        tps = [(topic, p) for p in range(cluster.topics().get(topic, 0))]
-        return cluster.list_offsets(tps, -1, READ_COMMITTED) == cluster.list_offsets(tps, -1, READ_UNCOMMITTED)
+    with Admin(ClientConfig(bootstrap)) as admin:
+        tps = [(topic, p) for p in range(admin.topics().get(topic, 0))]
+        return admin.list_offsets(tps, LATEST, read_committed=True) == admin.list_offsets(
+            tps, LATEST, read_committed=False
+        )

@@ -1,0 +1,202 @@
+"""Topics and offsets through confluent-kafka's AdminClient, with the retry policy.
+
+Metadata, ListOffsets (earliest / latest, read_committed or not), CreateTopics,
+CreatePartitions, DeleteTopics and DescribeConfigs: all of them librdkafka offers, so this
+module only adds typed results, error codes and retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+EARLIEST, LATEST = "earliest", "latest"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    leaders: dict[int, int]  # partition -> leader node id
+
+    @property
+    def partitions(self) -> int:
+        return len(self.leaders)
+
+
+class Admin:
+    """One lazily created AdminClient; cheap to create, pickle-safe."""
+
+    def __init__(
+        self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.timeout = timeout
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from confluent_kafka.admin import AdminClient
+
+            # Connected to every broker at once, like the data source's other clients.
+            self._client = AdminClient(
+                {"enable.sparse.connections": False, **self.config.librdkafka()}
+            )
+        return self._client
+
+    def close(self) -> None:
+        self._client = None  # librdkafka's AdminClient closes when collected
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    def _result(self, future: Any, what: str) -> Any:
+        from confluent_kafka import KafkaException
+
+        try:
+            return future.result(self.timeout)
+        except KafkaException as exc:
+            raise from_kafka_error(exc, what) from exc
+
+    # -- metadata --------------------------------------------------------------------------
+    def describe_topics(self) -> dict[str, TopicInfo]:
+        """Metadata of every topic (listing all: naming one could auto-create it)."""
+        from confluent_kafka import KafkaException
+
+        def once() -> dict[str, TopicInfo]:
+            try:
+                md = self.client.list_topics(timeout=self.timeout)
+            except KafkaException as exc:
+                raise from_kafka_error(exc, "Metadata") from exc
+            return {
+                name: TopicInfo(name, {p: pm.leader for p, pm in t.partitions.items()})
+                for name, t in md.topics.items()
+                if t.error is None
+            }
+
+        return self.policy.call(once)
+
+    def topics(self) -> dict[str, int]:
+        """{topic: partition count}, freshly from Metadata."""
+        return {name: info.partitions for name, info in self.describe_topics().items()}
+
+    def list_offsets(
+        self, tps: Iterable[TopicPartition], which: str, *, read_committed: bool = True
+    ) -> Offsets:
+        """ListOffsets: ``earliest`` (log start) or ``latest`` (the last stable offset under
+        read_committed, the high watermark otherwise) of each topic-partition."""
+        from confluent_kafka import IsolationLevel, KafkaException
+        from confluent_kafka import TopicPartition as KTP
+        from confluent_kafka.admin import OffsetSpec
+
+        wanted = sorted(set(tps))
+        out: Offsets = {}
+        if not wanted:
+            return out
+        if self._client is None:
+            # A fresh librdkafka client can lose its first topic lookup while it swaps the
+            # bootstrap connection for the broker's, and then waits 3 s to ask again.
+            self.describe_topics()
+        spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
+        isolation = (
+            IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
+
+        def once() -> Offsets:
+            missing = [tp for tp in wanted if tp not in out]
+            futures = self.client.list_offsets(
+                {KTP(t, p): spec for t, p in missing},
+                isolation_level=isolation,
+                request_timeout=self.timeout,
+            )
+            errors: list[ClientError] = []
+            for ktp, fut in futures.items():
+                try:
+                    out[(ktp.topic, ktp.partition)] = fut.result(self.timeout).offset
+                except KafkaException as exc:
+                    errors.append(
+                        from_kafka_error(exc, f"ListOffsets of {ktp.topic}-{ktp.partition}")
+                    )
+            if errors:
+                first = next((e for e in errors if not e.retriable), errors[0])
+                raise ClientError(
+                    "; ".join(map(str, errors)),
+                    first.error_code,
+                    retriable=first.retriable,
+                    local_code=first.local_code,
+                )
+            return out
+
+        return self.policy.call(once)
+
+    # -- topics ------------------------------------------------------------------------------
+    def create_topics(
+        self,
+        names: Iterable[str],
+        partitions: int,
+        replication_factor: int = 1,
+        *,
+        config: Mapping[str, str] | None = None,
+        exist_ok: bool = True,
+    ) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        new = [
+            NewTopic(n, partitions, replication_factor, config=dict(config or {})) for n in names
+        ]
+        for name, fut in self.client.create_topics(new, operation_timeout=self.timeout).items():
+            try:
+                self._result(fut, f"CreateTopics {name!r}")
+            except ClientError as exc:
+                if not (exist_ok and exc.error_code == ErrorCode.topic_already_exists):
+                    raise
+
+    def ensure_partitions(self, topic: str, partitions: int) -> None:
+        """Create the topic, or grow it, so that it has at least ``partitions`` partitions."""
+        from confluent_kafka.admin import NewPartitions
+
+        have = self.topics().get(topic, 0)
+        if have >= partitions:
+            return
+        if have == 0:
+            self.create_topics([topic], partitions)
+            return
+        fut = self.client.create_partitions(
+            [NewPartitions(topic, partitions)], operation_timeout=self.timeout
+        )[topic]
+        try:
+            self._result(fut, f"CreatePartitions {topic!r}")
+        except ClientError as exc:
+            if exc.error_code != ErrorCode.invalid_partitions:  # grown concurrently
+                raise
+
+    def delete_topic(self, name: str) -> None:
+        self._result(
+            self.client.delete_topics([name], operation_timeout=self.timeout)[name],
+            f"DeleteTopics {name!r}",
+        )
+
+    def topic_config_overrides(self, name: str) -> dict[str, str]:
+        from confluent_kafka.admin import ConfigResource
+
+        res = ConfigResource("topic", name)
+        configs = self._result(
+            self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
+        )
+        return {k: v.value for k, v in configs.items() if not v.is_default}

@@ -1,0 +1,91 @@
+"""Errors of the client layer, classified by Kafka error code, never by message text.
+
+Broker answers carry a Kafka error code (kio's ``ErrorCode``); confluent-kafka reports a
+``KafkaError`` whose ``code()`` is the same number for broker errors, or a negative
+librdkafka code for local conditions (timeouts, lost connections). Both end up here as one
+:class:`ClientError` with an ``error_code`` and a ``retriable`` flag that the retry policy
+reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaError
+from kio.schema.errors import ErrorCode
+
+# librdkafka's local error codes that mean "not reachable or not known yet": worth another
+# attempt within the caller's deadline.
+_LOCAL_RETRIABLE = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._NOENT,  # a topic-partition not (yet) in the client's metadata cache
+        KafkaError._RETRY,
+        KafkaError._WAIT_CACHE,
+    }
+)
+
+
+class ClientError(RuntimeError):
+    """A failed call to the cluster. ``error_code`` is the Kafka error code when the broker
+    (or librdkafka, for its local codes: ``local_code``) gave one."""
+
+    def __init__(
+        self,
+        message: str,
+        error_code: ErrorCode | None = None,
+        *,
+        retriable: bool | None = None,
+        local_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.local_code = local_code
+        if retriable is None:
+            retriable = (
+                error_code.retriable if error_code is not None else local_code in _LOCAL_RETRIABLE
+            )
+        self.retriable = retriable
+
+
+class AuthenticationError(ClientError):
+    """SASL or TLS handshake refused: never retried."""
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
+        super().__init__(message, error_code, retriable=False)
+
+
+def check(code: ErrorCode, what: str) -> None:
+    """Raise the ClientError of a broker error code (``what`` names the call)."""
+    if code != ErrorCode.none:
+        raise ClientError(f"{what}: {code.name.upper()}", code)
+
+
+def error_code(code: int) -> ErrorCode | None:
+    """kio's ErrorCode for a Kafka error number, None for librdkafka-local codes."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return None
+
+
+def from_kafka_error(err: Any, what: str) -> ClientError:
+    """A ClientError from confluent-kafka's KafkaError (or a KafkaException wrapping one)."""
+    if hasattr(err, "args") and err.args and hasattr(err.args[0], "code"):
+        err = err.args[0]
+    code = int(err.code())
+    kafka_code = error_code(code) if code >= 0 else None
+    name = kafka_code.name.upper() if kafka_code is not None else err.name()
+    retriable = None if not err.fatal() else False
+    return ClientError(
+        f"{what}: {name} ({err.str()})",
+        kafka_code,
+        retriable=retriable,
+        local_code=None if code >= 0 else code,
+    )

@@ -1,0 +1,301 @@
+"""The protocol client: the few standard Kafka calls no client library exposes.
+
+EndTxn and InitProducerId on another producer's behalf, DescribeTransactions,
+ListTransactions, DescribeProducers, WriteTxnMarkers and FindCoordinator for transactional
+ids (KIP-98, KIP-664). Requests are routed as Kafka requires (FindCoordinator for the
+transaction coordinator, Metadata for partition leaders), over TLS/SASL when configured,
+so the same calls work against an Apache Kafka cluster.
+
+One attempt per call: broker errors raise :class:`ClientError` with their code; callers
+retry with :class:`oncelog.client.retry.RetryPolicy` (see :mod:`oncelog.client.transactions`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.describe_producers.v0 import request as dp
+from kio.schema.describe_transactions.v0 import request as dt
+from kio.schema.end_txn.v3 import request as et
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4 import request as fc
+from kio.schema.init_producer_id.v4 import request as ip
+from kio.schema.list_transactions.v1 import request as lt
+from kio.schema.metadata.v12 import request as md
+from kio.schema.write_txn_markers.v1 import request as wm
+
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import AuthenticationError, ClientError, check
+from oncelog.client.wire import WireClient
+
+KEY_TYPE_TXN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class ProtocolClient:
+    """Connections per broker, found through Metadata from any bootstrap server; connects
+    lazily, and ``close()`` drops every connection (the next call reconnects)."""
+
+    def __init__(
+        self, config: ClientConfig, *, timeout: float = 30.0, client_id: str = "oncelog-admin"
+    ) -> None:
+        self.config = config
+        self.security = config.security
+        self.timeout = timeout
+        self.client_id = client_id
+        self._conns: dict[str, WireClient] = {}
+        self._nodes: dict[int, str] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self.topics: dict[str, int] = {}
+
+    def close(self) -> None:
+        conns, self._conns = self._conns, {}
+        for c in conns.values():
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def forget_metadata(self) -> None:
+        """After NOT_LEADER_OR_FOLLOWER and the like: look leaders and brokers up again."""
+        self._nodes = {}
+        self._leaders = {}
+
+    def __enter__(self) -> ProtocolClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_conns": {}}
+
+    # -- connections and routing --------------------------------------------------------
+    def _connect(self, address: str) -> WireClient:
+        conn = self._conns.get(address)
+        if conn is None:
+            conn = WireClient(
+                address, timeout=self.timeout, client_id=self.client_id, security=self.security
+            )
+            self._conns[address] = conn
+        return conn
+
+    def bootstrap(self) -> WireClient:
+        """A connection to any broker: an open one, else the first bootstrap server that answers."""
+        if self._conns:
+            return next(iter(self._conns.values()))
+        errors = []
+        for server in self.config.servers():
+            try:
+                return self._connect(server)
+            except AuthenticationError:
+                raise
+            except OSError as exc:
+                errors.append(f"{server}: {exc}")
+        raise ClientError(
+            f"cannot reach any bootstrap server ({'; '.join(errors)})", ErrorCode.network_exception
+        )
+
+    def refresh(self) -> dict[str, int]:
+        """Metadata of every topic: {topic: partition count}, and the partition leaders."""
+        resp = self.bootstrap().request(
+            md.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
+        self.topics = {}
+        self._leaders = {}
+        for t in resp.topics:
+            if t.error_code == ErrorCode.none and t.name is not None:
+                self.topics[t.name] = len(t.partitions)
+                for p in t.partitions:
+                    self._leaders[(t.name, p.partition_index)] = p.leader_id
+        return dict(self.topics)
+
+    def node(self, node_id: int) -> WireClient:
+        if node_id not in self._nodes:
+            self.refresh()
+        if node_id not in self._nodes:
+            raise ClientError(
+                f"broker {node_id} is not in the cluster metadata", ErrorCode.broker_not_available
+            )
+        return self._connect(self._nodes[node_id])
+
+    def nodes(self) -> list[WireClient]:
+        if not self._nodes:
+            self.refresh()
+        return [self.node(n) for n in sorted(self._nodes)]
+
+    def leader(self, topic: str, partition: int) -> WireClient:
+        if (topic, partition) not in self._leaders:
+            self.refresh()
+        node = self._leaders.get((topic, partition))
+        if node is None:
+            raise ClientError(
+                f"unknown topic-partition {topic}-{partition}", ErrorCode.unknown_topic_or_partition
+            )
+        return self.node(node)
+
+    def find_coordinators(self, transactional_ids: Iterable[str]) -> dict[str, int | ErrorCode]:
+        """FindCoordinator v4 (many keys at once): node id, or the error code, per id."""
+        keys = tuple(sorted(set(transactional_ids)))
+        resp = self.bootstrap().request(
+            fc.FindCoordinatorRequest(key_type=KEY_TYPE_TXN, coordinator_keys=keys)
+        )
+        out: dict[str, int | ErrorCode] = {}
+        for c in resp.coordinators:
+            if c.error_code == ErrorCode.none:
+                self._nodes.setdefault(c.node_id, f"{c.host}:{c.port}")
+                out[c.key] = c.node_id
+            else:
+                out[c.key] = c.error_code
+        return out
+
+    def coordinator(self, transactional_id: str) -> WireClient:
+        found = self.find_coordinators([transactional_id])[transactional_id]
+        if isinstance(found, ErrorCode):
+            raise ClientError(
+                f"no coordinator for {transactional_id!r}: {found.name.upper()}", found
+            )
+        return self.node(found)
+
+    # -- transactions of other producers (KIP-98) ----------------------------------------
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        """EndTxn on the producer's behalf; the broker's error code, as is."""
+        request = et.EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=commit,
+        )
+        code: ErrorCode = self.coordinator(transactional_id).request(request).error_code
+        return code
+
+    def init_producer_id(
+        self, transactional_id: str, transaction_timeout: datetime.timedelta
+    ) -> tuple[int, int]:
+        """InitProducerId as a new instance of the producer would: bumps the epoch (fencing
+        the current one) and aborts an ongoing transaction."""
+        resp = self.coordinator(transactional_id).request(
+            ip.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=transaction_timeout,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        )
+        check(resp.error_code, f"InitProducerId of {transactional_id!r}")
+        return int(resp.producer_id), int(resp.producer_epoch)
+
+    # -- KIP-664 ----------------------------------------------------------------------------
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """DescribeTransactions, batched per coordinator: per id, its state, or the error code."""
+        out: dict[str, Any] = {}
+        by_node: dict[int, list[str]] = {}
+        for tid, found in self.find_coordinators(transactional_ids).items():
+            if isinstance(found, ErrorCode):
+                out[tid] = found
+            else:
+                by_node.setdefault(found, []).append(tid)
+        for node, ids in by_node.items():
+            reply = self.node(node).request(
+                dt.DescribeTransactionsRequest(transactional_ids=tuple(ids))
+            )
+            for state in reply.transaction_states:
+                out[state.transactional_id] = (
+                    state if state.error_code == ErrorCode.none else state.error_code
+                )
+        return out
+
+    def list_transactions(
+        self,
+        states: tuple[str, ...] = (),
+        producer_ids: tuple[int, ...] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TxnListing]:
+        out: list[TxnListing] = []
+        for c in self.nodes():
+            resp = c.request(
+                lt.ListTransactionsRequest(
+                    state_filters=states,
+                    producer_id_filters=producer_ids,
+                    duration_filter=min_duration_ms,
+                )
+            )
+            check(resp.error_code, "ListTransactions")
+            out += [
+                TxnListing(s.transactional_id, s.producer_id, s.transaction_state)
+                for s in resp.transaction_states
+            ]
+        return sorted(out, key=lambda x: x.transactional_id)
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerInfo]:
+        resp = self.leader(topic, partition).request(
+            dp.DescribeProducersRequest(
+                topics=(dp.TopicRequest(name=topic, partition_indexes=(partition,)),)
+            )
+        )
+        p = resp.topics[0].partitions[0]
+        check(p.error_code, f"DescribeProducers of {topic}-{partition}")
+        return [
+            ProducerInfo(
+                topic,
+                partition,
+                s.producer_id,
+                s.producer_epoch,
+                s.last_sequence,
+                s.last_timestamp,
+                s.coordinator_epoch,
+                s.current_txn_start_offset,
+            )
+            for s in p.active_producers
+        ]
+
+    def write_txn_markers(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        commit: bool,
+    ) -> None:
+        marker = wm.WritableTxnMarker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transaction_result=commit,
+            topics=(wm.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),),
+            coordinator_epoch=coordinator_epoch,
+        )
+        resp = self.leader(topic, partition).request(wm.WriteTxnMarkersRequest(markers=(marker,)))
+        check(
+            resp.markers[0].topics[0].partitions[0].error_code,
+            f"{'COMMIT' if commit else 'ABORT'} marker for {topic}-{partition}",
+        )

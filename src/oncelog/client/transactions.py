@@ -1,0 +1,180 @@
+"""Transactions of other producers, with the retry policy: complete or abort them (EndTxn),
+fence them (InitProducerId), describe and list them, and repair hanging ones (KIP-664).
+
+Used by the Spark sink's driver (it commits the task transactions its executors prepared)
+and by ``oncelog transactions``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.protocol import ProducerInfo, ProtocolClient, TxnListing
+from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
+
+T = TypeVar("T")
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+class TxnAdmin:
+    """Cheap to create, connects lazily, pickle-safe."""
+
+    def __init__(
+        self, config: ClientConfig, *, policy: RetryPolicy = DEFAULT_POLICY, timeout: float = 30.0
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.protocol = ProtocolClient(config, timeout=timeout)
+
+    def close(self) -> None:
+        self.protocol.close()
+
+    def __enter__(self) -> TxnAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[[ProtocolClient], T]) -> T:
+        return self.policy.call(lambda: fn(self.protocol), on_retry=self._before_retry)
+
+    def _before_retry(self, exc: BaseException) -> None:
+        # A broken connection is dropped and reopened; a retriable broker error may mean
+        # that leadership moved: the next attempt routes from fresh metadata.
+        if isinstance(exc, OSError):
+            self.protocol.close()
+        self.protocol.forget_metadata()
+
+    # -- completing and fencing --------------------------------------------------------
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        """EndTxn for someone else's transaction. Retriable codes are retried within the
+        policy's deadline; the final code (NONE, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+        INVALID_TXN_STATE, ...) is returned for the caller to judge."""
+
+        def once(p: ProtocolClient) -> ErrorCode:
+            code = p.end_txn(transactional_id, producer_id, producer_epoch, commit)
+            if code.retriable:
+                raise ClientError(f"EndTxn of {transactional_id!r}: {code.name.upper()}", code)
+            return code
+
+        return self._call(once)
+
+    def fence(self, transactional_id: str) -> tuple[int, int]:
+        """Abort whatever the id has open by bumping its epoch (InitProducerId), as a new
+        producer instance would. Returns the new (producer_id, epoch)."""
+        state = self.describe_txn(transactional_id)
+        if state is None:
+            raise ClientError(
+                f"cannot abort {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND",
+                ErrorCode.transactional_id_not_found,
+            )
+        return self._call(lambda p: p.init_producer_id(transactional_id, state.transaction_timeout))
+
+    # -- describing ----------------------------------------------------------------------
+    def describe_many(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """DescribeTransactions state per id (producer_id, producer_epoch,
+        transaction_state, transaction_start_time, transaction_timeout, topics), None for
+        ids the coordinator does not know. Retriable errors are retried for the ids they hit."""
+        pending = set(transactional_ids)
+        out: dict[str, Any] = {}
+
+        def once(p: ProtocolClient) -> dict[str, Any]:
+            retry: list[ErrorCode] = []
+            for tid, state in p.describe_transactions(sorted(pending)).items():
+                if not isinstance(state, ErrorCode):
+                    out[tid] = state
+                elif state == ErrorCode.transactional_id_not_found:
+                    out[tid] = None
+                elif state.retriable:
+                    retry.append(state)
+                    continue
+                else:
+                    raise ClientError(f"cannot describe {tid!r}: {state.name.upper()}", state)
+                pending.discard(tid)
+            if pending:
+                code = retry[0] if retry else ErrorCode.unknown_server_error
+                raise ClientError(
+                    f"cannot describe transactions {sorted(pending)}: {code.name.upper()}",
+                    code,
+                )
+            return out
+
+        return self._call(once) if pending else out
+
+    def describe_txn(self, transactional_id: str) -> Any | None:
+        """The DescribeTransactions state of one id, None if the coordinator does not know it."""
+        return self.describe_many([transactional_id])[transactional_id]
+
+    def list_transactions(
+        self,
+        states: tuple[str, ...] = (),
+        producer_ids: tuple[int, ...] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TxnListing]:
+        return self._call(lambda p: p.list_transactions(states, producer_ids, min_duration_ms))
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerInfo]:
+        return self._call(lambda p: p.describe_producers(topic, partition))
+
+    def topics(self) -> dict[str, int]:
+        return self._call(lambda p: p.refresh())
+
+    # -- hanging transactions (KIP-664) --------------------------------------------------------
+    def find_hanging(
+        self, topics: list[str] | None = None, max_timeout_ms: int = 900_000
+    ) -> list[ProducerInfo]:
+        """Open transactions in partitions that the coordinator no longer tracks as open for
+        that producer, and older than the maximum transaction timeout (Kafka's
+        kafka-transactions.sh find-hanging)."""
+        now = int(time.time() * 1000)
+        known = self.topics()
+        candidates = [
+            info
+            for topic in topics or sorted(known)
+            for p in range(known.get(topic, 0))
+            for info in self.describe_producers(topic, p)
+            if info.current_txn_start_offset >= 0 and now - info.last_timestamp > max_timeout_ms
+        ]
+        if not candidates:
+            return []
+        listed = self.list_transactions(producer_ids=tuple({c.producer_id for c in candidates}))
+        ongoing = {t.producer_id for t in listed if t.state in OPEN_STATES}
+        return [c for c in candidates if c.producer_id not in ongoing]
+
+    def abort_partition(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
+        """Write an ABORT marker for a hanging transaction (WriteTxnMarkers)."""
+        if producer_epoch is None or coordinator_epoch is None:
+            match = [
+                p for p in self.describe_producers(topic, partition) if p.producer_id == producer_id
+            ]
+            if not match:
+                raise ClientError(
+                    f"producer {producer_id} has no state in {topic}-{partition}", retriable=False
+                )
+            producer_epoch = match[0].producer_epoch if producer_epoch is None else producer_epoch
+            coordinator_epoch = (
+                max(match[0].coordinator_epoch, 0)
+                if coordinator_epoch is None
+                else coordinator_epoch
+            )
+        epochs = (producer_epoch, coordinator_epoch)
+        self._call(
+            lambda p: p.write_txn_markers(
+                topic, partition, producer_id, epochs[0], epochs[1], commit=False
+            )
+        )
