@@ -40,6 +40,19 @@ def test_listeners_map_names_to_protocols_and_advertise_per_listener() -> None:
     assert ls[2].describe(9094) == "127.0.0.1:9094 (SASL_SSL)"
 
 
+def test_a_bare_advertised_address_belongs_to_the_first_listener() -> None:
+    cfg = BrokerConfig.build(
+        overrides={
+            "listeners": "SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+            "advertised.listeners": "proxy.example:9999",
+        }
+    )
+    assert [(x.advertised_host, x.advertised_port) for x in parse_listeners(cfg)] == [
+        ("proxy.example", 9999),
+        ("127.0.0.1", None),
+    ]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

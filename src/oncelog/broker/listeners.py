@@ -44,12 +44,16 @@ class Listener:
         return f"{self.host}:{bound_port} ({label})"
 
 
-def _split_entries(value: str) -> list[tuple[str, str]]:
-    """``NAME://HOST:PORT,...`` -> [(NAME, HOST:PORT)]."""
+def _split_entries(value: str, bare_name: str | None = None) -> list[tuple[str, str]]:
+    """``NAME://HOST:PORT,...`` -> [(NAME, HOST:PORT)]; a bare ``HOST:PORT`` is taken
+    as ``bare_name``'s when one is given (oncelog's older advertised.listeners form)."""
     out = []
     for raw in value.split(","):
         entry = raw.strip()
         if not entry:
+            continue
+        if bare_name is not None and "://" not in entry:
+            out.append((bare_name, entry))
             continue
         name, sep, address = entry.partition("://")
         if not sep or not name:
@@ -77,12 +81,14 @@ def protocol_map(value: str) -> dict[str, SecurityProtocol]:
 
 def parse_listeners(config: BrokerConfig) -> list[Listener]:
     mapping = protocol_map(config.get_str("listener.security.protocol.map"))
+    entries = _split_entries(config.get_str("listeners"))
+    first = entries[0][0] if entries else None
     advertised = {
         name: parse_host_port(address)
-        for name, address in _split_entries(config.get_str("advertised.listeners"))
+        for name, address in _split_entries(config.get_str("advertised.listeners"), first)
     }
     listeners: list[Listener] = []
-    for name, address in _split_entries(config.get_str("listeners")):
+    for name, address in entries:
         if any(existing.name == name for existing in listeners):
             raise BrokerConfigError(f"listener {name} is declared twice")
         host, port = parse_host_port(address)
