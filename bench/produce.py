@@ -70,11 +70,14 @@ def run_produce(
     partitions: int,
     idempotent: bool,
     pid: int | None,
+    security: dict[str, object] | None = None,
 ) -> dict[str, float]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    security = security or {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer(
         {
+            **security,
             "bootstrap.servers": bootstrap,
             "enable.idempotence": idempotent,
             "acks": "all",
@@ -171,6 +174,44 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str] | None:
     return None
 
 
+def sasl_ssl_setup(directory: Path) -> tuple[dict[str, str], dict[str, object]]:
+    """Broker settings for PLAINTEXT + SASL_SSL (SCRAM-SHA-512, trustme CA) and the client's."""
+    import trustme  # a test dependency
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+        str(directory / "server.pem")
+    )
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(directory / "server.pem"),
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(directory / "ca.pem"),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "bench",
+        "sasl.password": "bench-secret",
+    }
+    return settings, client
+
+
+def add_bench_user(bootstrap: str) -> None:
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("bench", info, b"bench-secret")]
+    )["bench"].result(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mb", type=int, default=1000, help="megabytes to produce per run")
@@ -189,18 +230,39 @@ def main() -> None:
         action="store_true",
         help="also run oncelog with oncelog.flush.on.ack=true and print the on/off ratio",
     )
+    ap.add_argument(
+        "--sasl-ssl",
+        action="store_true",
+        help="also produce over SASL_SSL (SCRAM-SHA-512) to the same broker",
+    )
     args = ap.parse_args()
     total = args.mb * 1_000_000
     idem = not args.no_idempotence
     results: dict[str, dict[str, float]] = {}
     tmp = tempfile.mkdtemp(prefix="oncelog-bench-")
     settings = dict(s.split("=", 1) for s in args.set)
+    client_security: dict[str, object] = {}
+    if args.sasl_ssl:
+        extra, client_security = sasl_ssl_setup(Path(tmp))
+        settings.update(extra)
     try:
         with EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="WARNING") as b:
             assert b.proc is not None
             results["oncelog"] = run_produce(
                 b.bootstrap, "bench", total, args.record_size, args.partitions, idem, b.proc.pid
             )
+            if args.sasl_ssl:
+                add_bench_user(b.bootstrap)
+                results["SASL_SSL"] = run_produce(
+                    b.bootstrap_for("SASL_SSL"),
+                    "bench-tls",
+                    total,
+                    args.record_size,
+                    args.partitions,
+                    idem,
+                    b.proc.pid,
+                    client_security,
+                )
         if args.flush_on_ack:
             # Write back the first run's page cache first, so the durable run does not pay
             # for it in its fdatasyncs.
@@ -254,6 +316,8 @@ def main() -> None:
     for name, r in results.items():
         if name == "flush.on.ack":
             print(f"  ratio flush.on.ack/oncelog: {r['mb_s'] / base:.2f}")
+        elif name == "SASL_SSL":
+            print(f"  ratio SASL_SSL/PLAINTEXT: {r['mb_s'] / base:.2f}")
         elif name != "oncelog":
             print(f"  ratio oncelog/{name}: {base / r['mb_s']:.2f}")
 

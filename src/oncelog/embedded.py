@@ -15,6 +15,16 @@ from pathlib import Path
 READY = "oncelog broker ready on "
 
 
+def parse_ready_line(line: str) -> dict[str, int]:
+    """``oncelog broker ready on H:P (NAME), H:P (NAME/PROTO)`` -> {NAME: P}."""
+    ports: dict[str, int] = {}
+    for entry in line[len(READY) :].strip().split(", "):
+        address, _, label = entry.partition(" (")
+        name = label.rstrip(")").split("/")[0] or "PLAINTEXT"
+        ports[name] = int(address.rpartition(":")[2])
+    return ports
+
+
 class EmbeddedBroker:
     def __init__(
         self,
@@ -25,6 +35,7 @@ class EmbeddedBroker:
         settings: dict[str, str] | None = None,
         log_path: Path | None = None,
         log_level: str = "INFO",
+        config_file: Path | None = None,
     ) -> None:
         self._tmp = None
         if data_dir is None:
@@ -36,19 +47,33 @@ class EmbeddedBroker:
         self.settings = dict(settings or {})
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}-broker.log"
         self.log_level = log_level
+        self.config_file = config_file
         self.proc: subprocess.Popen[str] | None = None
+        # listener name -> bound port, from the ready line
+        self.ports: dict[str, int] = {}
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        return f"{self.host}:{self.ports[listener]}"
+
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         cmd = [
-            sys.executable, "-m", "oncelog.cli.main", "broker",
-            "--data-dir", str(self.data_dir),
-            "--listen", f"{self.host}:{self.port}",
-            "--log-level", self.log_level,
+            sys.executable,
+            "-m",
+            "oncelog.cli.main",
+            "broker",
+            "--data-dir",
+            str(self.data_dir),
+            "--log-level",
+            self.log_level,
         ]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
+        elif "listeners" not in self.settings:
+            cmd += ["--listen", f"{self.host}:{self.port}"]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +87,8 @@ class EmbeddedBroker:
             if ready:
                 line = self.proc.stdout.readline()
                 if line.startswith(READY):
-                    self.port = int(line[len(READY):].strip().rpartition(":")[2])
+                    self.ports = parse_ready_line(line)
+                    self.port = next(iter(self.ports.values()))
                     return self
                 if not line and self.proc.poll() is not None:
                     break

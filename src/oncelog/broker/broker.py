@@ -8,18 +8,25 @@ from pathlib import Path
 
 from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.config import BrokerConfig, parse_host_port
+from oncelog.broker.authentication import Authentication
+from oncelog.broker.authorizer import Authorizer
+from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
+from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.server import Connection
+from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.security.acl_store import AclStore
+from oncelog.security.credential_store import ScramCredentialStore
+from oncelog.security.principal import parse_mapping_rules, principal_from_dn
 from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
@@ -33,12 +40,29 @@ class Broker:
         self,
         config: BrokerConfig,
         *,
-        listen: tuple[str, int],
+        listen: tuple[str, int] | None = None,
         advertised: tuple[str, int] | None = None,
     ) -> None:
+        # --listen / --advertised: shorthand for one PLAINTEXT listener.
+        if listen is not None:
+            config.set("listeners", f"PLAINTEXT://{_address(listen)}")
+        if advertised is not None:
+            name = config.get_str("listeners").split("://", 1)[0].strip().upper()
+            config.set("advertised.listeners", f"{name}://{_address(advertised)}")
         self.config = config
-        self.listen = listen
-        self.advertised = advertised
+        self.listeners: list[Listener] = parse_listeners(config)
+        self.bound_ports: dict[str, int] = {}
+        self.ssl_contexts = {
+            listener.name: server_context(config, listener.name)
+            for listener in self.listeners
+            if listener.protocol.uses_tls
+        }
+        self._mapping_rules = {
+            listener.name: parse_mapping_rules(
+                config.for_listener(listener.name, "ssl.principal.mapping.rules")
+            )
+            for listener in self.listeners
+        }
         self.node_id = config.node_id
         self.cluster_id = config.get_str("cluster.id")
         self.data_dir: Path = config.data_dir
@@ -55,6 +79,17 @@ class Broker:
         )
         self.apis: dict[int, ApiSpec] = build_registry()
         self.durable = _durable_acks(config)
+        self.scram_credentials = ScramCredentialStore(
+            self.data_dir / "meta" / "scram_credentials.json"
+        )
+        self.authentication = Authentication(config, self.scram_credentials)
+        self.failed_authentication_delay_s = (
+            config.get_int("connection.failed.authentication.delay.ms") / 1000
+        )
+        for listener in self.listeners:
+            if listener.protocol.uses_sasl:
+                self.authentication.enabled_mechanisms(listener.name)  # fail fast on typos
+        self.authorizer = Authorizer(config, AclStore(self.data_dir / "meta" / "acls.json"))
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)
         self.txn = TransactionService(
@@ -85,42 +120,67 @@ class Broker:
         self.log_cleaner = LogCleaner(
             CleanerSettings.from_config(config), lambda: partition_logs(self.topics.topics)
         )
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
 
+    def listener(self, name: str) -> Listener:
+        for listener in self.listeners:
+            if listener.name == name:
+                return listener
+        return self.listeners[0]
+
+    def advertised_address(self, listener_name: str) -> tuple[str, int]:
+        """What Metadata/FindCoordinator tell a client of ``listener_name``."""
+        listener = self.listener(listener_name)
+        port = listener.advertised_port
+        if port is None:
+            port = self.bound_ports.get(listener.name, listener.port)
+        return listener.advertised_host, port
+
     @property
-    def advertised_address(self) -> tuple[str, int]:
-        if self.advertised:
-            return self.advertised
-        adv = self.config.get_str("advertised.listeners")
-        if adv:
-            return parse_host_port(adv.split(",")[0])
-        host, port = self.listen
-        if host in ("0.0.0.0", "", "::"):
-            host = "127.0.0.1"
-        return host, port
+    def listen(self) -> tuple[str, int]:
+        first = self.listeners[0]
+        return first.host, self.bound_ports.get(first.name, first.port)
+
+    def ready_line(self) -> str:
+        return "oncelog broker ready on " + ", ".join(
+            listener.describe(self.bound_ports[listener.name]) for listener in self.listeners
+        )
+
+    def principal_from_dn(self, listener_name: str, dn: str) -> str:
+        return principal_from_dn(dn, self._mapping_rules[listener_name])
 
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
         self.topics.load()
         self.producer_ids.load()
+        self.scram_credentials.load()
+        self.authorizer.store.load()
         self.groups.start()  # before transactions: completing prepared ones marks offsets
         self.txn.start()
-        host, port = self.listen
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")
-        self._server = await loop.create_server(
-            lambda: FrameProtocol(max_size, self._on_connect), host, port, backlog=1024
-        )
-        sock = self._server.sockets[0].getsockname()
-        self.listen = (host, sock[1])
+        for listener in self.listeners:
+
+            def factory(listener: Listener = listener) -> FrameProtocol:
+                return FrameProtocol(max_size, lambda p: self._on_connect(p, listener))
+
+            server = await loop.create_server(
+                factory,
+                listener.host,
+                listener.port,
+                backlog=1024,
+                ssl=self.ssl_contexts.get(listener.name),
+            )
+            self._servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self.log_cleaner.start()
 
-    def _on_connect(self, protocol: FrameProtocol) -> None:
+    def _on_connect(self, protocol: FrameProtocol, listener: Listener) -> None:
         """Start the connection's request loop once the transport is attached."""
-        task = asyncio.get_running_loop().create_task(Connection(self, protocol).serve())
+        task = asyncio.get_running_loop().create_task(Connection(self, protocol, listener).serve())
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
@@ -128,8 +188,8 @@ class Broker:
         pass
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in [*self._tasks, *self._connections]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
@@ -169,3 +229,8 @@ def _durable_acks(config: BrokerConfig) -> GroupSync | None:
         return None
     hold = config.get_str("oncelog.debug.flush.hold.file")
     return GroupSync(held_fsync(hold)) if hold else GroupSync()
+
+
+def _address(host_port: tuple[str, int]) -> str:
+    host, port = host_port
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

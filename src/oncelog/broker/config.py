@@ -67,6 +67,37 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "transaction.state.log.replication.factor": (int, 1),
     "transaction.state.log.min.isr": (int, 1),
     "min.insync.replicas": (int, 1),
+    # -- security: listeners, TLS, SASL, authorization (Kafka's names) --------
+    "listener.security.protocol.map": (
+        str,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
+    "inter.broker.listener.name": (str, ""),
+    "controller.listener.names": (str, ""),
+    "ssl.keystore.type": (str, "PEM"),
+    "ssl.keystore.location": (str, ""),
+    "ssl.keystore.password": (str, ""),
+    "ssl.keystore.certificate.chain": (str, ""),
+    "ssl.keystore.key": (str, ""),
+    "ssl.key.password": (str, ""),
+    "ssl.truststore.type": (str, "PEM"),
+    "ssl.truststore.location": (str, ""),
+    "ssl.truststore.password": (str, ""),
+    "ssl.truststore.certificates": (str, ""),
+    "ssl.client.auth": (str, "none"),
+    "ssl.principal.mapping.rules": (str, "DEFAULT"),
+    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
+    "ssl.cipher.suites": (str, ""),
+    "ssl.endpoint.identification.algorithm": (str, "https"),
+    "sasl.enabled.mechanisms": (str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+    "sasl.mechanism.inter.broker.protocol": (str, "PLAIN"),
+    "sasl.jaas.config": (str, ""),
+    "sasl.server.max.receive.size": (int, 524288),
+    "connections.max.reauth.ms": (int, 0),
+    "connection.failed.authentication.delay.ms": (int, 100),
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (parse_bool, False),
     **CLEANER_CONFIGS,
     # Kafka's other coordinator-log settings, accepted so server.properties files work; a
     # single node loads its logs whole and appends with acks=all semantics anyway.
@@ -85,6 +116,15 @@ _SCHEMA: dict[str, tuple[object, object]] = {
 for _typed in (TxnConfig, GroupConfig):
     for _key, _default in property_defaults(_typed).items():
         _SCHEMA[_key] = (parse_bool if isinstance(_default, bool) else int, _default)
+
+# Per-listener (``listener.name.<name>.<key>``) and per-mechanism
+# (``<mechanism>.sasl.jaas.config``) settings are free-form strings, as in Kafka.
+_LISTENER_PREFIX = "listener.name."
+_JAAS_SUFFIX = ".sasl.jaas.config"
+
+
+def _free_form(key: str) -> bool:
+    return key.startswith(_LISTENER_PREFIX) or key.endswith(_JAAS_SUFFIX)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -126,6 +166,10 @@ class BrokerConfig:
         return cfg
 
     def set(self, key: str, value: str) -> None:
+        if _free_form(key):
+            self.values[key] = value
+            self.explicit.add(key)
+            return
         if key not in _SCHEMA:
             raise BrokerConfigError(f"unknown broker config {key!r}")
         parser, _ = _SCHEMA[key]
@@ -148,6 +192,26 @@ class BrokerConfig:
 
     def get_str(self, key: str) -> str:
         return str(self.values[key])
+
+    def for_listener(self, listener: str, key: str) -> str:
+        """``listener.name.<listener>.<key>`` if set, else the broker-wide ``key``."""
+        prefixed = f"{_LISTENER_PREFIX}{listener.lower()}.{key}"
+        if prefixed in self.values:
+            return str(self.values[prefixed])
+        return str(self.values.get(key, ""))
+
+    def jaas_config(self, listener: str, mechanism: str) -> str:
+        """The JAAS text for one listener and mechanism, most specific first."""
+        mech = mechanism.lower()
+        for key in (
+            f"{_LISTENER_PREFIX}{listener.lower()}.{mech}{_JAAS_SUFFIX}",
+            f"{mech}{_JAAS_SUFFIX}",
+            f"{_LISTENER_PREFIX}{listener.lower()}.sasl.jaas.config",
+            "sasl.jaas.config",
+        ):
+            if self.values.get(key):
+                return str(self.values[key])
+        return ""
 
     @property
     def node_id(self) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from oncelog.broker.session import Session
 from oncelog.protocol.messages import RequestHeader, response_module
+from oncelog.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -40,6 +42,27 @@ class RequestContext:
     header: RequestHeader
     connection_id: int
     peer: str
+    session: Session = field(default_factory=Session)
+
+    def authorized(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Is this connection's principal allowed ``operation`` on the resource?
+        (Always true without an authorizer.) Listings that silently filter pass
+        ``log_denied=False``, as Kafka does."""
+        return self.broker.authorizer.authorize(
+            self.session, operation, resource_type, name, log_denied=log_denied
+        )
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients of this connection's listener are told to connect."""
+        return self.broker.advertised_address(self.session.listener)
 
     @property
     def version(self) -> int:

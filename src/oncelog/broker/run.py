@@ -20,9 +20,8 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    host, port = broker.listen
     if announce:
-        print(f"oncelog broker ready on {host}:{port}", flush=True)
+        print(broker.ready_line(), flush=True)
     await stop.wait()
     log.info("shutting down")
     try:
@@ -33,12 +32,17 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
 
 def run(broker: Broker) -> None:
     try:
-        if os.environ.get("ONCELOG_EVENT_LOOP") == "asyncio":  # for profilers that miss uvloop callbacks
+        if (
+            os.environ.get("ONCELOG_EVENT_LOOP") == "asyncio"
+        ):  # for profilers that miss uvloop callbacks
             asyncio.run(serve(broker))
         else:
             import uvloop
 
             uvloop.run(serve(broker))
     except OSError as exc:
-        print(f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}", file=sys.stderr)
+        print(
+            f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from exc

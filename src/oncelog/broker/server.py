@@ -17,7 +17,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.api_versions import unsupported_version_response
+from oncelog.broker.listeners import Listener
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
+from oncelog.broker.session import Session
+from oncelog.broker.tls import peer_dn
+from oncelog.clock import now_ms
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import Frame, FrameError
@@ -39,11 +43,16 @@ _conn_ids = itertools.count(1)
 # up to 5 produce requests in flight).
 MAX_OWED_RESPONSES = 8
 
+# What a SASL listener serves before authentication (and after KIP-368 expiry).
+_AUTHENTICATION_APIS = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
+
 
 class Connection:
     """One client connection: frames in, one request at a time, responses out."""
 
-    def __init__(self, broker: Broker, protocol: FrameProtocol) -> None:
+    def __init__(self, broker: Broker, protocol: FrameProtocol, listener: Listener) -> None:
         self.broker = broker
         self.protocol = protocol
         self.id = next(_conn_ids)
@@ -54,6 +63,20 @@ class Connection:
         self._owed: asyncio.Queue[asyncio.Future[bytes | None]] = asyncio.Queue(MAX_OWED_RESPONSES)
         self._writer: asyncio.Task[None] | None = None
         self._writing = 0  # 1 while the writer awaits or writes the response it took
+        self.session = Session(
+            listener=listener.name,
+            protocol=listener.protocol,
+            client_host=peer[0] if isinstance(peer, tuple) else str(peer),
+            authenticated=not listener.protocol.uses_sasl,
+        )
+        self._full_frame_size = protocol.parser.max_size
+        if listener.protocol.uses_tls:
+            dn = peer_dn(protocol.transport.get_extra_info("ssl_object"))
+            if dn is not None:
+                self.session.principal = broker.principal_from_dn(listener.name, dn)
+        if listener.protocol.uses_sasl:
+            # Until authenticated, frames are capped by sasl.server.max.receive.size.
+            protocol.parser.max_size = broker.authentication.max_receive_size(listener.name)
 
     async def serve(self) -> None:
         try:
@@ -68,7 +91,16 @@ class Connection:
                     # The next frame is read only after this response is written: in order.
                     self.protocol.write(out)
                     await self.protocol.drain()
-        except (FrameError, CloseConnection) as exc:
+                if self.session.close_after_response is not None:
+                    # Kafka's connection.failed.authentication.delay.ms: the client reads
+                    # the error before the close, and retry storms are slowed down.
+                    await asyncio.sleep(self.broker.failed_authentication_delay_s)
+                    break
+                if self.session.authenticated:
+                    self.protocol.parser.max_size = self._full_frame_size
+        except CloseConnection as exc:
+            log.info("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except FrameError as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -123,13 +155,23 @@ class Connection:
             if api_key == ApiKey.API_VERSIONS:
                 return unsupported_version_response(self.broker.apis, correlation_id)
             raise CloseConnection(f"unsupported version {version} of API {spec.key.name}")
+        session = self.session
+        if api_key not in _AUTHENTICATION_APIS:
+            if not session.authenticated:
+                raise CloseConnection(f"{spec.key.name} request before SASL authentication")
+            if session.expires_at_ms is not None and session.expired(now_ms()):
+                raise CloseConnection("SASL session expired without re-authentication (KIP-368)")
         try:
             header, request = decode_request(frame, api_key, version)
         except RequestParseError as exc:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
-        ctx = RequestContext(self.broker, header, self.id, self.peer)
+        ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         try:
-            result = spec.handler(ctx, request)
+            result = None
+            if spec.authorize is not None and self.broker.authorizer.enabled:
+                result = spec.authorize(ctx, request)  # a denial answers in the handler's place
+            if result is None:
+                result = spec.handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:

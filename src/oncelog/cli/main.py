@@ -8,13 +8,19 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import connect, topics, transactions
+from oncelog.cli import acls, connect, topics, transactions, users
 from oncelog.cli.demo import demo
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="oncelog: an exactly-once, Kafka-compatible streaming log.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="oncelog: an exactly-once, Kafka-compatible streaming log.",
+)
 app.add_typer(topics.app, name="topics")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(connect.app, name="connect")
+app.add_typer(acls.app, name="acls")
+app.add_typer(users.app, name="users")
 app.command()(demo)
 
 
@@ -30,11 +36,23 @@ def _parse_sets(values: list[str]) -> dict[str, str]:
 
 @app.command()
 def broker(
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Where partitions live (Kafka's log.dirs).")] = None,
-    listen: Annotated[str, typer.Option("--listen", help="HOST:PORT to accept clients on.")] = "127.0.0.1:9092",
-    advertised: Annotated[str | None, typer.Option("--advertised", help="HOST:PORT clients are told to connect to.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A server.properties file.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a broker config: key=value (repeatable).")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where partitions live (Kafka's log.dirs).")
+    ] = None,
+    listen: Annotated[
+        str | None,
+        typer.Option("--listen", help="HOST:PORT: shorthand for listeners=PLAINTEXT://HOST:PORT."),
+    ] = None,
+    advertised: Annotated[
+        str | None, typer.Option("--advertised", help="HOST:PORT clients are told to connect to.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="A server.properties file.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a broker config: key=value (repeatable)."),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """Run a single-node broker speaking the Kafka protocol."""
@@ -42,18 +60,21 @@ def broker(
     from oncelog.broker.config import BrokerConfig, BrokerConfigError, parse_host_port
     from oncelog.broker.run import run
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         overrides = _parse_sets(set_ or [])
         if data_dir is not None:
             overrides["log.dirs"] = str(data_dir)
         cfg = BrokerConfig.build(config, overrides)
-        listen_addr = parse_host_port(listen)
+        listen_addr = parse_host_port(listen) if listen else None
         adv = parse_host_port(advertised) if advertised else None
+        instance = Broker(cfg, listen=listen_addr, advertised=adv)
     except BrokerConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    run(Broker(cfg, listen=listen_addr, advertised=adv))
+    run(instance)
 
 
 if __name__ == "__main__":

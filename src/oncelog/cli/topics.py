@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from oncelog.cli import command_config
+from oncelog.cli.command_config import CommandConfig
 from oncelog.client.admin import EARLIEST, LATEST, Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
@@ -21,9 +24,9 @@ console = Console()
 TIMEOUT_S = 15.0
 
 
-def _admin(bootstrap: str) -> Admin:
+def _admin(bootstrap: str, config_file: Path | None = None) -> Admin:
     return Admin(
-        ClientConfig(bootstrap, {"socket.timeout.ms": "10000"}),
+        ClientConfig(bootstrap, {"socket.timeout.ms": "10000", **command_config.load(config_file)}),
         policy=RetryPolicy(deadline_s=TIMEOUT_S),
         timeout=TIMEOUT_S,
     )
@@ -53,10 +56,11 @@ def create(
         list[str] | None, typer.Option("--config", "-c", help="key=value topic config")
     ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
 ) -> None:
     """Create a topic."""
     try:
-        _admin(bootstrap).create_topics(
+        _admin(bootstrap, config_file).create_topics(
             [name], partitions, replication_factor, config=_parse_configs(config), exist_ok=False
         )
     except ClientError as exc:
@@ -65,10 +69,14 @@ def create(
 
 
 @app.command("list")
-def list_(bootstrap: Bootstrap = "127.0.0.1:9092", internal: bool = False) -> None:
+def list_(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    internal: bool = False,
+    config_file: CommandConfig = None,
+) -> None:
     """List topic names."""
     try:
-        names = _admin(bootstrap).topics()
+        names = _admin(bootstrap, config_file).topics()
     except ClientError as exc:
         _fail(f"cannot reach {bootstrap}: {exc}")
     for name in sorted(names):
@@ -77,9 +85,11 @@ def list_(bootstrap: Bootstrap = "127.0.0.1:9092", internal: bool = False) -> No
 
 
 @app.command()
-def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe(
+    name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
+) -> None:
     """Show a topic's partitions, offsets and non-default configs."""
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, config_file)
     try:
         t = admin.describe_topics().get(name)
         if t is None:
@@ -101,10 +111,12 @@ def describe(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
 
 
 @app.command()
-def delete(name: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def delete(
+    name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
+) -> None:
     """Delete a topic and its data."""
     try:
-        _admin(bootstrap).delete_topic(name)
+        _admin(bootstrap, config_file).delete_topic(name)
     except ClientError as exc:
         _fail(f"cannot delete topic {name!r}: {exc}")
     typer.echo(f"deleted topic {name}")

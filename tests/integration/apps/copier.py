@@ -42,7 +42,11 @@ def main() -> int:
     ap.add_argument("--abort-ratio", type=float, default=1 / 3)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--client-config", action="append", default=[], help="KEY=VALUE for both clients (security)"
+    )
     args = ap.parse_args()
+    security = dict(item.split("=", 1) for item in args.client_config)
     rng = random.Random(args.seed or None)
     tp = TopicPartition(args.input, args.partition)
     consumer = Consumer(
@@ -52,6 +56,7 @@ def main() -> int:
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
+            **security,
         }
     )
     producer = Producer(
@@ -62,12 +67,15 @@ def main() -> int:
             "transaction.timeout.ms": 20000,
             "message.timeout.ms": 20000,
             **({"debug": os.environ["COPIER_DEBUG"]} if os.environ.get("COPIER_DEBUG") else {}),
+            **security,
         }
     )
     producer.init_transactions(60)
 
     def rewind() -> None:
-        committed = consumer.committed([TopicPartition(args.input, args.partition)], timeout=30)[0].offset
+        committed = consumer.committed([TopicPartition(args.input, args.partition)], timeout=30)[
+            0
+        ].offset
         start = committed if committed >= 0 else 0
         consumer.assign([TopicPartition(args.input, args.partition, start)])
 
@@ -85,7 +93,9 @@ def main() -> int:
         try:
             producer.begin_transaction()
             for m in msgs:
-                producer.produce(args.output, key=m.key(), value=m.value(), partition=args.partition)
+                producer.produce(
+                    args.output, key=m.key(), value=m.value(), partition=args.partition
+                )
             next_offset = msgs[-1].offset() + 1
             # librdkafka can block here forever after a broker restart, ignoring the timeout
             # (confluentinc/librdkafka#5456, #5511): exit so the supervisor restarts us.
@@ -93,7 +103,9 @@ def main() -> int:
             watchdog.start()
             try:
                 producer.send_offsets_to_transaction(
-                    [TopicPartition(args.input, args.partition, next_offset)], consumer.consumer_group_metadata(), 30
+                    [TopicPartition(args.input, args.partition, next_offset)],
+                    consumer.consumer_group_metadata(),
+                    30,
                 )
             finally:
                 watchdog.cancel()

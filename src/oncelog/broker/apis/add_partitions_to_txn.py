@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized, denied
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
@@ -87,4 +88,41 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
 
 
 # Transaction version 1 only: versions that signal TV2 (KIP-890 part 2) are not advertised.
-API = ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, add_partitions_to_txn)
+def authorize_add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any | None:
+    """v0-3 (clients): TransactionalId WRITE, then Topic WRITE on every topic; one
+    unauthorized topic fails it and the others get OPERATION_NOT_ATTEMPTED.
+    v4+ (broker verification): Cluster CLUSTER_ACTION."""
+    if hasattr(req, "transactions"):
+        if cluster_authorized(ctx, Op.CLUSTER_ACTION):
+            return None
+        return denied(ctx, ErrorCode.cluster_authorization_failed, results_by_transaction=())
+    topics = req.v3_and_below_topics
+    if not ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
+        codes = {t.name: ErrorCode.transactional_id_authorization_failed for t in topics}
+    else:
+        codes = {
+            t.name: ErrorCode.topic_authorization_failed
+            for t in topics
+            if not ctx.authorized(Op.WRITE, Res.TOPIC, t.name)
+        }
+        if not codes:
+            return None
+    errors = {
+        (t.name, p): codes.get(t.name, ErrorCode.operation_not_attempted)
+        for t in topics
+        for p in t.partitions
+    }
+    reply = Reply(ErrorCode.none, partition_errors=errors)
+    return make(
+        ctx.response.AddPartitionsToTxnResponse,
+        results_by_topic_v3_and_below=_partition_results(ctx.response, topics, reply, ctx),
+    )
+
+
+API = ApiSpec(
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    0,
+    4,
+    add_partitions_to_txn,
+    authorize=authorize_add_partitions_to_txn,
+)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res
+from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
 from oncelog.protocol.messages import make
 
@@ -25,6 +29,32 @@ def commit_topics(req: Any) -> tuple[tuple[str, tuple[gm.CommitPartition, ...]],
         )
         for t in req.topics
     )
+
+
+def split_readable(
+    ctx: RequestContext, topics: tuple[tuple[str, tuple[gm.CommitPartition, ...]], ...]
+) -> tuple[
+    tuple[tuple[str, tuple[gm.CommitPartition, ...]], ...],
+    tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...],
+]:
+    """(topics the principal may READ, TOPIC_AUTHORIZATION_FAILED results for the rest)."""
+    allowed = tuple(t for t in topics if ctx.authorized(Op.READ, Res.TOPIC, t[0]))
+    denied = tuple(
+        (name, tuple((p.partition, ErrorCode.topic_authorization_failed) for p in parts))
+        for name, parts in topics
+        if (name, parts) not in allowed
+    )
+    return allowed, denied
+
+
+def commit_error_response(ctx: RequestContext, prefix: str, req: Any, code: ErrorCode) -> Any:
+    """Every partition of the request failed with ``code`` (group/transactional id denied)."""
+    reply = gm.CommitReply(
+        tuple(
+            (name, tuple((p.partition, code) for p in parts)) for name, parts in commit_topics(req)
+        )
+    )
+    return commit_response(ctx.response, prefix, reply)
 
 
 def commit_response(r: ModuleType, prefix: str, reply: gm.CommitReply) -> Any:

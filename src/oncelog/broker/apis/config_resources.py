@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.messages import make
@@ -66,6 +67,10 @@ def apply_topic_config_change(ctx: RequestContext, req: Any, compute: ConfigChan
     for res in req.resources:
         code, message = ErrorCode.none, None
         try:
+            if res.resource_type == RESOURCE_TOPIC and not ctx.authorized(
+                Op.ALTER_CONFIGS, Res.TOPIC, res.resource_name
+            ):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Topic ALTER_CONFIGS denied")
             if res.resource_type == RESOURCE_BROKER:
                 raise TopicError(
                     ErrorCode.invalid_request,

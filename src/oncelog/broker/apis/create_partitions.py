@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
@@ -20,6 +21,8 @@ def create_partitions(ctx: RequestContext, req: Any) -> Any:
     for t in req.topics:
         code, message = ErrorCode.none, None
         try:
+            if not ctx.authorized(Op.ALTER, Res.TOPIC, t.name):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Topic ALTER denied")
             if t.assignments is not None and any(
                 tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments
             ):

@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import config_entries
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
@@ -33,12 +34,28 @@ def _replication_error(rf: int) -> TopicError | None:
     )
 
 
+def _denied_topic(r: Any, name: str) -> Any:
+    return make(
+        r.CreatableTopicResult,
+        name=name,
+        error_code=ErrorCode.topic_authorization_failed,
+        error_message="Topic CREATE denied",
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+
+
 def create_topics(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     counts = Counter(t.name for t in req.topics)
+    may_create_any = cluster_authorized(ctx, Op.CREATE, log_denied=False)
     results = []
     for t in req.topics:
+        if not may_create_any and not ctx.authorized(Op.CREATE, Res.TOPIC, t.name):
+            results.append(_denied_topic(r, t.name))
+            continue
         topic = None
         try:
             if counts[t.name] > 1:

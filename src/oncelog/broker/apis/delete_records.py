@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
@@ -19,12 +20,16 @@ def delete_records(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
+        deletable = ctx.authorized(Op.DELETE, Res.TOPIC, t.name)
         for p in t.partitions:
             code, low = ErrorCode.none, -1
-            try:
-                low = broker.topics.delete_records(t.name, p.partition_index, p.offset)
-            except TopicError as exc:
-                code = exc.code
+            if not deletable:
+                code = ErrorCode.topic_authorization_failed
+            else:
+                try:
+                    low = broker.topics.delete_records(t.name, p.partition_index, p.offset)
+                except TopicError as exc:
+                    code = exc.code
             parts.append(
                 make(
                     r.DeleteRecordsPartitionResult,

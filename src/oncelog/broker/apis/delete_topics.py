@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
@@ -26,6 +27,8 @@ def delete_topics(ctx: RequestContext, req: Any) -> Any:
     for name in names:
         code, message = ErrorCode.none, None
         try:
+            if not ctx.authorized(Op.DELETE, Res.TOPIC, name):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Topic DELETE denied")
             if not broker.config.get_bool("delete.topic.enable"):
                 raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
             broker.topics.delete(name)

@@ -16,7 +16,7 @@ from oncelog.protocol.messages import make
 def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
-    host, port = broker.advertised_address
+    host, port = ctx.advertised_address
     if getattr(req, "endpoint_type", 1) not in (1,):
         return make(
             r.DescribeClusterResponse,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -36,13 +37,26 @@ def _broker_entries(broker: Broker) -> list[ConfigEntry]:
     ]
 
 
+def is_sensitive(name: str) -> bool:
+    """Kafka's PASSWORD-typed configs: never sent to clients (JAAS text holds passwords)."""
+    return name.endswith(("password", "sasl.jaas.config", "ssl.keystore.key"))
+
+
 def describe_configs(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results = []
     for res in req.resources:
         code, message, entries = ErrorCode.none, None, []
-        if res.resource_type == RESOURCE_TOPIC:
+        if res.resource_type == RESOURCE_TOPIC and not ctx.authorized(
+            Op.DESCRIBE_CONFIGS, Res.TOPIC, res.resource_name
+        ):
+            code, message = ErrorCode.topic_authorization_failed, None
+        elif res.resource_type == RESOURCE_BROKER and not cluster_authorized(
+            ctx, Op.DESCRIBE_CONFIGS
+        ):
+            code, message = ErrorCode.cluster_authorization_failed, None
+        elif res.resource_type == RESOURCE_TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
                 code, message = (
@@ -79,11 +93,11 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     make(
                         r.DescribeConfigsResourceResult,
                         name=e.name,
-                        value=e.value,
+                        value=None if is_sensitive(e.name) else e.value,
                         read_only=e.read_only,
                         config_source=e.source,
                         is_default=e.source == SOURCE_DEFAULT,
-                        is_sensitive=False,
+                        is_sensitive=is_sensitive(e.name),
                         synonyms=(),
                         documentation=None,
                     )

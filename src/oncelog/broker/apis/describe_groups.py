@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
@@ -13,7 +16,9 @@ from oncelog.protocol.messages import make
 
 def describe_groups(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
-    described = ctx.broker.groups.describe_groups(req.groups, ctx.version)
+    allowed = [g for g in req.groups if ctx.authorized(Op.DESCRIBE, Res.GROUP, g)]
+    described = ctx.broker.groups.describe_groups(tuple(allowed), ctx.version)
+    denied = [g for g in req.groups if g not in allowed]
     return make(
         r.DescribeGroupsResponse,
         groups=tuple(
@@ -39,6 +44,19 @@ def describe_groups(ctx: RequestContext, req: Any) -> Any:
                 authorized_operations=OPS_UNKNOWN,
             )
             for g in described
+        )
+        + tuple(
+            make(
+                r.DescribedGroup,
+                error_code=ErrorCode.group_authorization_failed,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=OPS_UNKNOWN,
+            )
+            for g in denied
         ),
     )
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -17,14 +18,17 @@ def describe_producers(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
+        readable = ctx.authorized(Op.READ, Res.TOPIC, t.name)
         for p in t.partition_indexes:
             part = ctx.broker.topics.partition(t.name, p)
-            if part is None:
+            if part is None or not readable:
                 parts.append(
                     make(
                         r.PartitionResponse,
                         partition_index=p,
-                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_code=ErrorCode.topic_authorization_failed
+                        if not readable
+                        else ErrorCode.unknown_topic_or_partition,
                         error_message=None,
                         active_producers=(),
                     )

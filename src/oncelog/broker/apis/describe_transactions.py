@@ -9,6 +9,7 @@ from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -29,11 +30,14 @@ def describe_transactions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     states = []
     for txn_id, meta in ctx.broker.txn.describe_transactions(req.transactional_ids):
-        if meta is None:
+        authorized = ctx.authorized(Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id)
+        if meta is None or not authorized:
             states.append(
                 make(
                     r.TransactionState,
-                    error_code=ErrorCode.transactional_id_not_found,
+                    error_code=ErrorCode.transactional_id_authorization_failed
+                    if not authorized
+                    else ErrorCode.transactional_id_not_found,
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=_ms(0),
@@ -46,6 +50,8 @@ def describe_transactions(ctx: RequestContext, req: Any) -> Any:
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(meta.partitions):
+            if not ctx.authorized(Op.DESCRIBE, Res.TOPIC, topic, log_denied=False):
+                continue  # Kafka leaves out partitions of topics the caller cannot describe
             by_topic.setdefault(topic, []).append(p)
         states.append(
             make(

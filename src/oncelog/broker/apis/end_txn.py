@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncelog.broker.apis.acl_checks import transactional_id_write_rule
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
@@ -25,4 +26,4 @@ async def end_txn(ctx: RequestContext, req: Any) -> Any:
 
 
 # Transaction version 1 only: versions that signal TV2 (KIP-890 part 2) are not advertised.
-API = ApiSpec(ApiKey.END_TXN, 0, 3, end_txn)
+API = ApiSpec(ApiKey.END_TXN, 0, 3, end_txn, authorize=transactional_id_write_rule)

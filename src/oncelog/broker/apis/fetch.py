@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import READ_COMMITTED
 from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
@@ -94,9 +95,14 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.get_int("fetch.max.bytes"))
     epochs: dict[PartitionKey, int] = {}
     requested = []
+    unreadable: list[PartitionKey] = []  # answered TOPIC_AUTHORIZATION_FAILED, never read
     for t in req.topics:
+        readable = ctx.authorized(Op.READ, Res.TOPIC, t.topic)
         for p in t.partitions:
             key = (t.topic, p.partition)
+            if not readable:
+                unreadable.append(key)
+                continue
             epochs[key] = getattr(p, "current_leader_epoch", -1)
             requested.append((key, p.fetch_offset, p.partition_max_bytes))
     forgotten = [
@@ -149,6 +155,20 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 ),
                 preferred_read_replica=-1,
                 records=res.records,
+            )
+        )
+    for key in unreadable:
+        by_topic.setdefault(key[0], []).append(
+            make(
+                r.PartitionData,
+                partition_index=key[1],
+                error_code=ErrorCode.topic_authorization_failed,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=b"",
             )
         )
     return make(

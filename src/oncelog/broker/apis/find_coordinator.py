@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -18,12 +19,23 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     key_type = getattr(req, "key_type", KEY_GROUP)
-    host, port = broker.advertised_address
+    host, port = ctx.advertised_address
     keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", None),)
     code = ErrorCode.none if key_type in (KEY_GROUP, KEY_TXN) else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown key type {key_type}"
     if code == ErrorCode.none and key_type == KEY_TXN and not broker.txn.loaded:
         code = ErrorCode.coordinator_load_in_progress
+    # Group DESCRIBE or TransactionalId DESCRIBE, per key.
+    resource, auth_code = (
+        (Res.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
+        if key_type == KEY_TXN
+        else (Res.GROUP, ErrorCode.group_authorization_failed)
+    )
+    denied_keys = {
+        k for k in keys if k is not None and not ctx.authorized(Op.DESCRIBE, resource, k)
+    }
+    if code == ErrorCode.none and keys[0] in denied_keys and not hasattr(r, "Coordinator"):
+        code = auth_code
     if hasattr(r, "Coordinator"):  # v4+: batched
         return make(
             r.FindCoordinatorResponse,
@@ -31,10 +43,10 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
                 make(
                     r.Coordinator,
                     key=k,
-                    node_id=broker.node_id if not code else -1,
-                    host=host if not code else "",
-                    port=port if not code else -1,
-                    error_code=code,
+                    node_id=broker.node_id if not code and k not in denied_keys else -1,
+                    host=host if not code and k not in denied_keys else "",
+                    port=port if not code and k not in denied_keys else -1,
+                    error_code=auth_code if not code and k in denied_keys else code,
                     error_message=message,
                 )
                 for k in keys

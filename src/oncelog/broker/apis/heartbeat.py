@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncelog.broker.apis.acl_checks import group_read_rule
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
@@ -24,4 +25,4 @@ async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     return make(ctx.response.HeartbeatResponse, error_code=reply.error)
 
 
-API = ApiSpec(ApiKey.HEARTBEAT, 0, 4, heartbeat)
+API = ApiSpec(ApiKey.HEARTBEAT, 0, 4, heartbeat, authorize=group_read_rule)

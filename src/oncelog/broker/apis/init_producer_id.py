@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized, denied
 from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
@@ -32,4 +35,20 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
 
 
 # Transaction version 1 only: versions that signal TV2 (KIP-890 part 2) are not advertised.
-API = ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, init_producer_id)
+def authorize_init_producer_id(ctx: RequestContext, req: Any) -> Any | None:
+    """TransactionalId WRITE; an idempotent producer needs Cluster IDEMPOTENT_WRITE
+    or WRITE on some topic (Kafka >= 2.8, KIP-679)."""
+    if req.transactional_id is not None:
+        if ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return None
+        return denied(
+            ctx, ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1
+        )
+    if cluster_authorized(
+        ctx, Op.IDEMPOTENT_WRITE, log_denied=False
+    ) or ctx.broker.authorizer.authorize_any(ctx.session, Op.WRITE, Res.TOPIC):
+        return None
+    return denied(ctx, ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
+
+
+API = ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, init_producer_id, authorize=authorize_init_producer_id)

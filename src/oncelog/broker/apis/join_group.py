@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncelog.broker.apis.acl_checks import group_read_rule
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
 from oncelog.broker.request import RequestContext
@@ -56,4 +57,4 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-API = ApiSpec(ApiKey.JOIN_GROUP, 0, 9, join_group)
+API = ApiSpec(ApiKey.JOIN_GROUP, 0, 9, join_group, authorize=group_read_rule)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import group_read_rule
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
@@ -46,4 +47,4 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-API = ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
+API = ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, leave_group, authorize=group_read_rule)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -15,6 +16,8 @@ def list_groups(ctx: RequestContext, req: Any) -> Any:
     reply = ctx.broker.groups.list_groups(
         getattr(req, "states_filter", ()), getattr(req, "types_filter", ())
     )
+    # Cluster DESCRIBE lists every group; otherwise only those the caller may describe.
+    everything = cluster_authorized(ctx, Op.DESCRIBE, log_denied=False)
     return make(
         r.ListGroupsResponse,
         error_code=reply.error,
@@ -27,6 +30,7 @@ def list_groups(ctx: RequestContext, req: Any) -> Any:
                 group_type=g.group_type,
             )
             for g in reply.groups
+            if everything or ctx.authorized(Op.DESCRIBE, Res.GROUP, g.group_id, log_denied=False)
         ),
     )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import READ_COMMITTED
 from oncelog.broker.request import RequestContext
@@ -24,10 +25,13 @@ def list_offsets(ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
+        describable = ctx.authorized(Op.DESCRIBE, Res.TOPIC, t.name)
         for p in t.partitions:
             code, ts, offset = ErrorCode.none, -1, -1
             part = broker.topics.partition(t.name, p.partition_index)
-            if dupes[(t.name, p.partition_index)] > 1:
+            if not describable:
+                code = ErrorCode.topic_authorization_failed
+            elif dupes[(t.name, p.partition_index)] > 1:
                 code = ErrorCode.invalid_request
             elif part is None:
                 code = ErrorCode.unknown_topic_or_partition

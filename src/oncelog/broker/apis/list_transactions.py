@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -39,6 +40,9 @@ def list_transactions(ctx: RequestContext, req: Any) -> Any:
                 transaction_state=m.state.kafka_name,
             )
             for m in metas
+            if ctx.authorized(
+                Op.DESCRIBE, Res.TRANSACTIONAL_ID, m.transactional_id, log_denied=False
+            )
         ),
     )
 

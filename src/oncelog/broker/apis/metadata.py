@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
@@ -73,7 +74,11 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     )
     entries = []
     if requested is None:
-        entries = [_topic_entry(ctx, t) for t in registry.topics.values()]
+        entries = [
+            _topic_entry(ctx, t)
+            for t in registry.topics.values()
+            if ctx.authorized(Op.DESCRIBE, Res.TOPIC, t.name, log_denied=False)
+        ]
     else:
         for item in requested:
             name = getattr(item, "name", None)
@@ -82,12 +87,24 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
                 topic = registry.by_id.get(topic_id) if topic_id else None
                 if topic is None:
                     entries.append(_error_entry(ctx, None, ErrorCode.unknown_topic_id, topic_id))
+                elif not ctx.authorized(Op.DESCRIBE, Res.TOPIC, topic.name):
+                    entries.append(
+                        _error_entry(ctx, None, ErrorCode.topic_authorization_failed, topic_id)
+                    )
                 else:
                     entries.append(_topic_entry(ctx, topic))
                 continue
             topic = registry.get(name)
             if topic is None and topic_name_error(name) is not None:
                 entries.append(_error_entry(ctx, name, ErrorCode.invalid_topic_exception))
+                continue
+            if not ctx.authorized(Op.DESCRIBE, Res.TOPIC, name) or (
+                topic is None
+                and allow_auto
+                and not cluster_authorized(ctx, Op.CREATE, log_denied=False)
+                and not ctx.authorized(Op.CREATE, Res.TOPIC, name)
+            ):
+                entries.append(_error_entry(ctx, name, ErrorCode.topic_authorization_failed))
                 continue
             if topic is None and allow_auto:
                 try:
@@ -100,7 +117,7 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
                 entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
                 entries.append(_topic_entry(ctx, topic))
-    host, port = broker.advertised_address
+    host, port = ctx.advertised_address
     return make(
         r.MetadataResponse,
         brokers=(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncelog.broker.apis.commit_shapes import commit_response, commit_topics
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res
+from oncelog.broker.apis.commit_shapes import (
+    commit_error_response,
+    commit_response,
+    commit_topics,
+    split_readable,
+)
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
 from oncelog.broker.request import RequestContext
@@ -14,11 +22,12 @@ from oncelog.protocol.api_keys import ApiKey
 
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
+    topics, unreadable = split_readable(ctx, commit_topics(req))
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
     reply = await groups.commit_offsets(
         gm.OffsetCommitRequest(
             group_id=req.group_id,
-            topics=commit_topics(req),
+            topics=topics,
             generation_id=generation,
             member_id=getattr(req, "member_id", ""),
             group_instance_id=getattr(req, "group_instance_id", None),
@@ -28,8 +37,16 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             api_version=ctx.version,
         )
     )
+    reply = gm.CommitReply(reply.topics + unreadable)
     return commit_response(ctx.response, "OffsetCommit", reply)
 
 
 # v10 switches to topic ids and is not advertised.
-API = ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, offset_commit)
+def authorize_offset_commit(ctx: RequestContext, req: Any) -> Any | None:
+    """Group READ, or every partition gets GROUP_AUTHORIZATION_FAILED."""
+    if ctx.authorized(Op.READ, Res.GROUP, req.group_id):
+        return None
+    return commit_error_response(ctx, "OffsetCommit", req, ErrorCode.group_authorization_failed)
+
+
+API = ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, offset_commit, authorize=authorize_offset_commit)

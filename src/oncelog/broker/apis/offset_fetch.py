@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
@@ -15,8 +18,30 @@ from oncelog.protocol.messages import make
 def _fetch_one(
     ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
 ) -> gm.OffsetFetchReply:
+    if not ctx.authorized(Op.DESCRIBE, Res.GROUP, group_id):
+        return gm.OffsetFetchReply(group_id, ErrorCode.group_authorization_failed)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    return ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
+    reply = ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
+    return _authorized_topics(ctx, reply, listed_all=topics is None)
+
+
+def _authorized_topics(
+    ctx: RequestContext, reply: gm.OffsetFetchReply, *, listed_all: bool
+) -> gm.OffsetFetchReply:
+    """Topic DESCRIBE: all-topics listings drop unauthorized topics; named ones get
+    TOPIC_AUTHORIZATION_FAILED per partition (Kafka's OffsetFetch)."""
+    if not ctx.broker.authorizer.enabled:
+        return reply
+    topics = []
+    for name, parts in reply.topics:
+        if ctx.authorized(Op.DESCRIBE, Res.TOPIC, name, log_denied=not listed_all):
+            topics.append((name, parts))
+        elif not listed_all:
+            denied = ErrorCode.topic_authorization_failed
+            topics.append(
+                (name, tuple(gm.FetchedPartition(p.partition, -1, -1, "", denied) for p in parts))
+            )
+    return gm.OffsetFetchReply(reply.group_id, reply.error, tuple(topics))
 
 
 def _topics(reply: gm.OffsetFetchReply, topic_cls: type, partition_cls: type) -> tuple[Any, ...]:

@@ -13,6 +13,7 @@ from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64
 
+from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.partition_writer import PartitionData, ProduceError
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
@@ -32,17 +33,34 @@ _ROUTINE = (
 
 def produce(ctx: RequestContext, req: Any) -> Any:
     writer = ctx.broker.writer
+    # Topic WRITE is checked per topic, as Kafka answers TOPIC_AUTHORIZATION_FAILED per
+    # partition; denied partitions are never appended.
+    writable = {t.name: ctx.authorized(Op.WRITE, Res.TOPIC, t.name) for t in req.topic_data}
     entries = [
-        PartitionData(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data
+        PartitionData(t.name, p.index, p.records)
+        for t in req.topic_data
+        if writable[t.name]
+        for p in t.partition_data
     ]
     outcome = writer.append(
         entries, acks=req.acks, produce_version=ctx.version, transactional_id=req.transactional_id
     )
+
+    def in_request_order(results: list[AppendResult | ProduceError]) -> list[Any]:
+        appended = iter(results)
+        return [
+            next(appended)
+            if writable[t.name]
+            else ProduceError(ErrorCode.topic_authorization_failed, "Topic WRITE denied")
+            for t in req.topic_data
+            for _ in t.partition_data
+        ]
+
     if not outcome.unsynced:
-        return _response(ctx, req, outcome.results)
+        return _response(ctx, req, in_request_order(outcome.results))
 
     async def after_fsync() -> Any:
-        return _response(ctx, req, await writer.until_durable(outcome))
+        return _response(ctx, req, in_request_order(await writer.until_durable(outcome)))
 
     return Deferred(after_fsync())
 
@@ -58,7 +76,7 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
             res = next(results)
             if isinstance(res, ProduceError):
                 any_error = True
-                if res.error_code not in _ROUTINE:
+                if res.error_code not in _ROUTINE + (ErrorCode.topic_authorization_failed,):
                     log.info(
                         "produce to %s-%d from %s rejected: %s %s",
                         t.name,
@@ -102,4 +120,38 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
     return make(r.ProduceResponse, responses=tuple(topics))
 
 
-API = ApiSpec(ApiKey.PRODUCE, 3, 9, produce)
+def authorize_produce(ctx: RequestContext, req: Any) -> Any | None:
+    """A transactional produce needs TransactionalId WRITE; else every partition fails."""
+    txn_id = req.transactional_id
+    if txn_id is None or ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        return None
+    if req.acks == 0:
+        raise CloseConnection("TransactionalId WRITE denied on an acks=0 produce")
+    r = ctx.response
+    code = ErrorCode.transactional_id_authorization_failed
+    return make(
+        r.ProduceResponse,
+        responses=tuple(
+            make(
+                r.TopicProduceResponse,
+                name=t.name,
+                partition_responses=tuple(
+                    make(
+                        r.PartitionProduceResponse,
+                        index=p.index,
+                        error_code=code,
+                        base_offset=-1,
+                        log_append_time=None,
+                        log_start_offset=-1,
+                        record_errors=(),
+                        error_message=None,
+                    )
+                    for p in t.partition_data
+                ),
+            )
+            for t in req.topic_data
+        ),
+    )
+
+
+API = ApiSpec(ApiKey.PRODUCE, 3, 9, produce, authorize=authorize_produce)

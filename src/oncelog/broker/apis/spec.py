@@ -14,10 +14,11 @@ from typing import Any
 from oncelog.broker.request import Handler, RequestContext
 from oncelog.protocol.api_keys import ApiKey
 
-# Per-API authorization (ACLs) arrives with the security issue: a rule sees the
-# decoded request and answers whether the principal may run it. Dispatch does not
-# consult it yet.
-AuthorizationRule = Callable[[RequestContext, Any], bool]
+# Per-API authorization: with an authorizer on, dispatch calls the rule before the
+# handler. It returns None to let the request through, or the response Kafka sends
+# when the principal lacks a request-level permission (per-item checks, where Kafka
+# answers per partition or per resource, sit in the handler via ``ctx.authorized``).
+AuthorizationRule = Callable[[RequestContext, Any], Any | None]
 
 
 @dataclass(frozen=True, slots=True)

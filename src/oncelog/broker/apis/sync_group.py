@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncelog.broker.apis.acl_checks import group_read_rule
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
@@ -33,4 +34,4 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-API = ApiSpec(ApiKey.SYNC_GROUP, 0, 5, sync_group)
+API = ApiSpec(ApiKey.SYNC_GROUP, 0, 5, sync_group, authorize=group_read_rule)

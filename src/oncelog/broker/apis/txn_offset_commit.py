@@ -7,7 +7,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.apis.commit_shapes import commit_response, commit_topics
+from oncelog.broker.apis.acl_checks import Op, Res
+from oncelog.broker.apis.commit_shapes import (
+    commit_error_response,
+    commit_response,
+    commit_topics,
+    split_readable,
+)
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
@@ -17,20 +23,35 @@ from oncelog.protocol.api_keys import ApiKey
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
     # The service checks that the producer holds the transaction (KIP-98) and the
     # group generation (KIP-447); only the fenced code depends on the version.
+    topics, unreadable = split_readable(ctx, commit_topics(req))
     reply = await ctx.broker.groups.txn_commit_offsets(
         gm.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id,
             group_id=req.group_id,
             producer_id=req.producer_id,
             producer_epoch=req.producer_epoch,
-            topics=commit_topics(req),
+            topics=topics,
             generation_id=getattr(req, "generation_id", -1),
             member_id=getattr(req, "member_id", ""),
             group_instance_id=getattr(req, "group_instance_id", None),
         ),
         fenced=ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch,
     )
+    reply = gm.CommitReply(reply.topics + unreadable)
     return commit_response(ctx.response, "TxnOffsetCommit", reply)
 
 
-API = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit)
+def authorize_txn_offset_commit(ctx: RequestContext, req: Any) -> Any | None:
+    """TransactionalId WRITE, then Group READ; each failure fails every partition."""
+    if not ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.authorized(Op.READ, Res.GROUP, req.group_id):
+        code = ErrorCode.group_authorization_failed
+    else:
+        return None
+    return commit_error_response(ctx, "TxnOffsetCommit", req, code)
+
+
+API = ApiSpec(
+    ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit, authorize=authorize_txn_offset_commit
+)

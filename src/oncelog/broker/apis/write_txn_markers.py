@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -43,4 +46,39 @@ async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
     return make(r.WriteTxnMarkersResponse, markers=tuple(results))
 
 
-API = ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, write_txn_markers)
+def authorize_write_txn_markers(ctx: RequestContext, req: Any) -> Any | None:
+    """Cluster CLUSTER_ACTION (the KIP-664 abort tool): every partition fails without it."""
+    if cluster_authorized(ctx, Op.CLUSTER_ACTION):
+        return None
+    r = ctx.response
+    code = ErrorCode.cluster_authorization_failed
+    return make(
+        r.WriteTxnMarkersResponse,
+        markers=tuple(
+            make(
+                r.WritableTxnMarkerResult,
+                producer_id=m.producer_id,
+                topics=tuple(
+                    make(
+                        r.WritableTxnMarkerTopicResult,
+                        name=t.name,
+                        partitions=tuple(
+                            make(
+                                r.WritableTxnMarkerPartitionResult,
+                                partition_index=p,
+                                error_code=code,
+                            )
+                            for p in t.partition_indexes
+                        ),
+                    )
+                    for t in m.topics
+                ),
+            )
+            for m in req.markers
+        ),
+    )
+
+
+API = ApiSpec(
+    ApiKey.WRITE_TXN_MARKERS, 1, 1, write_txn_markers, authorize=authorize_write_txn_markers
+)

@@ -1,0 +1,41 @@
+"""SaslHandshake (API 17): pick the SASL mechanism of the exchange that follows.
+
+Only v1 is served: the tokens then travel inside SaslAuthenticate requests.
+An unsupported mechanism is answered, then the connection is closed, as Kafka's
+SaslServerAuthenticator does. Sent again on an authenticated connection, it
+starts a KIP-368 re-authentication.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.request import RequestContext
+from oncelog.protocol.api_keys import ApiKey
+from oncelog.protocol.messages import make
+
+
+def sasl_handshake(ctx: RequestContext, req: Any) -> Any:
+    session = ctx.session
+    r = ctx.response
+    if not session.protocol.uses_sasl:
+        session.close_after_response = "SaslHandshake on a listener without SASL"
+        return make(r.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+    authentication = ctx.broker.authentication
+    enabled = tuple(authentication.enabled_mechanisms(session.listener))
+    authenticator = authentication.authenticator(session.listener, req.mechanism.upper())
+    if authenticator is None:
+        session.close_after_response = f"unsupported SASL mechanism {req.mechanism!r}"
+        return make(
+            r.SaslHandshakeResponse,
+            error_code=ErrorCode.unsupported_sasl_mechanism,
+            mechanisms=enabled,
+        )
+    session.authenticator = authenticator
+    return make(r.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=enabled)
+
+
+API = ApiSpec(ApiKey.SASL_HANDSHAKE, 1, 1, sasl_handshake)

@@ -1,0 +1,71 @@
+"""Which SASL mechanisms a listener offers and who may log in with them.
+
+PLAIN users come from the listener's JAAS text (Kafka's
+``listener.name.<l>.plain.sasl.jaas.config``); SCRAM credentials from the
+durable credential store, managed with AlterUserScramCredentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from oncelog.broker.config import BrokerConfig, BrokerConfigError
+from oncelog.clock import now_ms
+from oncelog.security.credential_store import ScramCredentialStore
+from oncelog.security.sasl import (
+    MECHANISMS,
+    Authenticator,
+    PlainAuthenticator,
+    ScramAuthenticator,
+    plain_users_from_jaas,
+)
+
+
+class Authentication:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        credentials: ScramCredentialStore,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.credentials = credentials
+        self.clock = clock
+        self._plain_users: dict[str, dict[str, str]] = {}
+
+    def enabled_mechanisms(self, listener: str) -> list[str]:
+        value = self.config.for_listener(listener, "sasl.enabled.mechanisms")
+        mechanisms = [m.strip().upper() for m in value.split(",") if m.strip()]
+        unknown = [m for m in mechanisms if m not in MECHANISMS]
+        if unknown:
+            raise BrokerConfigError(f"listener {listener}: unsupported SASL mechanisms {unknown}")
+        return mechanisms
+
+    def reauth_ms(self, listener: str) -> int:
+        value = self.config.for_listener(listener, "connections.max.reauth.ms")
+        return int(value or 0)
+
+    def session_expiry(self, listener: str) -> tuple[int, int | None]:
+        """(session lifetime ms for SaslAuthenticate v1+, expiry instant or None)."""
+        lifetime = self.reauth_ms(listener)
+        if lifetime <= 0:
+            return 0, None
+        return lifetime, self.clock() + lifetime
+
+    def max_receive_size(self, listener: str) -> int:
+        return int(self.config.for_listener(listener, "sasl.server.max.receive.size"))
+
+    def plain_users(self, listener: str) -> dict[str, str]:
+        if listener not in self._plain_users:
+            self._plain_users[listener] = plain_users_from_jaas(
+                self.config.jaas_config(listener, "PLAIN")
+            )
+        return self._plain_users[listener]
+
+    def authenticator(self, listener: str, mechanism: str) -> Authenticator | None:
+        """A fresh authenticator, or None when the listener does not offer ``mechanism``."""
+        if mechanism not in self.enabled_mechanisms(listener):
+            return None
+        if mechanism == "PLAIN":
+            return PlainAuthenticator(self.plain_users(listener))
+        return ScramAuthenticator(mechanism, self.credentials.get)

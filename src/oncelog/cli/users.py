@@ -1,0 +1,153 @@
+"""`oncelog users add|list|delete`: SCRAM credentials.
+
+Online through the Admin API (AlterUserScramCredentials); offline with
+``--data-dir`` straight into the broker's credential store, to bootstrap the
+first super user before the broker starts (like ``kafka-storage format --add-scram``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig
+
+app = typer.Typer(no_args_is_help=True, help="Add, list and delete SCRAM users.")
+console = Console()
+TIMEOUT_S = 15.0
+STORE = ("meta", "scram_credentials.json")
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", help="Write the broker's credential store directly (broker stopped)."
+    ),
+]
+Mechanism = Annotated[str, typer.Option("--mechanism", help="SCRAM-SHA-256 or SCRAM-SHA-512.")]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _admin(bootstrap: str, config: Path | None) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, **command_config.load(config)})
+
+
+def _store(data_dir: Path) -> Any:
+    from oncelog.security.credential_store import ScramCredentialStore
+
+    return ScramCredentialStore(data_dir.joinpath(*STORE)).load()
+
+
+def _mechanism(name: str) -> Any:
+    from oncelog.security.scram import ScramMechanism
+
+    try:
+        mech = ScramMechanism.from_sasl_name(name)
+    except KeyError:
+        raise typer.BadParameter(f"unknown mechanism {name!r}", param_hint="--mechanism") from None
+    if mech is ScramMechanism.UNKNOWN:
+        raise typer.BadParameter(f"unknown mechanism {name!r}", param_hint="--mechanism")
+    return mech
+
+
+@app.command()
+def add(
+    name: str,
+    password: Annotated[str, typer.Option("--password", prompt=True, hide_input=True)],
+    mechanism: Mechanism = "SCRAM-SHA-512",
+    iterations: Annotated[int, typer.Option("--iterations", min=4096, max=16384)] = 8192,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config: CommandConfig = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create or replace a user's SCRAM credential."""
+    mech = _mechanism(mechanism)
+    if data_dir is not None:
+        from oncelog.security.scram import credential_from_password
+
+        _store(data_dir).apply(
+            [(name, mech, credential_from_password(mech, password, iterations))], []
+        )
+        typer.echo(f"stored {mech.sasl_name} credential for {name} in {data_dir}")
+        return
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    info = ScramCredentialInfo(ScramMechanism(int(mech)), iterations)
+    admin = _admin(bootstrap, config)
+    future = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(name, info, password.encode())]
+    )[name]
+    try:
+        future.result(TIMEOUT_S)
+    except Exception as exc:
+        _fail(f"cannot add user {name!r}: {exc}")
+    typer.echo(f"added {mech.sasl_name} credential for {name}")
+
+
+@app.command("list")
+def list_(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config: CommandConfig = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Users and their SCRAM mechanisms (never the secrets)."""
+    table = Table("user", "mechanism", "iterations")
+    if data_dir is not None:
+        store = _store(data_dir)
+        for user in store.users():
+            for mech, cred in sorted(store.mechanisms(user).items()):
+                table.add_row(user, mech.sasl_name, str(cred.iterations))
+    else:
+        admin = _admin(bootstrap, config)
+        try:
+            described = admin.describe_user_scram_credentials().result(TIMEOUT_S)
+        except Exception as exc:
+            _fail(f"cannot list users: {exc}")
+        for user, d in sorted(described.items()):
+            for info in d.scram_credential_infos:
+                table.add_row(user, info.mechanism.name.replace("_", "-"), str(info.iterations))
+    console.print(table)
+
+
+@app.command()
+def delete(
+    name: str,
+    mechanism: Mechanism = "SCRAM-SHA-512",
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config: CommandConfig = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Delete one SCRAM credential of a user."""
+    mech = _mechanism(mechanism)
+    if data_dir is not None:
+        store = _store(data_dir)
+        if store.get(name, mech) is None:
+            _fail(f"{name} has no {mech.sasl_name} credential")
+        store.apply([], [(name, mech)])
+        typer.echo(f"deleted {mech.sasl_name} credential of {name}")
+        return
+    from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
+
+    admin = _admin(bootstrap, config)
+    future = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion(name, ScramMechanism(int(mech)))]
+    )[name]
+    try:
+        future.result(TIMEOUT_S)
+    except Exception as exc:
+        _fail(f"cannot delete user {name!r}: {exc}")
+    typer.echo(f"deleted {mech.sasl_name} credential of {name}")

@@ -1,0 +1,129 @@
+"""`oncelog users` (offline bootstrap and online) and `oncelog acls` with --command-config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from oncelog.cli.command_config import client_settings
+from oncelog.cli.main import app
+from oncelog.embedded import EmbeddedBroker
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_users_and_acls_commands(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    # bootstrap the first super user before the broker exists
+    assert "stored SCRAM-SHA-512 credential for admin" in cli(
+        "users", "add", "admin", "--password", "admin-pw", "--data-dir", str(data)
+    )
+    settings = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    }
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="admin" password="admin-pw";\n'
+    )
+    with EmbeddedBroker(data, settings=settings) as b:
+        common = ["-b", b.bootstrap, "--command-config", str(props)]
+        assert "added SCRAM-SHA-512 credential for alice" in cli(
+            "users", "add", "alice", "--password", "alice-pw", *common
+        )
+        listed = cli("users", "list", *common)
+        assert "admin" in listed and "alice" in listed and "8192" in listed
+        # like kafka-acls.sh, an operation the resource does not have is refused up front
+        refused = runner.invoke(
+            app,
+            [
+                "acls",
+                "add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "Read",
+                "--transactional-id",
+                "app-",
+                *common,
+            ],
+        )
+        assert (
+            refused.exit_code == 1
+            and "READ is not a valid operation on TRANSACTIONAL_ID" in refused.output
+        )
+        assert "added 2 ACL(s)" in cli(
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+            "--topic",
+            "orders",
+            "--resource-pattern-type",
+            "prefixed",
+            *common,
+        )
+        assert "added 1 ACL(s)" in cli(
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--transactional-id",
+            "app-",
+            *common,
+        )
+        listed = cli(
+            "acls", "list", "--topic", "orders-2024", "--resource-pattern-type", "match", *common
+        )
+        assert listed.count("User:alice") == 2 and "READ" in listed and "PREFIXED" in listed
+        assert "removed 2 ACL(s)" in cli(
+            "acls", "remove", "--topic", "orders", "--resource-pattern-type", "prefixed", *common
+        )
+        remaining = cli("acls", "list", "--principal", "User:alice", *common)
+        assert remaining.count("User:alice") == 1 and "TRANSACTIONAL_ID:app-" in remaining
+        assert "created topic orders-1" in cli("topics", "create", "orders-1", "-p", "2", *common)
+        assert "orders-1" in cli("topics", "list", *common).split()
+        assert "high watermark" in cli("topics", "describe", "orders-1", *common)
+        # without credentials the same command fails instead of falling back
+        bad = runner.invoke(app, ["users", "list", "-b", b.bootstrap])
+        assert bad.exit_code != 0
+        assert "deleted SCRAM-SHA-512 credential of alice" in cli(
+            "users", "delete", "alice", *common
+        )
+    assert "alice" not in cli("users", "list", "--data-dir", str(data))
+
+
+def test_command_config_translates_java_client_settings() -> None:
+    assert client_settings(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p\\"q";',
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": "/ca.pem",
+        }
+    ) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": 'p\\"q',
+        "ssl.ca.location": "/ca.pem",
+    }
