@@ -38,7 +38,11 @@ def worker(args: argparse.Namespace) -> None:
             "isolation.level": "read_committed",
         }
     )
-    conf: dict[str, object] = {"bootstrap.servers": args.bootstrap_server, "linger.ms": 5, "enable.idempotence": True}
+    conf: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "linger.ms": 5,
+        "enable.idempotence": True,
+    }
     eos = args.mode == "eos"
     if eos:
         conf["transactional.id"] = args.transactional_id
@@ -92,11 +96,15 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps({"copied": copied, "commits": commits, "last_commit": last_commit}))
 
 
-def run(bootstrap: str, mode: str, instances: int, records: int, record_size: int, txn_ms: int, tag: str) -> dict[str, float]:
+def run(
+    bootstrap: str, mode: str, instances: int, records: int, record_size: int, txn_ms: int, tag: str
+) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for t in (f"in-{tag}", f"out-{tag}"):
         admin.create_topics([NewTopic(t, 6, 1)])[t].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
     payload = os.urandom(record_size)
     for i in range(records):
         while True:
@@ -109,10 +117,27 @@ def run(bootstrap: str, mode: str, instances: int, records: int, record_size: in
     start = time.time()
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--mode", mode, "--bootstrap-server", bootstrap,
-             "--input-topic", f"in-{tag}", "--output-topic", f"out-{tag}", "--consumer-group-id", f"g-{tag}",
-             "--transactional-id", f"eos-{tag}-{i}", "--transaction-duration-ms", str(txn_ms)],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--mode",
+                mode,
+                "--bootstrap-server",
+                bootstrap,
+                "--input-topic",
+                f"in-{tag}",
+                "--output-topic",
+                f"out-{tag}",
+                "--consumer-group-id",
+                f"g-{tag}",
+                "--transactional-id",
+                f"eos-{tag}-{i}",
+                "--transaction-duration-ms",
+                str(txn_ms),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for i in range(instances)
     ]
@@ -129,7 +154,9 @@ def run(bootstrap: str, mode: str, instances: int, records: int, record_size: in
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--mode", choices=["eos", "alo"], default="eos")
     ap.add_argument("--bootstrap-server")
@@ -148,12 +175,26 @@ def main() -> None:
         return
     results = {}
     with tempfile.TemporaryDirectory(prefix="oncelog-eos-") as tmp:
-        with EmbeddedBroker(Path(tmp) / "data", settings={"group.initial.rebalance.delay.ms": "0"}, log_level="WARNING") as b:
+        with EmbeddedBroker(
+            Path(tmp) / "data",
+            settings={"group.initial.rebalance.delay.ms": "0"},
+            log_level="WARNING",
+        ) as b:
             bootstrap = args.bootstrap_server or b.bootstrap
             for instances in (1, 3):
                 for mode in ("alo", "eos"):
-                    results[(mode, instances)] = run(bootstrap, mode, instances, args.records, args.record_size, args.transaction_duration_ms, f"{mode}{instances}")
-    print(f"consume-transform-produce, {args.records} x {args.record_size} B records, 6 partitions, commit every {args.transaction_duration_ms} ms")
+                    results[(mode, instances)] = run(
+                        bootstrap,
+                        mode,
+                        instances,
+                        args.records,
+                        args.record_size,
+                        args.transaction_duration_ms,
+                        f"{mode}{instances}",
+                    )
+    print(
+        f"consume-transform-produce, {args.records} x {args.record_size} B records, 6 partitions, commit every {args.transaction_duration_ms} ms"
+    )
     print("  mode            instances   records/s   commit p50 ms   commit p99 ms")
     for (mode, instances), r in results.items():
         name = "exactly-once" if mode == "eos" else "at-least-once"

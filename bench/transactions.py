@@ -28,7 +28,14 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def throughput(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int, txn_ms: int | None) -> float:
+def throughput(
+    bootstrap: str,
+    topic: str,
+    total_bytes: int,
+    record_size: int,
+    partitions: int,
+    txn_ms: int | None,
+) -> float:
     conf: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
@@ -60,11 +67,15 @@ def throughput(bootstrap: str, topic: str, total_bytes: int, record_size: int, p
     while sent < n:
         count = min(chunk, n - sent)
         try:
-            queued = producer.produce_batch(topic, batch[:count], partition=(sent // chunk) % partitions, on_delivery=cb)
+            queued = producer.produce_batch(
+                topic, batch[:count], partition=(sent // chunk) % partitions, on_delivery=cb
+            )
         except BufferError:
             queued = 0
         sent += queued
-        producer.poll(0 if queued == count else 0.0005)  # short back-off: a long one would throttle the non-transactional run
+        producer.poll(
+            0 if queued == count else 0.0005
+        )  # short back-off: a long one would throttle the non-transactional run
         if txn_ms is not None and (time.perf_counter() - txn_start) * 1000 >= txn_ms:
             producer.commit_transaction(30)
             producer.begin_transaction()
@@ -78,7 +89,9 @@ def throughput(bootstrap: str, topic: str, total_bytes: int, record_size: int, p
 
 
 def latencies(bootstrap: str, topic: str, rounds: int) -> tuple[list[float], list[float]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"lat-{topic}", "linger.ms": 0})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"lat-{topic}", "linger.ms": 0}
+    )
     producer.init_transactions(30)
     commit_ms, next_send_ms = [], []
     producer.begin_transaction()
@@ -118,19 +131,42 @@ def main() -> None:
             idem, txn = [], []
             for r in range(args.repeat):  # alternate so drift hits both alike
                 create(b.bootstrap, f"idem{r}", args.partitions)
-                idem.append(throughput(b.bootstrap, f"idem{r}", total, args.record_size, args.partitions, None))
+                idem.append(
+                    throughput(
+                        b.bootstrap, f"idem{r}", total, args.record_size, args.partitions, None
+                    )
+                )
                 create(b.bootstrap, f"txn{r}", args.partitions)
-                txn.append(throughput(b.bootstrap, f"txn{r}", total, args.record_size, args.partitions, args.txn_ms))
+                txn.append(
+                    throughput(
+                        b.bootstrap,
+                        f"txn{r}",
+                        total,
+                        args.record_size,
+                        args.partitions,
+                        args.txn_ms,
+                    )
+                )
             create(b.bootstrap, "lat", 1)
             on = latencies(b.bootstrap, "lat", args.rounds)
-        with EmbeddedBroker(Path(tmp) / "b", settings={"oncelog.txn.blocking.begin": "false"}, log_level="WARNING") as b:
+        with EmbeddedBroker(
+            Path(tmp) / "b", settings={"oncelog.txn.blocking.begin": "false"}, log_level="WARNING"
+        ) as b:
             create(b.bootstrap, "lat", 1)
             off = latencies(b.bootstrap, "lat", args.rounds)
     mi, mt = statistics.median(idem), statistics.median(txn)
-    print(f"throughput, {args.mb} MB x{args.repeat}, {args.record_size} B records, {args.partitions} partitions, acks=all")
-    print(f"  idempotent:                {mi:7.1f} MB/s  (runs: {', '.join(f'{x:.1f}' for x in idem)})")
-    print(f"  transactional ({args.txn_ms} ms txns): {mt:7.1f} MB/s  (runs: {', '.join(f'{x:.1f}' for x in txn)})")
-    print(f"  transactional / idempotent: {mt / mi:.3f}  (cost {100 * (1 - mt / mi):.1f}%; Kafka publishes ~3%)")
+    print(
+        f"throughput, {args.mb} MB x{args.repeat}, {args.record_size} B records, {args.partitions} partitions, acks=all"
+    )
+    print(
+        f"  idempotent:                {mi:7.1f} MB/s  (runs: {', '.join(f'{x:.1f}' for x in idem)})"
+    )
+    print(
+        f"  transactional ({args.txn_ms} ms txns): {mt:7.1f} MB/s  (runs: {', '.join(f'{x:.1f}' for x in txn)})"
+    )
+    print(
+        f"  transactional / idempotent: {mt / mi:.3f}  (cost {100 * (1 - mt / mi):.1f}%; Kafka publishes ~3%)"
+    )
     print(f"latency over {args.rounds} transactions (ms)       p50     p99")
     for name, (commit, nxt) in (("blocking begin on ", on), ("blocking begin off", off)):
         print(f"  {name}  EndTxn round trip   {pct(commit, 0.5):7.2f} {pct(commit, 0.99):7.2f}")

@@ -9,7 +9,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(15)
 
@@ -22,9 +24,13 @@ class Delivered:
     offset: int
 
 
-def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None, int]], **conf: object) -> list[Delivered]:
+def produce(
+    bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None, int]], **conf: object
+) -> list[Delivered]:
     """Produce (key, value, partition) items idempotently; return acks in order."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **conf})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **conf}
+    )
     acked: list[Delivered] = []
     errors: list[KafkaError] = []
 
@@ -46,7 +52,15 @@ def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | 
     return acked
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = 60.0, **conf: object) -> list:  # type: ignore[type-arg]
+def consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    *,
+    timeout: float = 60.0,
+    **conf: object,
+) -> list:  # type: ignore[type-arg]
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,

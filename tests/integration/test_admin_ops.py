@@ -26,7 +26,22 @@ from .helpers import consume, create_topic, produce
 
 def list_offset(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int, int]:
     with WireClient(bootstrap) as c:
-        r = c.request(lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(lo.ListOffsetsTopic(name=topic, partitions=(lo.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),)))
+        r = c.request(
+            lo.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=(
+                    lo.ListOffsetsTopic(
+                        name=topic,
+                        partitions=(
+                            lo.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=timestamp
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
     p = r.topics[0].partitions[0]
     return p.error_code, p.offset, p.timestamp
 
@@ -75,12 +90,24 @@ def test_delete_records_and_create_partitions(broker: EmbeddedBroker, topic_name
 
 
 def test_retention_moves_log_start(tmp_path: Path, topic_name: str) -> None:
-    with EmbeddedBroker(tmp_path / "data", settings={"log.retention.check.interval.ms": "200", "log.flush.scheduler.interval.ms": "100"}) as b:
+    with EmbeddedBroker(
+        tmp_path / "data",
+        settings={
+            "log.retention.check.interval.ms": "200",
+            "log.flush.scheduler.interval.ms": "100",
+        },
+    ) as b:
         create_topic(b.bootstrap, topic_name, 1, config={"segment.bytes": "3000"})
         for _ in range(5):
             produce(b.bootstrap, topic_name, [(None, b"x" * 100, 0) for _ in range(20)])
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        res = ConfigResource("topic", topic_name, incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        res = ConfigResource(
+            "topic",
+            topic_name,
+            incremental_configs=[
+                ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
         admin.incremental_alter_configs([res])[res].result(10)
         deadline = time.monotonic() + 10
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "w"})
@@ -96,7 +123,12 @@ def test_retention_moves_log_start(tmp_path: Path, topic_name: str) -> None:
 
 def test_topics_cli(broker: EmbeddedBroker, topic_name: str) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "oncelog.cli.main", "topics", *args, "-b", broker.bootstrap], capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "oncelog.cli.main", "topics", *args, "-b", broker.bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     out = cli("create", topic_name, "--partitions", "3", "-c", "retention.ms=1234")
     assert out.returncode == 0 and "created" in out.stdout

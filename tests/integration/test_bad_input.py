@@ -25,7 +25,9 @@ TIMEOUT = datetime.timedelta(seconds=5)
 
 def assert_other_client_works(broker: EmbeddedBroker) -> None:
     with WireClient(broker.bootstrap) as c:
-        resp = c.request(ApiVersionsRequest(client_software_name="probe", client_software_version="1"))
+        resp = c.request(
+            ApiVersionsRequest(client_software_name="probe", client_software_version="1")
+        )
         assert resp.error_code == ErrorCode.none
 
 
@@ -43,7 +45,12 @@ def produce_raw(c: WireClient, topic: str, partition: int, records: bytes | None
         transactional_id=None,
         acks=acks,
         timeout=TIMEOUT,
-        topic_data=(pr.TopicProduceData(name=topic, partition_data=(pr.PartitionProduceData(index=partition, records=records),)),),
+        topic_data=(
+            pr.TopicProduceData(
+                name=topic,
+                partition_data=(pr.PartitionProduceData(index=partition, records=records),),
+            ),
+        ),
     )
     resp = c.request(req)
     return resp.responses[0].partition_responses[0]
@@ -59,7 +66,9 @@ def wire(broker: EmbeddedBroker):  # type: ignore[no-untyped-def]
         yield c
 
 
-def test_bad_crc_is_corrupt_message(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
+def test_bad_crc_is_corrupt_message(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name)
     data = batch()
     data[-1] ^= 0xFF
@@ -69,7 +78,9 @@ def test_bad_crc_is_corrupt_message(broker: EmbeddedBroker, wire: WireClient, to
     assert_other_client_works(broker)
 
 
-def test_bad_magic_is_invalid_record(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
+def test_bad_magic_is_invalid_record(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name)
     data = batch()
     data[16] = 1
@@ -78,7 +89,9 @@ def test_bad_magic_is_invalid_record(broker: EmbeddedBroker, wire: WireClient, t
 
 
 @pytest.mark.parametrize("delta", [+10, -5])
-def test_bad_batch_length_is_corrupt_message(broker: EmbeddedBroker, wire: WireClient, topic_name: str, delta: int) -> None:
+def test_bad_batch_length_is_corrupt_message(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str, delta: int
+) -> None:
     create_topic(broker.bootstrap, topic_name)
     data = batch()
     (length,) = struct.unpack_from(">i", data, 8)
@@ -89,41 +102,69 @@ def test_bad_batch_length_is_corrupt_message(broker: EmbeddedBroker, wire: WireC
     assert_other_client_works(broker)
 
 
-def test_two_batches_or_none_is_invalid_record(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
+def test_two_batches_or_none_is_invalid_record(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name)
-    assert produce_raw(wire, topic_name, 0, bytes(batch() + batch())).error_code == ErrorCode.invalid_record
+    assert (
+        produce_raw(wire, topic_name, 0, bytes(batch() + batch())).error_code
+        == ErrorCode.invalid_record
+    )
     assert produce_raw(wire, topic_name, 0, b"").error_code == ErrorCode.invalid_record
 
 
-def test_oversized_batch_is_message_too_large(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
+def test_oversized_batch_is_message_too_large(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name, config={"max.message.bytes": "1000"})
     big = build_batch([(None, b"x" * 5000, None, int(time.time() * 1000))])
     assert produce_raw(wire, topic_name, 0, big).error_code == ErrorCode.message_too_large
 
 
-def test_unknown_partition_and_topic(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
+def test_unknown_partition_and_topic(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name, 2)
-    assert produce_raw(wire, topic_name, 2, bytes(batch())).error_code == ErrorCode.unknown_topic_or_partition
-    assert produce_raw(wire, "no-such-topic", 0, bytes(batch())).error_code == ErrorCode.unknown_topic_or_partition
+    assert (
+        produce_raw(wire, topic_name, 2, bytes(batch())).error_code
+        == ErrorCode.unknown_topic_or_partition
+    )
+    assert (
+        produce_raw(wire, "no-such-topic", 0, bytes(batch())).error_code
+        == ErrorCode.unknown_topic_or_partition
+    )
     assert_other_client_works(broker)
 
 
 def test_invalid_required_acks(broker: EmbeddedBroker, wire: WireClient, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name)
-    assert produce_raw(wire, topic_name, 0, bytes(batch()), acks=2).error_code == ErrorCode.invalid_required_acks
+    assert (
+        produce_raw(wire, topic_name, 0, bytes(batch()), acks=2).error_code
+        == ErrorCode.invalid_required_acks
+    )
 
 
 @pytest.mark.parametrize("name", ["bad/name", "a" * 250, "..", "spaces are bad", ""])
 def test_invalid_topic_name(broker: EmbeddedBroker, wire: WireClient, name: str) -> None:
     resp = wire.request(
         ct.CreateTopicsRequest(
-            topics=(ct.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+            topics=(
+                ct.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()
+                ),
+            ),
             timeout=TIMEOUT,
             validate_only=False,
         )
     )
     assert resp.topics[0].error_code == ErrorCode.invalid_topic_exception
-    meta = wire.request(md.MetadataRequest(topics=(md.MetadataRequestTopic(topic_id=None, name=name),), allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+    meta = wire.request(
+        md.MetadataRequest(
+            topics=(md.MetadataRequestTopic(topic_id=None, name=name),),
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+    )
     assert meta.topics[0].error_code == ErrorCode.invalid_topic_exception
     assert_other_client_works(broker)
 
@@ -131,7 +172,11 @@ def test_invalid_topic_name(broker: EmbeddedBroker, wire: WireClient, name: str)
 def test_replication_factor_above_one(broker: EmbeddedBroker, wire: WireClient) -> None:
     resp = wire.request(
         ct.CreateTopicsRequest(
-            topics=(ct.CreatableTopic(name="rf3", num_partitions=1, replication_factor=3, assignments=(), configs=()),),
+            topics=(
+                ct.CreatableTopic(
+                    name="rf3", num_partitions=1, replication_factor=3, assignments=(), configs=()
+                ),
+            ),
             timeout=TIMEOUT,
             validate_only=False,
         )
@@ -151,7 +196,9 @@ def test_unsupported_version_closes_connection(broker: EmbeddedBroker, wire: Wir
     assert_other_client_works(broker)
 
 
-def test_api_versions_unsupported_version_falls_back_to_v0(broker: EmbeddedBroker, wire: WireClient) -> None:
+def test_api_versions_unsupported_version_falls_back_to_v0(
+    broker: EmbeddedBroker, wire: WireClient
+) -> None:
     wire.send_raw(struct.pack(">ihhih", 10, 18, 99, 42, -1))
     frame = wire.recv_frame()
     resp = WireClient.decode_response(18, 0, frame, 42)

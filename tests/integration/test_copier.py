@@ -36,7 +36,14 @@ class Reader(threading.Thread):
         self.stop_flag = threading.Event()
 
     def run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "verifier", "enable.auto.commit": False, "isolation.level": "read_committed"})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "verifier",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
         c.assign([TopicPartition(self.topic, p, 0) for p in range(PARTS)])
         while not self.stop_flag.is_set():
             for m in c.consume(1000, 0.2):
@@ -51,13 +58,30 @@ class Reader(threading.Thread):
 def start_copier(bootstrap: str, partition: int, log_dir: Path) -> subprocess.Popen[bytes]:
     log = open(log_dir / f"copier-{partition}.log", "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
-        [sys.executable, COPIER, "--bootstrap", bootstrap, "--input", "input", "--output", "output", "--partition", str(partition), "--group", "copier-group"],
-        stdout=log, stderr=log,
+        [
+            sys.executable,
+            COPIER,
+            "--bootstrap",
+            bootstrap,
+            "--input",
+            "input",
+            "--output",
+            "output",
+            "--partition",
+            str(partition),
+            "--group",
+            "copier-group",
+        ],
+        stdout=log,
+        stderr=log,
     )
 
 
 def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> None:
-    broker = EmbeddedBroker(tmp_path / "data", settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}).start()
+    broker = EmbeddedBroker(
+        tmp_path / "data",
+        settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+    ).start()
     copiers: dict[int, subprocess.Popen[bytes]] = {}
     reader = None
     try:
@@ -73,7 +97,9 @@ def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> No
             for p, proc in list(copiers.items()):
                 code = proc.poll()
                 if code is not None and code != 0:
-                    copiers[p] = start_copier(broker.bootstrap, p, tmp_path)  # a fatal error: restart it
+                    copiers[p] = start_copier(
+                        broker.bootstrap, p, tmp_path
+                    )  # a fatal error: restart it
             if all(proc.poll() == 0 for proc in copiers.values()):
                 break
             if bounces < 3 and reader.count() > (bounces + 1) * N // 5:
@@ -106,7 +132,9 @@ def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> No
         for p in range(PARTS):
             expected = [b"%d" % i for i in range(p, N, PARTS)]
             assert final.values[p] == expected, f"output partition {p}: order, duplicates or loss"
-            assert reader.values[p] == expected, f"concurrent reader of partition {p} saw something else"
+            assert reader.values[p] == expected, (
+                f"concurrent reader of partition {p} saw something else"
+            )
     finally:
         if reader is not None:
             reader.stop_flag.set()

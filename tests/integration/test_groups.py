@@ -19,7 +19,10 @@ from .helpers import create_topic, produce
 from .test_transactions import read_all, txn_producer
 
 APPS = Path(__file__).parent / "apps"
-FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+FAST_GROUPS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
 
 
 def wait_for(predicate, timeout: float, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -39,7 +42,9 @@ def lines(paths: list[Path]) -> list[str]:
     return out
 
 
-def test_rebalancing_group_exactly_once_across_joins_leaves_kills_and_restart(tmp_path: Path, topic_name: str) -> None:
+def test_rebalancing_group_exactly_once_across_joins_leaves_kills_and_restart(
+    tmp_path: Path, topic_name: str
+) -> None:
     b = EmbeddedBroker(tmp_path / "data", settings=FAST_GROUPS).start()
     members: dict[str, subprocess.Popen[bytes]] = {}
     outputs: list[Path] = []
@@ -48,7 +53,18 @@ def test_rebalancing_group_exactly_once_across_joins_leaves_kills_and_restart(tm
         out = tmp_path / f"{name}.out"
         outputs.append(out)
         log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        members[name] = subprocess.Popen([sys.executable, str(APPS / "group_member.py"), b.bootstrap, topic_name, "grp", str(out)], stdout=log, stderr=log)
+        members[name] = subprocess.Popen(
+            [
+                sys.executable,
+                str(APPS / "group_member.py"),
+                b.bootstrap,
+                topic_name,
+                "grp",
+                str(out),
+            ],
+            stdout=log,
+            stderr=log,
+        )
 
     sent = 0
 
@@ -56,7 +72,11 @@ def test_rebalancing_group_exactly_once_across_joins_leaves_kills_and_restart(tm
         nonlocal sent
         produce(b.bootstrap, topic_name, [(None, b"%d" % i, i % 6) for i in range(sent, sent + n)])
         sent += n
-        wait_for(lambda: len(lines(outputs)) >= sent, 60, f"only {len(lines(outputs))} of {sent} consumed")
+        wait_for(
+            lambda: len(lines(outputs)) >= sent,
+            60,
+            f"only {len(lines(outputs))} of {sent} consumed",
+        )
 
     try:
         create_topic(b.bootstrap, topic_name, 6)
@@ -104,7 +124,14 @@ def run_kafka_python_group(broker: EmbeddedBroker, topic_name: str) -> None:
     lock = threading.Lock()
 
     def member() -> None:
-        c = KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, group_id="kp-group", enable_auto_commit=False, auto_offset_reset="earliest", consumer_timeout_ms=15000)
+        c = KafkaConsumer(
+            topic_name,
+            bootstrap_servers=broker.bootstrap,
+            group_id="kp-group",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=15000,
+        )
         for msg in c:
             with lock:
                 seen.append(msg.value)
@@ -125,14 +152,29 @@ def run_kafka_python_group(broker: EmbeddedBroker, topic_name: str) -> None:
 
 def start_app(bootstrap: str, txn_id: str, log_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
     log = open(log_dir / f"{txn_id}.log", "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen([sys.executable, str(APPS / "eos_app.py"), bootstrap, "in", "out", "eos-group", txn_id, *extra], stdout=log, stderr=log)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(APPS / "eos_app.py"),
+            bootstrap,
+            "in",
+            "out",
+            "eos-group",
+            txn_id,
+            *extra,
+        ],
+        stdout=log,
+        stderr=log,
+    )
 
 
 def assert_exactly_once_copy(bootstrap: str, n: int, parts: int) -> None:
     msgs = read_all(bootstrap, "out", parts, "read_committed", idle=3.0)
     for p in range(parts):
         got = [m.value() for m in msgs if m.partition() == p]
-        assert got == [b"%d" % i for i in range(p, n, parts)], f"partition {p}: duplicates, loss or reordering"
+        assert got == [b"%d" % i for i in range(p, n, parts)], (
+            f"partition {p}: duplicates, loss or reordering"
+        )
 
 
 def test_kip447_app_survives_random_kills_and_rebalances(tmp_path: Path) -> None:
@@ -161,7 +203,10 @@ def test_kip447_app_survives_random_kills_and_rebalances(tmp_path: Path) -> None
                 time.sleep(rng.uniform(0, 2))
                 apps[victim] = start_app(b.bootstrap, victim, tmp_path, "--txn-sleep", "0.2")
                 next_kill = time.monotonic() + rng.uniform(2, 5)
-            elif kills == 4 and len(read_all(b.bootstrap, "out", parts, "read_committed", idle=0.5)) >= n:
+            elif (
+                kills == 4
+                and len(read_all(b.bootstrap, "out", parts, "read_committed", idle=0.5)) >= n
+            ):
                 break
             time.sleep(0.2)
         assert kills == 4
@@ -185,17 +230,29 @@ def test_zombie_instance_is_fenced_by_generation(tmp_path: Path) -> None:
         produce(b.bootstrap, "in", [(None, b"%d" % i, i % parts) for i in range(n // 2)])
         zombie_log = tmp_path / "zombie.log"
         apps["zombie"] = start_app(b.bootstrap, "zombie", tmp_path, "--txn-sleep", "3")
-        wait_for(lambda: zombie_log.exists() and "IN_TXN" in zombie_log.read_text(), 30, "zombie never entered a transaction")
+        wait_for(
+            lambda: zombie_log.exists() and "IN_TXN" in zombie_log.read_text(),
+            30,
+            "zombie never entered a transaction",
+        )
         apps["zombie"].send_signal(signal.SIGSTOP)  # frozen inside an open transaction
         apps["live"] = start_app(b.bootstrap, "live", tmp_path)
         time.sleep(12)  # past the zombie's session timeout: all partitions move to "live"
         produce(b.bootstrap, "in", [(None, b"%d" % i, i % parts) for i in range(n // 2, n)])
-        apps["zombie"].send_signal(signal.SIGCONT)  # it wakes up and tries to commit its stale transaction
-        wait_for(lambda: len(read_all(b.bootstrap, "out", parts, "read_committed", idle=0.5)) >= n, 120, "copy did not finish")
+        apps["zombie"].send_signal(
+            signal.SIGCONT
+        )  # it wakes up and tries to commit its stale transaction
+        wait_for(
+            lambda: len(read_all(b.bootstrap, "out", parts, "read_committed", idle=0.5)) >= n,
+            120,
+            "copy did not finish",
+        )
         time.sleep(4)
         assert_exactly_once_copy(b.bootstrap, n, parts)
         log = zombie_log.read_text()
-        assert any(word in log for word in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED")), log[-2000:]
+        assert any(word in log for word in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED")), (
+            log[-2000:]
+        )
     finally:
         for proc in apps.values():
             if proc.poll() is None:
@@ -205,18 +262,34 @@ def test_zombie_instance_is_fenced_by_generation(tmp_path: Path) -> None:
         b.stop()
 
 
-def test_require_stable_waits_for_pending_transactional_offsets(broker: EmbeddedBroker, topic_name: str) -> None:
+def test_require_stable_waits_for_pending_transactional_offsets(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
     create_topic(broker.bootstrap, topic_name, 1)
     produce(broker.bootstrap, topic_name, [(None, b"x", 0) for _ in range(10)])
-    group_consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "stable-group", "enable.auto.commit": False})
+    group_consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "stable-group",
+            "enable.auto.commit": False,
+        }
+    )
     p = txn_producer(broker.bootstrap, "stable-txn")
     p.begin_transaction()
-    p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 7)], group_consumer.consumer_group_metadata(), 10)
+    p.send_offsets_to_transaction(
+        [TopicPartition(topic_name, 0, 7)], group_consumer.consumer_group_metadata(), 10
+    )
     result: list[tuple[float, int]] = []
     started = time.monotonic()
 
     def fetch() -> None:
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "stable-group", "isolation.level": "read_committed"})
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "stable-group",
+                "isolation.level": "read_committed",
+            }
+        )
         tp = c.committed([TopicPartition(topic_name, 0)], timeout=30)[0]
         result.append((time.monotonic() - started, tp.offset))
         c.close()

@@ -10,7 +10,9 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import consume, create_topic, produce
 
 
-def test_idempotent_100k_six_partitions_exactly_once_in_order(broker: EmbeddedBroker, topic_name: str) -> None:
+def test_idempotent_100k_six_partitions_exactly_once_in_order(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
     n, parts = 100_000, 6
     create_topic(broker.bootstrap, topic_name, parts)
     items = [(f"k{i}".encode(), f"v{i}".encode(), i % parts) for i in range(n)]
@@ -28,16 +30,27 @@ def test_idempotent_100k_six_partitions_exactly_once_in_order(broker: EmbeddedBr
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_codecs_keys_values_headers_timestamps_intact(broker: EmbeddedBroker, topic_name: str, codec: str) -> None:
+def test_codecs_keys_values_headers_timestamps_intact(
+    broker: EmbeddedBroker, topic_name: str, codec: str
+) -> None:
     create_topic(broker.bootstrap, topic_name, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "compression.type": codec, "linger.ms": 20})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "compression.type": codec,
+            "linger.ms": 20,
+        }
+    )
     sent = []
     for i in range(2000):
         key = None if i % 7 == 0 else f"key-{i}".encode()
         value = None if i % 11 == 0 else (f"value-{i}-" * (i % 50)).encode()
         headers = [("h-ü", f"{i}".encode()), ("empty", b""), ("null", None)] if i % 3 == 0 else None
         ts = 1_700_000_000_000 + i
-        producer.produce(topic_name, key=key, value=value, partition=i % 2, headers=headers, timestamp=ts)
+        producer.produce(
+            topic_name, key=key, value=value, partition=i % 2, headers=headers, timestamp=ts
+        )
         sent.append((key, value, headers, ts, i % 2))
     assert producer.flush(30) == 0
     msgs = consume(broker.bootstrap, topic_name, 2, len(sent))
@@ -63,13 +76,34 @@ def test_kafka_python_round_trip(broker: EmbeddedBroker, topic_name: str) -> Non
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic(topic_name, 3, 1)])
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all", compression_type="gzip")
-    futures = [producer.send(topic_name, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3, headers=[("n", b"%d" % i)]) for i in range(3000)]
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        compression_type="gzip",
+    )
+    futures = [
+        producer.send(
+            topic_name,
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            partition=i % 3,
+            headers=[("n", b"%d" % i)],
+        )
+        for i in range(3000)
+    ]
     producer.flush()
     metas = [f.get(timeout=10) for f in futures]
-    assert sorted((m.partition, m.offset) for m in metas) == sorted((p, o) for p in range(3) for o in range(1000))
+    assert sorted((m.partition, m.offset) for m in metas) == sorted(
+        (p, o) for p in range(3) for o in range(1000)
+    )
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
     consumer.assign([TopicPartition(topic_name, p) for p in range(3)])
     consumer.seek_to_beginning()
     got = []

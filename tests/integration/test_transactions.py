@@ -25,14 +25,33 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: int) -> 
             lo.ListOffsetsRequest(
                 replica_id=-1,
                 isolation_level=isolation,
-                topics=(lo.ListOffsetsTopic(name=topic, partitions=tuple(lo.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions))),),
+                topics=(
+                    lo.ListOffsetsTopic(
+                        name=topic,
+                        partitions=tuple(
+                            lo.ListOffsetsPartition(
+                                partition_index=p, current_leader_epoch=-1, timestamp=-1
+                            )
+                            for p in range(partitions)
+                        ),
+                    ),
+                ),
             )
         )
     return [p.offset for p in resp.topics[0].partitions]
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, *, idle: float = 1.5) -> list:  # type: ignore[type-arg]
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False, "isolation.level": isolation})
+def read_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str, *, idle: float = 1.5
+) -> list:  # type: ignore[type-arg]
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
     last = time.monotonic()
@@ -50,7 +69,9 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, *, idl
 
 
 def txn_producer(bootstrap: str, txn_id: str, **conf: object) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2, **conf})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2, **conf}
+    )
     p.init_transactions(15)
     return p
 
@@ -94,7 +115,14 @@ def test_visibility_two_interleaved_producers(broker: EmbeddedBroker, topic_name
     ru = {m.value() for m in read_all(broker.bootstrap, topic_name, 2, "read_uncommitted")}
     assert ru == committed | aborted
     # a second, independent client implementation agrees
-    kc = KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=3000, enable_auto_commit=False)
+    kc = KafkaConsumer(
+        topic_name,
+        bootstrap_servers=broker.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+        enable_auto_commit=False,
+    )
     kvalues = [m.value for m in kc]
     kc.close()
     assert sorted(kvalues) == sorted(committed)
@@ -116,15 +144,26 @@ def test_open_transaction_holds_lso_until_commit(broker: EmbeddedBroker, topic_n
         other.produce(topic_name, value=b"after-%d" % i)
     other.flush()
     assert end_offsets(broker.bootstrap, topic_name, 1, READ_UNCOMMITTED) == [11]
-    assert end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) == [1]  # first offset of the open txn
-    assert [m.value() for m in read_all(broker.bootstrap, topic_name, 1, "read_committed", idle=1.0)] == [b"before"]
+    assert end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) == [
+        1
+    ]  # first offset of the open txn
+    assert [
+        m.value() for m in read_all(broker.bootstrap, topic_name, 1, "read_committed", idle=1.0)
+    ] == [b"before"]
     p.commit_transaction(10)
     deadline = time.monotonic() + 5
-    while end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) != [12] and time.monotonic() < deadline:
+    while (
+        end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) != [12]
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
-    assert end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) == [12]  # 11 records + marker
+    assert end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) == [
+        12
+    ]  # 11 records + marker
     values = [m.value() for m in read_all(broker.bootstrap, topic_name, 1, "read_committed")]
-    assert values == [b"before"] + [b"txn-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(5)]
+    assert values == [b"before"] + [b"txn-%d" % i for i in range(5)] + [
+        b"after-%d" % i for i in range(5)
+    ]
 
 
 def test_second_instance_fences_the_first(broker: EmbeddedBroker, topic_name: str) -> None:
@@ -141,7 +180,9 @@ def test_second_instance_fences_the_first(broker: EmbeddedBroker, topic_name: st
         first.produce(topic_name, value=b"zombie-2")
         first.commit_transaction(10)
     assert info.value.args[0].fatal() or "fenced" in str(info.value).lower()
-    assert [m.value() for m in read_all(broker.bootstrap, topic_name, 1, "read_committed")] == [b"live"]
+    assert [m.value() for m in read_all(broker.bootstrap, topic_name, 1, "read_committed")] == [
+        b"live"
+    ]
 
 
 def test_coordinator_aborts_timed_out_transaction(tmp_path: Path, topic_name: str) -> None:
@@ -155,16 +196,23 @@ def test_coordinator_aborts_timed_out_transaction(tmp_path: Path, topic_name: st
         p.flush()
         assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [0]
         deadline = time.monotonic() + 10
-        while end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) != [4] and time.monotonic() < deadline:
+        while (
+            end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) != [4]
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
-        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [4]  # aborted: 3 records + marker
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [
+            4
+        ]  # aborted: 3 records + marker
         with pytest.raises(KafkaException):
             p.commit_transaction(10)
         assert read_all(b.bootstrap, topic_name, 1, "read_committed", idle=1.0) == []
 
 
 @pytest.mark.parametrize("state", ["Ongoing", "PrepareCommit", "PrepareAbort"])
-def test_broker_sigkill_in_each_transaction_state(tmp_path: Path, topic_name: str, state: str) -> None:
+def test_broker_sigkill_in_each_transaction_state(
+    tmp_path: Path, topic_name: str, state: str
+) -> None:
     delay = {"oncelog.debug.marker.delay.ms": "60000"} if state != "Ongoing" else {}
     common = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
     b = EmbeddedBroker(tmp_path / "data", settings={**common, **delay}).start()

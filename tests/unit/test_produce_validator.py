@@ -135,9 +135,13 @@ def test_invalid_batch_error_is_a_log_error_with_its_code() -> None:
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
 def test_compacted_topics_refuse_keyless_records(codec: CompressionType) -> None:
     compact = LogConfig(cleanup_policy=("compact",))  # type: ignore[arg-type]
-    keyed = bytearray(build_batch([(b"k", b"v", None, NOW), (b"j", None, None, NOW)], compression=codec))
+    keyed = bytearray(
+        build_batch([(b"k", b"v", None, NOW), (b"j", None, None, NOW)], compression=codec)
+    )
     validate_produce_batch(keyed, produce_version=V, config=compact, now_ms=NOW)
-    keyless = bytearray(build_batch([(b"k", b"v", None, NOW), (None, b"v", None, NOW)], compression=codec))
+    keyless = bytearray(
+        build_batch([(b"k", b"v", None, NOW), (None, b"v", None, NOW)], compression=codec)
+    )
     assert code_of(keyless, cleanup_policy=("compact",)) == ErrorCode.invalid_record
     # A topic that only deletes takes keyless records, without decoding them.
     validate_produce_batch(keyless, produce_version=V, config=LogConfig(), now_ms=NOW)

@@ -327,9 +327,7 @@ def test_snapshot_round_trip():
     r = ProducerStateManager.from_snapshot(data, producer_id_expiration_ms=5_000)
     assert state(r) == state(m) and r.snapshot() == data
     assert r.producer_id_expiration_ms == 5_000
-    assert r.check_append(hdr(pid=1, seq=12, count=2)) == BatchMetadata(
-        12, 13, 12, 13, 106
-    )
+    assert r.check_append(hdr(pid=1, seq=12, count=2)) == BatchMetadata(12, 13, 12, 13, 106)
     assert code_of(r, hdr(pid=1, seq=2, count=2)) == E.duplicate_sequence_number
     assert code_of(r, hdr(pid=2, epoch=3, seq=1)) == E.invalid_txn_state
     assert marker(r, 2, 3, commit=True) == CompletedTxn(2, 14, 18, False)

@@ -34,7 +34,9 @@ class FetchSession:
     epoch: int
     partitions: OrderedDict[PartitionKey, SessionPartition] = field(default_factory=OrderedDict)
 
-    def changed(self, key: PartitionKey, hw: int, lso: int, log_start: int, has_data: bool, error: int) -> bool:
+    def changed(
+        self, key: PartitionKey, hw: int, lso: int, log_start: int, has_data: bool, error: int
+    ) -> bool:
         """Whether an incremental response must carry this partition; remembers what was sent."""
         part = self.partitions[key]
         changed = (

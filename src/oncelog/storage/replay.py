@@ -39,11 +39,15 @@ def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
                 for rec in records:
                     marker = parse_control_record(rec.key, rec.value)
                     if marker.coordinator_epoch is not None:
-                        yield LogEntry(rec.offset, None, None, header.producer_id, True, marker.is_commit)
+                        yield LogEntry(
+                            rec.offset, None, None, header.producer_id, True, marker.is_commit
+                        )
                 continue
             for rec in records:
                 if rec.offset >= offset:
-                    yield LogEntry(rec.offset, rec.key, rec.value, header.producer_id, header.is_transactional)
+                    yield LogEntry(
+                        rec.offset, rec.key, rec.value, header.producer_id, header.is_transactional
+                    )
         if last <= offset:
             return
         offset = last

@@ -67,8 +67,7 @@ def check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:
         if record.key is None:
             raise InvalidBatchError(
                 ErrorCode.invalid_record,
-                f"Compacted topic cannot accept message without key (offset delta "
-                f"{record.offset})",
+                f"Compacted topic cannot accept message without key (offset delta {record.offset})",
             )
 
 

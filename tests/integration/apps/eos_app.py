@@ -52,7 +52,9 @@ def main() -> int:
         assigned = consumer.assignment()
         if assigned:
             for tp in consumer.committed(assigned, timeout=30):
-                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+                consumer.seek(
+                    TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0)
+                )
 
     while True:
         msgs = [m for m in consumer.consume(500, 0.5) if not m.error()]
@@ -74,7 +76,9 @@ def main() -> int:
             watchdog.start()
             try:
                 producer.send_offsets_to_transaction(
-                    [TopicPartition(args.input, p, o) for p, o in positions.items()], group_metadata, 30
+                    [TopicPartition(args.input, p, o) for p, o in positions.items()],
+                    group_metadata,
+                    30,
                 )
             finally:
                 watchdog.cancel()
