@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from oncelog.cli.command_config import client_settings
+from oncelog.client.java_config import librdkafka_settings
 from oncelog.cli.main import app
 from oncelog.embedded import EmbeddedBroker
 
@@ -112,7 +112,7 @@ def test_users_and_acls_commands(tmp_path: Path) -> None:
 
 
 def test_command_config_translates_java_client_settings() -> None:
-    assert client_settings(
+    assert librdkafka_settings(
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
@@ -124,6 +124,6 @@ def test_command_config_translates_java_client_settings() -> None:
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
         "sasl.username": "u",
-        "sasl.password": 'p\\"q',
+        "sasl.password": 'p"q',
         "ssl.ca.location": "/ca.pem",
     }

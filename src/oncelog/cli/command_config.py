@@ -3,19 +3,22 @@
 Accepts librdkafka names (``security.protocol``, ``sasl.username``, ...) and the
 Java client's (``sasl.jaas.config`` with a Plain/Scram login module,
 ``ssl.truststore.location`` for PEM files, ``ssl.keystore.location``), as
-``kafka-acls.sh --command-config`` does. Any other key goes to librdkafka as is,
-which refuses names it does not know: nothing silently falls back to PLAINTEXT.
+``kafka-acls.sh --command-config`` does (``oncelog.client.java_config``). Any other
+key goes to librdkafka as is, which refuses names it does not know: nothing silently
+falls back to PLAINTEXT.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from oncelog.broker.config import BrokerConfigError, parse_properties
+from oncelog.client.config import ClientConfig
+from oncelog.client.java_config import librdkafka_settings
+from oncelog.client.security import ClientConfigError
 
 # The options every client-side command shares.
 Bootstrap = Annotated[
@@ -26,39 +29,23 @@ CommandConfig = Annotated[
     typer.Option("--command-config", help="Client security settings (properties file)."),
 ]
 
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_JAVA_TO_LIBRDKAFKA = {
-    "ssl.truststore.location": "ssl.ca.location",
-    "ssl.keystore.location": "ssl.certificate.location",
-    "ssl.key.password": "ssl.key.password",
-}
-_IGNORED_JAVA = {"ssl.truststore.type", "ssl.keystore.type"}
 
-
-def client_settings(values: dict[str, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in values.items():
-        if key == "sasl.jaas.config":
-            options = dict(_JAAS_OPTION.findall(value))
-            if "username" not in options or "password" not in options:
-                raise BrokerConfigError('sasl.jaas.config needs username="..." and password="..."')
-            out["sasl.username"], out["sasl.password"] = options["username"], options["password"]
-        elif key in _JAVA_TO_LIBRDKAFKA:
-            out[_JAVA_TO_LIBRDKAFKA[key]] = value
-        elif key == "ssl.endpoint.identification.algorithm":
-            out["ssl.endpoint.identification.algorithm"] = value or "none"
-        elif key in _IGNORED_JAVA:
-            continue
-        else:
-            out[key] = value
-    return out
+def client_config(bootstrap: str, path: Path | None, **defaults: str) -> ClientConfig:
+    """The client layer's configuration of a CLI command: ``defaults`` under the file's
+    settings; a bad file ends the command with exit code 2."""
+    settings = {**defaults, **load(path)}
+    try:
+        return ClientConfig.of(bootstrap, settings)
+    except ClientConfigError as exc:
+        typer.echo(f"error: --command-config {path}: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def load(path: Path | None) -> dict[str, str]:
     if path is None:
         return {}
     try:
-        return client_settings(parse_properties(path.read_text()))
-    except (OSError, BrokerConfigError) as exc:
+        return librdkafka_settings(parse_properties(path.read_text()))
+    except (OSError, BrokerConfigError, ClientConfigError) as exc:
         typer.echo(f"error: --command-config {path}: {exc}", err=True)
         raise typer.Exit(2) from exc

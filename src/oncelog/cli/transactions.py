@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig
 from oncelog.client.admin import LATEST, Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
@@ -16,16 +19,13 @@ from oncelog.client.retry import RetryPolicy
 from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
-Bootstrap = Annotated[
-    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
-]
 console = Console()
 # An operator waits at most this long for an unreachable or busy cluster.
 POLICY = RetryPolicy(deadline_s=30.0)
 
 
-def _admin(bootstrap: str) -> TxnAdmin:
-    return TxnAdmin(ClientConfig(bootstrap), policy=POLICY)
+def _admin(bootstrap: str, config_file: Path | None) -> TxnAdmin:
+    return TxnAdmin(command_config.client_config(bootstrap, config_file), policy=POLICY)
 
 
 def _fail(exc: Exception) -> NoReturn:
@@ -36,6 +36,7 @@ def _fail(exc: Exception) -> NoReturn:
 @app.command("list")
 def list_(
     bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
     state: Annotated[
         list[str] | None, typer.Option("--state", help="Ongoing, PrepareCommit, CompleteAbort, ...")
     ] = None,
@@ -45,7 +46,7 @@ def list_(
     ] = -1,
 ) -> None:
     """List transactional ids and their states."""
-    with _admin(bootstrap) as admin:
+    with _admin(bootstrap, config_file) as admin:
         try:
             rows = admin.list_transactions(
                 tuple(state or ()), tuple(producer_id or ()), min_duration_ms
@@ -59,9 +60,13 @@ def list_(
 
 
 @app.command()
-def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe(
+    transactional_id: str,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+) -> None:
     """Show one transaction: state, producer, timeout, partitions."""
-    with _admin(bootstrap) as admin:
+    with _admin(bootstrap, config_file) as admin:
         try:
             s = admin.describe_txn(transactional_id)
         except ClientError as exc:
@@ -79,9 +84,14 @@ def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> 
 
 
 @app.command("describe-producers")
-def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe_producers(
+    topic: str,
+    partition: int,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+) -> None:
     """Producer state of one partition (DescribeProducers)."""
-    with _admin(bootstrap) as admin:
+    with _admin(bootstrap, config_file) as admin:
         try:
             rows = admin.describe_producers(topic, partition)
         except ClientError as exc:
@@ -114,13 +124,14 @@ def describe_producers(topic: str, partition: int, bootstrap: Bootstrap = "127.0
 @app.command("find-hanging")
 def find_hanging(
     bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
     topic: Annotated[list[str] | None, typer.Option("--topic")] = None,
     max_transaction_timeout_ms: Annotated[
         int, typer.Option("--max-transaction-timeout-ms")
     ] = 900_000,
 ) -> None:
     """Open transactions the coordinator no longer tracks: they pin the LSO."""
-    with _admin(bootstrap) as admin:
+    with _admin(bootstrap, config_file) as admin:
         try:
             rows = admin.find_hanging(topic, max_transaction_timeout_ms)
         except ClientError as exc:
@@ -144,6 +155,7 @@ def find_hanging(
 @app.command()
 def abort(
     bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
     transactional_id: Annotated[
         str | None,
         typer.Option("--transactional-id", help="Abort by id (fences the current producer)."),
@@ -160,7 +172,7 @@ def abort(
         raise typer.BadParameter(
             "give either --transactional-id, or --topic, --partition and --producer-id"
         )
-    with _admin(bootstrap) as admin:
+    with _admin(bootstrap, config_file) as admin:
         try:
             if transactional_id is not None:
                 pid, epoch = admin.fence(transactional_id)
@@ -179,10 +191,10 @@ def abort(
 
 
 @app.command()
-def metrics(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def metrics(bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None) -> None:
     """KIP-98 metrics: live producer ids, active transactional ids, LSO and its lag per partition."""
     try:
-        data = txn_metrics(ClientConfig(bootstrap))
+        data = txn_metrics(command_config.client_config(bootstrap, config_file))
     except ClientError as exc:
         _fail(exc)
     data["partitions"] = {k: v for k, v in data["partitions"].items() if not k.startswith("__")}
