@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from oncelog.client.java_config import librdkafka_settings
 from oncelog.cli.main import app
+from oncelog.client.java_config import librdkafka_settings
 from oncelog.embedded import EmbeddedBroker
 
 runner = CliRunner()

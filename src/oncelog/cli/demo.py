@@ -7,11 +7,17 @@ idempotently with confluent-kafka, reads it back and prints what happened.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
+
+from oncelog.cli import command_config
+from oncelog.cli.command_config import CommandConfig
+from oncelog.client.config import ClientConfig
 
 console = Console()
 
@@ -25,36 +31,74 @@ def demo(
             "--broker-only", help="Only the idempotent produce/consume round trip, no Spark."
         ),
     ] = False,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap-server",
+            "-b",
+            help="With --broker-only: run the round trip against this cluster (topic 'demo', "
+            "created if missing) instead of an embedded broker.",
+        ),
+    ] = None,
+    config_file: CommandConfig = None,
 ) -> None:
     """The main job on embedded defaults: an exactly-once Spark pipeline whose driver
     is killed mid-run and restarted, then verified."""
+    if (bootstrap is not None or config_file is not None) and not broker_only:
+        # The Spark demo runs its own embedded PLAINTEXT broker: say so rather than
+        # ignore the security settings.
+        raise typer.BadParameter(
+            "--bootstrap-server / --command-config apply to --broker-only; the Spark demo "
+            "runs its own embedded broker"
+        )
+    if config_file is not None and bootstrap is None:
+        raise typer.BadParameter(
+            "--command-config needs --bootstrap-server: the embedded broker is PLAINTEXT"
+        )
     if not broker_only:
         from oncelog.demo.spark_demo import run_demo
 
         raise typer.Exit(run_demo(records))
-    broker_round_trip(records, partitions)
+    config = None if bootstrap is None else command_config.client_config(bootstrap, config_file)
+    broker_round_trip(records, partitions, config)
 
 
-def broker_round_trip(records: int, partitions: int) -> None:
-    """Produce idempotently and read back with confluent-kafka; verify exactly-once."""
-    from confluent_kafka import Consumer, KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+@contextmanager
+def _cluster(config: ClientConfig | None) -> Iterator[ClientConfig]:
+    """The given cluster, or an embedded broker for the demo's lifetime."""
+    if config is not None:
+        console.print(f"[bold]cluster[/] {config.bootstrap} ({config.security.protocol})")
+        yield config
+        return
     from oncelog.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         console.print(f"[bold]broker[/] ready on {broker.bootstrap} (data in {broker.data_dir})")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("demo", partitions, 1)])["demo"].result(15)
-        console.print(f"created topic [cyan]demo[/] with {partitions} partitions")
+        yield ClientConfig(broker.bootstrap)
+
+
+def broker_round_trip(records: int, partitions: int, config: ClientConfig | None = None) -> None:
+    """Produce idempotently and read back with confluent-kafka; verify exactly-once.
+    Against an existing cluster the demo reads only what this run wrote."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with _cluster(config) as cluster:
+        admin = AdminClient(cluster.librdkafka())
+        created = admin.create_topics([NewTopic("demo", partitions, 1)])["demo"]
+        try:
+            created.result(15)
+            console.print(f"created topic [cyan]demo[/] with {partitions} partitions")
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            console.print("topic [cyan]demo[/] exists")
+        start = _end_offsets(cluster, partitions)
 
         producer = Producer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "compression.type": "lz4",
-            }
+            cluster.librdkafka(
+                **{"enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"}
+            )
         )
         acked: list[int] = []
         errors: list[str] = []
@@ -93,17 +137,18 @@ def broker_round_trip(records: int, partitions: int) -> None:
         )
 
         consumer = Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "group.id": "demo",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-            }
+            cluster.librdkafka(
+                **{
+                    "group.id": "demo",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                }
+            )
         )
         from confluent_kafka import TopicPartition
 
-        consumer.assign([TopicPartition("demo", p, 0) for p in range(partitions)])
+        consumer.assign([TopicPartition("demo", p, start[p]) for p in range(partitions)])
         seen: dict[bytes, int] = {}
         last_offset: dict[int, int] = {}
         out_of_order = 0
@@ -134,3 +179,14 @@ def broker_round_trip(records: int, partitions: int) -> None:
         )
         if not ok:
             raise typer.Exit(1)
+
+
+def _end_offsets(cluster: ClientConfig, partitions: int) -> dict[int, int]:
+    """Where each partition of 'demo' ends now (0 on a fresh topic)."""
+    from oncelog.client.admin import LATEST, Admin
+
+    with Admin(cluster) as admin:
+        ends = admin.list_offsets(
+            [("demo", p) for p in range(partitions)], LATEST, read_committed=False
+        )
+    return {p: ends[("demo", p)] for p in range(partitions)}

@@ -38,6 +38,8 @@ from confluent_kafka.admin import ConfigResource
 from oncelog.client.admin import Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
+from oncelog.client.java_config import librdkafka_settings
+from oncelog.client.security import ClientConfigError
 from oncelog.connect import client_configs
 from oncelog.connect.errors import ConnectException
 from oncelog.connect.internal_log import LogRecord
@@ -54,22 +56,48 @@ _JAVA_ONLY = frozenset(
 )
 
 
+def librdkafka_conf(config: Mapping[str, Any]) -> dict[str, str]:
+    """A client config with Kafka's security names (``sasl.jaas.config``, PEM
+    ``ssl.truststore.location``, ...) translated for librdkafka; a Java-only setting
+    (a JKS store, say) raises ConnectException naming the key."""
+    try:
+        return librdkafka_settings({k: str(v) for k, v in config.items()})
+    except ClientConfigError as exc:
+        raise ConnectException(f"Invalid client settings: {exc}") from None
+
+
 def client_config(config: Mapping[str, Any]) -> ClientConfig:
     """The client layer's connection settings (bootstrap, TLS, SASL) of a client config;
     raises ConnectException for invalid security settings."""
+    conf = librdkafka_conf(config)
     try:
-        return ClientConfig.of(
-            str(config["bootstrap.servers"]), {k: str(v) for k, v in config.items()}
-        )
+        return ClientConfig.of(str(conf["bootstrap.servers"]), conf)
     except (ClientError, ValueError) as exc:
         raise ConnectException(f"Invalid client settings: {exc}") from None
+
+
+def check_worker_client_settings(worker: WorkerConfig) -> None:
+    """Fail at start, naming the key, when the worker's shared or ``producer.`` /
+    ``consumer.`` / ``admin.`` client settings cannot be honoured: a worker never
+    connects with less security than it was configured with."""
+    shared = worker.shared_client_config()
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        own = {k: str(v) for k, v in worker.originals_with_prefix(prefix).items()} if prefix else {}
+        own.pop("listeners", None)
+        try:
+            conf = librdkafka_settings({**shared, **own})
+            ClientConfig.of(str(conf["bootstrap.servers"]), conf)
+        except (ClientError, ValueError) as exc:
+            where = f" (with the worker's {prefix}* settings)" if prefix else ""
+            raise ConnectException(f"Invalid worker client settings{where}: {exc}") from None
 
 
 def _librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
     """A confluent-kafka configuration built by the client layer: its connection
     settings, then this client's own."""
-    own = {k: v for k, v in config.items() if k not in _JAVA_ONLY and k != "bootstrap.servers"}
-    return client_config(config).librdkafka(**own)
+    conf = librdkafka_conf(config)
+    own = {k: v for k, v in conf.items() if k not in _JAVA_ONLY and k != "bootstrap.servers"}
+    return client_config(conf).librdkafka(**own)
 
 
 class ProducerSender:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from oncelog.connect.herder import Herder
-from oncelog.connect.kafka_io import InternalTopicAdmin
+from oncelog.connect.kafka_io import InternalTopicAdmin, check_worker_client_settings
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app
 from oncelog.connect.rest_herder import HerderResource
@@ -61,6 +61,7 @@ def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
 
 
 async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
+    check_worker_client_settings(config)
     plugins = PluginRegistry.discover(config.plugin_path())
     admin_config = {**config.shared_client_config(), **config.originals_with_prefix("admin.")}
     admin_config.pop("listeners", None)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oncelog.client.config import ClientConfig
+from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
 
 EARLIEST, LATEST = -2, -1
@@ -179,7 +180,9 @@ def _check_keys(
 
 
 def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str]:
-    """kafka.* options with the prefix removed, for the librdkafka client."""
+    """kafka.* options with the prefix removed, for the librdkafka client; Kafka's
+    security names (kafka.sasl.jaas.config, PEM kafka.ssl.truststore.location, ...) are
+    translated as the Java client's would be read (``oncelog.client.java_config``)."""
     out: dict[str, str] = {}
     for key, value in opts.items():
         if not key.startswith("kafka.") or key == "kafka.bootstrap.servers":
@@ -187,7 +190,10 @@ def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str
         if key in owned:
             raise OncelogOptionError(f"option '{key}' is not allowed: {owned[key]}")
         out[key[len("kafka.") :]] = value
-    return out
+    try:
+        return librdkafka_settings(out)
+    except ClientConfigError as exc:
+        raise OncelogOptionError(f"kafka.* security options: kafka.{exc}") from None
 
 
 def _check_security(bootstrap: str, conf: dict[str, str]) -> None:
