@@ -127,3 +127,72 @@ def test_command_config_translates_java_client_settings() -> None:
         "sasl.password": 'p"q',
         "ssl.ca.location": "/ca.pem",
     }
+
+
+def test_transactions_commands_over_sasl_ssl_with_command_config(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from .helpers import create_topic
+    from .security import make_tls, secured_settings
+
+    tls = make_tls(tmp_path / "tls")
+    data = tmp_path / "data"
+    cli("users", "add", "ops", "--password", "ops-pw", "--data-dir", str(data))
+    props = tmp_path / "ops.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="ops" password="ops-pw";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={tls.ca}\n"
+    )
+    with EmbeddedBroker(data, settings=secured_settings(tls)) as b:
+        create_topic(b.bootstrap, "orders", 2)
+        producer = Producer(
+            {"bootstrap.servers": b.bootstrap, "transactional.id": "app-1", "linger.ms": 0}
+        )
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce("orders", value=b"v", partition=1)
+        assert producer.flush(15) == 0
+        secured = ["-b", b.bootstrap_for("SASL_SSL"), "--command-config", str(props)]
+
+        listed = cli("transactions", "list", *secured)
+        row = next(line for line in listed.splitlines() if "app-1" in line)
+        assert "Ongoing" in row
+        # the open transaction is the coordinator's, so not hanging
+        assert "no hanging transactions" in cli(
+            "transactions", "find-hanging", "--topic", "orders", *secured
+        )
+        described = cli("transactions", "describe", "app-1", *secured)
+        assert "Ongoing" in described and "orders: 1" in described
+
+        # a wrong password fails the command; nothing falls back to PLAINTEXT
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(props.read_text().replace('password="ops-pw"', 'password="nope"'))
+        bad = runner.invoke(
+            app,
+            [
+                "transactions",
+                "list",
+                "-b",
+                b.bootstrap_for("SASL_SSL"),
+                "--command-config",
+                str(wrong),
+            ],
+        )
+        assert bad.exit_code == 1 and "app-1" not in bad.output
+        # an unsupported Java setting is refused before connecting, naming the key
+        jks = tmp_path / "jks.properties"
+        jks.write_text(
+            props.read_text().replace("ssl.truststore.type=PEM", "ssl.truststore.type=JKS")
+        )
+        refused = runner.invoke(
+            app, ["transactions", "list", *secured[:2], "--command-config", str(jks)]
+        )
+        assert (
+            refused.exit_code == 2 and "ssl.truststore.type=JKS is not supported" in refused.output
+        )
+        producer.abort_transaction(15)
+        del producer  # before the broker stops
