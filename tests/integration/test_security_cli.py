@@ -196,3 +196,45 @@ def test_transactions_commands_over_sasl_ssl_with_command_config(tmp_path: Path)
         )
         producer.abort_transaction(15)
         del producer  # before the broker stops
+
+
+def test_demo_round_trip_over_sasl_ssl_with_command_config(tmp_path: Path) -> None:
+    from .security import make_tls, secured_settings
+
+    tls = make_tls(tmp_path / "tls")
+    data = tmp_path / "data"
+    cli("users", "add", "demo", "--password", "demo-pw", "--data-dir", str(data))
+    props = tmp_path / "demo.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="demo" password="demo-pw";\n'
+        f"ssl.truststore.location={tls.ca}\n"
+    )
+    # --mechanism defaults to SCRAM-SHA-512 above; give the user a SCRAM-SHA-256 one too
+    cli(
+        "users",
+        "add",
+        "demo",
+        "--password",
+        "demo-pw",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--data-dir",
+        str(data),
+    )
+    with EmbeddedBroker(data, settings=secured_settings(tls)) as b:
+        args = ["demo", "--broker-only", "-n", "500", "-p", "2"]
+        secured = ["-b", b.bootstrap_for("SASL_SSL"), "--command-config", str(props)]
+        out = cli(*args, *secured)
+        assert "(SASL_SSL)" in out and "created topic demo" in out
+        assert "exactly-once verified: 500 in, 500 out, 0 duplicates, 0 missing" in out
+        # a second run on the existing topic reads only its own records
+        out = cli(*args, *secured)
+        assert "topic demo exists" in out and "500 in, 500 out" in out
+    # security settings without a cluster to apply them to are refused, not ignored
+    refused = runner.invoke(app, [*args, "--command-config", str(props)])
+    assert refused.exit_code == 2 and "--command-config needs --bootstrap-server" in refused.output
+    refused = runner.invoke(app, ["demo", *secured])
+    assert refused.exit_code == 2 and "apply to --broker-only" in refused.output
