@@ -129,6 +129,19 @@ def test_command_config_translates_java_client_settings() -> None:
     }
 
 
+def scram_properties(path: Path, user: str, password: str, mechanism: str, ca: Path) -> Path:
+    """A --command-config file with Kafka's (Java client) names for SASL_SSL + SCRAM."""
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"sasl.mechanism={mechanism}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={ca}\n"
+    )
+    return path
+
+
 def test_transactions_commands_over_sasl_ssl_with_command_config(tmp_path: Path) -> None:
     from confluent_kafka import Producer
 
@@ -138,15 +151,7 @@ def test_transactions_commands_over_sasl_ssl_with_command_config(tmp_path: Path)
     tls = make_tls(tmp_path / "tls")
     data = tmp_path / "data"
     cli("users", "add", "ops", "--password", "ops-pw", "--data-dir", str(data))
-    props = tmp_path / "ops.properties"
-    props.write_text(
-        "security.protocol=SASL_SSL\n"
-        "sasl.mechanism=SCRAM-SHA-512\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="ops" password="ops-pw";\n'
-        "ssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={tls.ca}\n"
-    )
+    props = scram_properties(tmp_path / "ops.properties", "ops", "ops-pw", "SCRAM-SHA-512", tls.ca)
     with EmbeddedBroker(data, settings=secured_settings(tls)) as b:
         create_topic(b.bootstrap, "orders", 2)
         producer = Producer(
@@ -204,13 +209,8 @@ def test_demo_round_trip_over_sasl_ssl_with_command_config(tmp_path: Path) -> No
     tls = make_tls(tmp_path / "tls")
     data = tmp_path / "data"
     cli("users", "add", "demo", "--password", "demo-pw", "--data-dir", str(data))
-    props = tmp_path / "demo.properties"
-    props.write_text(
-        "security.protocol=SASL_SSL\n"
-        "sasl.mechanism=SCRAM-SHA-256\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="demo" password="demo-pw";\n'
-        f"ssl.truststore.location={tls.ca}\n"
+    props = scram_properties(
+        tmp_path / "demo.properties", "demo", "demo-pw", "SCRAM-SHA-256", tls.ca
     )
     # --mechanism defaults to SCRAM-SHA-512 above; give the user a SCRAM-SHA-256 one too
     cli(

@@ -18,6 +18,8 @@ from oncelog.connect.kafka_io import (
 from oncelog.connect.worker_config import WorkerConfig
 from oncelog.spark.options import OncelogOptionError, parse_read_options, parse_write_options
 
+from .test_connect_worker_config import BASE
+
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -121,12 +123,7 @@ def test_unsupported_settings_name_the_key(values: dict[str, str], needle: str) 
 # -- Connect worker -------------------------------------------------------------------------
 
 WORKER = {
-    "group.id": "connect-cluster",
-    "config.storage.topic": "connect-configs",
-    "offset.storage.topic": "connect-offsets",
-    "status.storage.topic": "connect-status",
-    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-    "value.converter": "JsonConverter",
+    **BASE,
     "bootstrap.servers": "b1:9093",
     "security.protocol": "SASL_SSL",
     "sasl.mechanism": "SCRAM-SHA-512",
