@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from oncelog.cli.logging_setup import configure_logging
 
 app = typer.Typer(no_args_is_help=True, help="Run Kafka-Connect-compatible workers.")
 
@@ -27,9 +28,7 @@ def worker(
     from oncelog.connect.worker_config import WorkerConfig
     from oncelog.connect.worker_process import run_worker
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_level)
     try:
         cfg = WorkerConfig.load(config, set_ or [])
     except ConnectException as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from oncelog.cli import acls, connect, topics, transactions, users
 from oncelog.cli.demo import demo
+from oncelog.cli.logging_setup import configure_logging
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -60,9 +60,7 @@ def broker(
     from oncelog.broker.config import BrokerConfig, BrokerConfigError, parse_host_port
     from oncelog.broker.run import run
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_level)
     try:
         overrides = _parse_sets(set_ or [])
         if data_dir is not None:

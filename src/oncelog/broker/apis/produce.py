@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 _ROUTINE = (
     ErrorCode.duplicate_sequence_number,
     ErrorCode.out_of_order_sequence_number,
-    ErrorCode.unknown_producer_id,
 )
 
 
