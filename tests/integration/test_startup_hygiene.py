@@ -1,0 +1,78 @@
+"""Start-up hygiene: no test library at run time, nothing written outside the data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from oncelog.embedded import READY, parse_ready_line
+
+TEST_LIBRARIES = ("hypothesis", "pytest", "_pytest", "_hypothesis_globals")
+
+
+def _clean_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # pytest's own plugins must not leak in through the environment
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def test_runtime_imports_no_test_library(tmp_path: Path) -> None:
+    probe = (
+        "import json, sys\n"
+        "import oncelog.cli.main, oncelog.broker.server, oncelog.client.admin\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {TEST_LIBRARIES!r})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(out.stdout) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_broker_writes_nothing_outside_its_data_dir(tmp_path: Path) -> None:
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    data_dir = tmp_path / "data"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oncelog.cli.main",
+            "broker",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        cwd=workdir,
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(READY), line
+        port = next(iter(parse_ready_line(line).values()))
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+        producer.produce("hygiene", b"v")
+        assert producer.flush(30) == 0
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    assert list(workdir.iterdir()) == []
+    assert (data_dir / "hygiene-0").is_dir()
