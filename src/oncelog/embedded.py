@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 READY = "oncelog broker ready on "
+# Printed before READY when metrics.listener is set.
+HTTP_READY = "oncelog metrics and console on "
 
 
 def parse_ready_line(line: str) -> dict[str, int]:
@@ -51,6 +53,8 @@ class EmbeddedBroker:
         self.proc: subprocess.Popen[str] | None = None
         # listener name -> bound port, from the ready line
         self.ports: dict[str, int] = {}
+        # The metrics and console URL (http://HOST:PORT) when metrics.listener is set.
+        self.http_url: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -86,6 +90,11 @@ class EmbeddedBroker:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if ready:
                 line = self.proc.stdout.readline()
+                if line.startswith(HTTP_READY):
+                    self.http_url = line[len(HTTP_READY) :].strip()
+                    # The ready line follows at once, maybe already in the pipe's buffer
+                    # where select() cannot see it.
+                    line = self.proc.stdout.readline()
                 if line.startswith(READY):
                     self.ports = parse_ready_line(line)
                     self.port = next(iter(self.ports.values()))
