@@ -163,7 +163,7 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
     b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
     try:
         create_topic(b.bootstrap, topic_name, 1)
-        p = txn_producer(b.bootstrap, "lost", **{"transaction.timeout.ms": 1000})
+        p = txn_producer(b.bootstrap, "lost", **{"transaction.timeout.ms": 1000, "log_level": 0})
         p.begin_transaction()
         p.produce(topic_name, value=b"hanging")
         p.flush()
