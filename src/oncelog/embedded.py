@@ -15,6 +15,8 @@ from pathlib import Path
 READY = "oncelog broker ready on "
 # Printed before READY when metrics.listener is set.
 HTTP_READY = "oncelog metrics and console on "
+# `oncelog demo` turns the metrics listener and console on, on a free port it prints.
+DEMO_METRICS_LISTENER = "http://127.0.0.1:0"
 
 
 def parse_ready_line(line: str) -> dict[str, int]:
