@@ -23,7 +23,13 @@ from prometheus_client.exposition import choose_encoder
 
 from oncelog.broker.config import BrokerConfigError
 from oncelog.broker.http import console
-from oncelog.broker.metrics import metrics_registry
+from oncelog.broker.metrics import (
+    TEXT_CONTENT_TYPE,
+    BrokerCollector,
+    encode_text,
+    families,
+    metrics_registry,
+)
 from oncelog.broker.state_view import BrokerStateView
 
 if TYPE_CHECKING:
@@ -32,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SAMPLE_EVERY_S = 1.0  # the console chart's resolution
+# The chart is sampled only while a console is open (its panels poll every 2 s): no cost
+# when nobody looks.
+WATCHED_FOR_S = 30.0
 
 
 def parse_http_listener(url: str) -> tuple[str, int]:
@@ -54,10 +63,11 @@ class HttpListener:
         self._broker = broker
         self._view = view
         self._allow_abort = allow_abort
-        self._registry = metrics_registry(broker, view)
+        self._collector = BrokerCollector(broker, view)
         self._history = console.LagHistory(view)
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._last_viewed = float("-inf")  # loop time of the latest console request
 
     @property
     def url(self) -> str:
@@ -77,7 +87,7 @@ class HttpListener:
             "chart": lambda: console.chart(self._history),
         }
         for name, render in panels.items():
-            app.router.add_get(f"/console/{name}", _html(render))
+            app.router.add_get(f"/console/{name}", self._panel(render))
         app.router.add_post("/console/abort", self._abort)
         return app
 
@@ -99,21 +109,35 @@ class HttpListener:
             await self._runner.cleanup()
 
     async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                self._history.sample()
-            except Exception:
-                log.exception("sampling the LSO lag failed")
+            if loop.time() - self._last_viewed < WATCHED_FOR_S:
+                try:
+                    self._history.sample()
+                except Exception:
+                    log.exception("sampling the LSO lag failed")
             await asyncio.sleep(SAMPLE_EVERY_S)
+
+    def _viewed(self) -> None:
+        self._last_viewed = asyncio.get_running_loop().time()
 
     # -- handlers ------------------------------------------------------------------------
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        # State is copied on the loop; the families and their text are built in a thread.
+        snap = self._collector.snapshot()
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = encoder(self._registry)
+        if content_type.startswith("text/plain"):
+            body = await asyncio.to_thread(lambda: encode_text(families(snap)))
+            content_type = TEXT_CONTENT_TYPE
+        else:  # OpenMetrics: prometheus_client's encoder
+            body = await asyncio.to_thread(encoder, metrics_registry(snap))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _page(self, request: web.Request) -> web.Response:
+        if not self._history.samples:
+            self._history.sample()  # the chart's first point
+        self._viewed()
         text = console.page(self._view, self._history, self._broker.ready_line(), self._allow_abort)
         return web.Response(text=text, content_type="text/html")
 
@@ -124,6 +148,13 @@ class HttpListener:
             content_type="application/javascript",
             headers={"Cache-Control": "max-age=3600"},
         )
+
+    def _panel(self, render: Callable[[], str]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(request: web.Request) -> web.Response:
+            self._viewed()
+            return web.Response(text=render(), content_type="text/html")
+
+        return handler
 
     async def _abort(self, request: web.Request) -> web.Response:
         if not self._allow_abort:
@@ -150,10 +181,3 @@ class HttpListener:
 
 def _text(status: int, message: str) -> web.Response:
     return web.Response(status=status, text=message)
-
-
-def _html(render: Callable[[], str]) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handler(request: web.Request) -> web.Response:
-        return web.Response(text=render(), content_type="text/html")
-
-    return handler
