@@ -437,5 +437,8 @@ def test_prometheus_metrics_on_the_rest_listener(cluster) -> None:
         value(s, "oncelog_connect_task_status", connector="m-sink", task="0", state="RUNNING") == 1
     )
     assert value(s, "oncelog_connect_worker_tasks") >= 2
+    # docs/metrics.md lists every family the worker exports.
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text()
+    assert {name for name in s if name not in docs} == set()
     for name in ("m-src", "m-sink"):
         assert worker.call("DELETE", f"/connectors/{name}")[0] == 204
