@@ -205,3 +205,34 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
         assert value(s, "oncelog_hanging_transactions", kind="untracked") == 0
     finally:
         b.stop()
+
+
+def test_metrics_listener_port_in_use_fails_start_naming_it(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "oncelog.cli.main",
+                "broker",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--listen",
+                "127.0.0.1:0",
+                "--set",
+                f"metrics.listener=http://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert "ready" not in done.stdout
+    assert f"(metrics.listener http://127.0.0.1:{port})" in done.stderr

@@ -186,7 +186,6 @@ class Connection:
             stats.request_done(spec.key.name, time.perf_counter() - started, {"INTERNAL"})
             raise CloseConnection(f"internal error: {exc!r}") from exc
         if isinstance(result, Deferred):
-            stats.produce_waiting += 1
             return asyncio.ensure_future(
                 self._finish(result, spec.key.name, api_key, version, correlation_id, started)
             )
@@ -206,6 +205,7 @@ class Connection:
         started: float,
     ) -> bytes | None:
         stats = self.broker.stats
+        stats.produce_waiting += 1  # here, not at dispatch: a task cancelled unstarted never runs
         try:
             result = await deferred.response
         except CloseConnection:

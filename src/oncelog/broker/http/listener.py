@@ -95,7 +95,11 @@ class HttpListener:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise OSError(exc.errno, f"{exc.strerror} (metrics.listener {self.url})") from exc
         sockets = getattr(site._server, "sockets", None)  # port 0: learn the bound port
         if sockets:
             self.port = sockets[0].getsockname()[1]
