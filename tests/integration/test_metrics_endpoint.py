@@ -236,3 +236,64 @@ def test_metrics_listener_port_in_use_fails_start_naming_it(tmp_path: Path) -> N
     assert done.returncode == 1
     assert "ready" not in done.stdout
     assert f"(metrics.listener http://127.0.0.1:{port})" in done.stderr
+
+
+def test_purgatories_count_waiting_produces_and_fetches(tmp_path: Path, topic_name: str) -> None:
+    """Exact purgatory sizes: one acks=all produce held by the fdatasync hook, one
+    long-polling fetch on an empty partition; both 0 once released."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    hold = tmp_path / "hold-fsync"
+    settings = {
+        "metrics.listener": "http://127.0.0.1:0",
+        "oncelog.flush.on.ack": "true",
+        "oncelog.debug.flush.hold.file": str(hold),
+    }
+    b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
+    try:
+        url = b.http_url
+        assert url is not None
+        create_topic(b.bootstrap, topic_name, 2)
+        hold.touch()
+        producer = Producer(
+            {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0, "retries": 0}
+        )
+        producer.produce(topic_name, value=b"held", partition=0)
+        producer.poll(0)
+        s = wait_for(url, lambda s: value(s, "oncelog_purgatory_size", operation="produce") == 1)
+        assert value(s, "oncelog_purgatory_size", operation="produce") == 1
+        hold.unlink()
+        assert producer.flush(15) == 0
+        s = wait_for(url, lambda s: value(s, "oncelog_purgatory_size", operation="produce") == 0)
+        assert value(s, "oncelog_purgatory_size", operation="produce") == 0
+
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": "purgatory",
+                "fetch.wait.max.ms": 5000,
+            }
+        )
+        c.assign([TopicPartition(topic_name, 1, 0)])  # empty: the fetch parks
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set():
+                c.poll(0.2)
+
+        t = threading.Thread(target=poll)
+        t.start()
+        try:
+            s = wait_for(url, lambda s: value(s, "oncelog_purgatory_size", operation="fetch") == 1)
+            assert value(s, "oncelog_purgatory_size", operation="fetch") == 1
+        finally:
+            stop.set()
+            t.join(10)
+            c.close()
+        s = wait_for(url, lambda s: value(s, "oncelog_purgatory_size", operation="fetch") == 0)
+        assert value(s, "oncelog_purgatory_size", operation="fetch") == 0
+    finally:
+        hold.unlink(missing_ok=True)
+        b.stop()
