@@ -297,3 +297,20 @@ def test_purgatories_count_waiting_produces_and_fetches(tmp_path: Path, topic_na
     finally:
         hold.unlink(missing_ok=True)
         b.stop()
+
+
+def test_console_escapes_ids(metered: EmbeddedBroker, topic_name: str) -> None:
+    url = metered.http_url
+    assert url is not None
+    create_topic(metered.bootstrap, topic_name, 1)
+    p = txn_producer(metered.bootstrap, 'app<script>alert("x")</script>&')
+    p.begin_transaction()
+    p.produce(topic_name, value=b"v", partition=0)
+    p.flush()
+    status, _, page = http(f"{url}/console/transactions")
+    assert status == 200
+    assert "<script>" not in page
+    assert "app&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;" in page
+    status, _, page = http(f"{url}/")
+    assert status == 200 and page.count("<script") == 2  # htmx and the page's own script
+    p.abort_transaction(15)

@@ -24,6 +24,7 @@ REFRESH = "every 2s"
 CHART_SAMPLES = 150  # at one sample a second: the last 2.5 minutes
 CHART_TOPICS = 6  # lines drawn: the topics with the most LSO lag
 CHART_W, CHART_H = 720, 180
+MAX_ROWS = 500  # partitions listed on the page
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +121,10 @@ def _age(ms: int) -> str:
 
 def partitions_table(view: BrokerStateView) -> str:
     parts: list[PartitionState] = view.partitions()
+    # Lagging partitions first; a page refreshed every 2 s shows at most MAX_ROWS.
+    shown = sorted(parts, key=lambda p: (-p.lso_lag, p.topic, p.partition))[:MAX_ROWS]
     rows = []
-    for p in parts:
+    for p in shown:
         lag = f'<span class="lagging">{p.lso_lag}</span>' if p.lso_lag else "0"
         rows.append(
             f'<tr data-topic="{escape(p.topic)}" data-partition="{p.partition}">'
@@ -130,11 +133,17 @@ def partitions_table(view: BrokerStateView) -> str:
             f"<td class='lso'>{p.last_stable_offset}</td><td class='lag'>{lag}</td>"
             f"<td>{len(p.open_txns)}</td></tr>"
         )
-    return _table(
+    table = _table(
         ["topic", "partition", "log start", "high watermark", "LSO", "LSO lag", "open txns"],
         rows,
         "no topics",
     )
+    if len(parts) > len(shown):
+        table += (
+            f'<p class="muted">{len(parts) - len(shown)} more partitions without more LSO lag '
+            "are not shown (see /metrics)</p>"
+        )
+    return table
 
 
 def transactions_table(view: BrokerStateView) -> str:
