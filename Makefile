@@ -10,6 +10,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

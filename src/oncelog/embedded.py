@@ -13,6 +13,10 @@ import time
 from pathlib import Path
 
 READY = "oncelog broker ready on "
+# Printed before READY when metrics.listener is set.
+HTTP_READY = "oncelog metrics and console on "
+# `oncelog demo` turns the metrics listener and console on, on a free port it prints.
+DEMO_METRICS_LISTENER = "http://127.0.0.1:0"
 
 
 def parse_ready_line(line: str) -> dict[str, int]:
@@ -51,6 +55,8 @@ class EmbeddedBroker:
         self.proc: subprocess.Popen[str] | None = None
         # listener name -> bound port, from the ready line
         self.ports: dict[str, int] = {}
+        # The metrics and console URL (http://HOST:PORT) when metrics.listener is set.
+        self.http_url: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -86,6 +92,11 @@ class EmbeddedBroker:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if ready:
                 line = self.proc.stdout.readline()
+                if line.startswith(HTTP_READY):
+                    self.http_url = line[len(HTTP_READY) :].strip()
+                    # The ready line follows at once, maybe already in the pipe's buffer
+                    # where select() cannot see it.
+                    line = self.proc.stdout.readline()
                 if line.startswith(READY):
                     self.ports = parse_ready_line(line)
                     self.port = next(iter(self.ports.values()))

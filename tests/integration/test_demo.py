@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -15,3 +16,4 @@ def test_broker_only_demo_verifies_exactly_once() -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exactly-once verified: 5000 in, 5000 out, 0 duplicates, 0 missing" in out.stdout
+    assert re.search(r"metrics and console on http://127\.0\.0\.1:\d+\n", out.stdout), out.stdout

@@ -12,12 +12,15 @@ from oncelog.broker.authentication import Authentication
 from oncelog.broker.authorizer import Authorizer
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
+from oncelog.broker.http.listener import HttpListener
 from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
+from oncelog.broker.request_stats import RequestStats
 from oncelog.broker.server import Connection
+from oncelog.broker.state_view import BrokerStateView
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import now_ms
@@ -73,6 +76,7 @@ class Broker:
             clock=now_ms,
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
+        self.stats = RequestStats()
         self.notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
@@ -119,6 +123,16 @@ class Broker:
         self.markers.offsets_listener = self.groups.on_offsets_marker
         self.log_cleaner = LogCleaner(
             CleanerSettings.from_config(config), lambda: partition_logs(self.topics.topics)
+        )
+        # Metrics and console: read-only views of the services above, built at scrape time.
+        self.state_view = BrokerStateView(self, now_ms)
+        url = config.get_str("metrics.listener")
+        self.http: HttpListener | None = (
+            HttpListener(
+                self, self.state_view, url, allow_abort=config.get_bool("console.allow.abort")
+            )
+            if url
+            else None
         )
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -177,17 +191,23 @@ class Broker:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self.log_cleaner.start()
+        if self.http is not None:
+            await self.http.start()
 
     def _on_connect(self, protocol: FrameProtocol, listener: Listener) -> None:
         """Start the connection's request loop once the transport is attached."""
-        task = asyncio.get_running_loop().create_task(Connection(self, protocol, listener).serve())
+        connection = Connection(self, protocol, listener)
+        self.stats.connections_opened += 1  # closed: ``on_connection_closed``
+        task = asyncio.get_running_loop().create_task(connection.serve())
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
     def on_connection_closed(self, connection_id: int) -> None:
-        pass
+        self.stats.connections_closed += 1
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         for server in self._servers:
             server.close()
         for task in [*self._tasks, *self._connections]:

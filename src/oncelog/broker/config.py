@@ -106,6 +106,11 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "offsets.commit.required.acks": (int, -1),
     "offsets.topic.compression.codec": (int, 0),
     "transaction.state.log.load.buffer.size": (int, 5242880),
+    # The HTTP listener (docs/metrics.md): Prometheus metrics at /metrics and the web
+    # console at /, e.g. http://127.0.0.1:9404; empty: off.
+    "metrics.listener": (str, ""),
+    # Lets the console abort hanging transactions (POST /console/abort is 403 otherwise).
+    "console.allow.abort": (parse_bool, False),
     # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
     # and transaction markers are answered only after an fdatasync of what they wrote.
     "oncelog.flush.on.ack": (parse_bool, False),

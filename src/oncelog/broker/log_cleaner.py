@@ -148,6 +148,18 @@ class LogCleaner:
         self._throttle = _Throttler(settings.io_max_bytes_per_second, self._stop)
         self._threads: list[threading.Thread] = []
         self.passes = 0  # completed passes, for tests and metrics
+        # Totals over completed passes, for the metrics endpoint (written under _lock).
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.records_removed = 0
+        self.last_pass_s = 0.0
+        self.max_pass_s = 0.0
+
+    @property
+    def uncleanable_count(self) -> int:
+        """Logs a failed pass left uncleaned until restart (Kafka's uncleanable-partitions-count)."""
+        with self._lock:
+            return len(self._uncleanable)
 
     def start(self) -> None:
         if not self.settings.enabled:
@@ -230,12 +242,19 @@ class LogCleaner:
             return
         if stats is None:
             return
-        self.passes += 1
+        took = time.monotonic() - started
+        with self._lock:
+            self.passes += 1
+            self.bytes_read += stats.bytes_read
+            self.bytes_written += stats.bytes_written
+            self.records_removed += stats.records_removed
+            self.last_pass_s = took
+            self.max_pass_s = max(self.max_pass_s, took)
         log.info(
             "cleaned %s up to offset %d in %.2f s: %d -> %d bytes, %d records kept, %d removed",
             name,
             stats.map_end_offset,
-            time.monotonic() - started,
+            took,
             stats.bytes_read,
             stats.bytes_written,
             stats.records_kept,

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from oncelog.broker.broker import Broker
+from oncelog.embedded import HTTP_READY
 
 log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -21,6 +22,8 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if announce:
+        if broker.http is not None:
+            print(f"{HTTP_READY}{broker.http.url}", flush=True)
         print(broker.ready_line(), flush=True)
     await stop.wait()
     log.info("shutting down")

@@ -14,11 +14,13 @@ import asyncio
 import inspect
 import itertools
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.api_versions import unsupported_version_response
 from oncelog.broker.listeners import Listener
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
+from oncelog.broker.request_stats import response_errors
 from oncelog.broker.session import Session
 from oncelog.broker.tls import peer_dn
 from oncelog.clock import now_ms
@@ -166,6 +168,8 @@ class Connection:
         except RequestParseError as exc:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
+        stats = self.broker.stats
+        started = time.perf_counter()
         try:
             result = None
             if spec.authorize is not None and self.broker.authorizer.enabled:
@@ -175,28 +179,46 @@ class Connection:
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:
+            stats.request_done(spec.key.name, time.perf_counter() - started, {"CLOSED"})
             raise
         except Exception as exc:
             log.exception("handler for %s v%d failed", spec.key.name, version)
+            stats.request_done(spec.key.name, time.perf_counter() - started, {"INTERNAL"})
             raise CloseConnection(f"internal error: {exc!r}") from exc
         if isinstance(result, Deferred):
             return asyncio.ensure_future(
-                self._finish(result, spec.key.name, api_key, version, correlation_id)
+                self._finish(result, spec.key.name, api_key, version, correlation_id, started)
             )
         if result is NO_RESPONSE:
+            stats.request_done(spec.key.name, time.perf_counter() - started)
             return None
+        stats.request_done(spec.key.name, time.perf_counter() - started, response_errors(result))
         return encode_response(api_key, version, correlation_id, result)
 
     async def _finish(
-        self, deferred: Deferred, name: str, api_key: int, version: int, correlation_id: int
+        self,
+        deferred: Deferred,
+        name: str,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        started: float,
     ) -> bytes | None:
+        stats = self.broker.stats
+        stats.produce_waiting += 1  # here, not at dispatch: a task cancelled unstarted never runs
         try:
             result = await deferred.response
         except CloseConnection:
+            stats.request_done(name, time.perf_counter() - started, {"CLOSED"})
             raise
         except Exception as exc:
             log.exception("handler for %s v%d failed", name, version)
+            stats.request_done(name, time.perf_counter() - started, {"INTERNAL"})
             raise CloseConnection(f"internal error: {exc!r}") from exc
+        finally:
+            stats.produce_waiting -= 1
         if result is NO_RESPONSE:
+            stats.request_done(name, time.perf_counter() - started)
             return None
+        stats.request_done(name, time.perf_counter() - started, response_errors(result))
         return encode_response(api_key, version, correlation_id, result)

@@ -18,6 +18,7 @@ from rich.progress import Progress
 from oncelog.cli import command_config
 from oncelog.cli.command_config import CommandConfig
 from oncelog.client.config import ClientConfig
+from oncelog.embedded import DEMO_METRICS_LISTENER
 
 console = Console()
 
@@ -72,8 +73,9 @@ def _cluster(config: ClientConfig | None) -> Iterator[ClientConfig]:
         return
     from oncelog.embedded import EmbeddedBroker
 
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(settings={"metrics.listener": DEMO_METRICS_LISTENER}) as broker:
         console.print(f"[bold]broker[/] ready on {broker.bootstrap} (data in {broker.data_dir})")
+        console.print(f"[bold]metrics and console[/] on {broker.http_url}")
         yield ClientConfig(broker.bootstrap)
 
 

@@ -5,7 +5,8 @@ Order of start-up, as in Kafka:
 
 1. the internal topics are created when missing (compacted, Kafka's partition
    counts) and refused when not compacted;
-2. the REST listener binds (port 0 picks a free port);
+2. the REST listener binds (port 0 picks a free port); it also serves Prometheus metrics
+   at ``/metrics`` (docs/metrics.md);
 3. the herder reads the internal topics and joins the group;
 4. one line ``oncelog connect worker ready on http://HOST:PORT`` is printed.
 
@@ -26,6 +27,7 @@ from aiohttp import web
 
 from oncelog.connect.herder import Herder
 from oncelog.connect.kafka_io import InternalTopicAdmin, check_worker_client_settings
+from oncelog.connect.metrics import add_metrics_route
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app
 from oncelog.connect.rest_herder import HerderResource
@@ -76,6 +78,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
         view=herder.state,
         herder_routes=resource.register,
     )
+    add_metrics_route(app, herder.worker, herder.state)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock).start()

@@ -197,7 +197,7 @@ def run_demo(
     console: Console | None = None,
 ) -> int:
     """Run the demo; return 0 when exactly-once is verified, 1 otherwise."""
-    from oncelog.embedded import EmbeddedBroker
+    from oncelog.embedded import DEMO_METRICS_LISTENER, EmbeddedBroker
     from oncelog.spark import JavaMissingError, require_java
 
     console = console or Console()
@@ -210,9 +210,11 @@ def run_demo(
     with tempfile.TemporaryDirectory(prefix="oncelog-spark-demo-") as tmp_name:
         tmp = Path(tmp_name)
         log_path = tmp / "spark-driver.log"
-        with EmbeddedBroker(tmp / "data") as broker:
+        settings = {"metrics.listener": DEMO_METRICS_LISTENER}
+        with EmbeddedBroker(tmp / "data", settings=settings) as broker:
             bootstrap = broker.bootstrap
             console.print(f"[bold]broker[/] ready on {bootstrap} (data in {broker.data_dir})")
+            console.print(f"[bold]metrics and console[/] on {broker.http_url}")
             create_topics(bootstrap, [ORDERS, ENRICHED, TOTALS], partitions)
             notes: list[str] = []
             with _progress(console) as progress:

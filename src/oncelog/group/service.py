@@ -77,6 +77,7 @@ class GroupService:
         self._clock = clock
         self.coordinator = GroupCoordinator(config)
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
+        self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -126,12 +127,13 @@ class GroupService:
         coordinator.finish_load(self._clock())
         self.coordinator = coordinator
         self.skipped_records = skipped
+        self.load_time_s = time.monotonic() - started
         log.info(
             "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
             len(coordinator.groups()),
             records,
             skipped,
-            time.monotonic() - started,
+            self.load_time_s,
         )
 
     async def stop(self) -> None:

@@ -57,7 +57,7 @@ from .errors import (
     RecordTooLargeError,
 )
 from .fsutil import fsync_dir
-from .producer_state import ProducerStateManager
+from .producer_state import OpenTxn, ProducerStateManager
 from .recovery import load_log
 from .retention import size_breached, start_breached, time_breached
 from .segment import LogSegment
@@ -211,6 +211,15 @@ class PartitionLog:
         with self._lock:
             first_unstable = self.producer_state.first_unstable_offset()
         return self._leo if first_unstable is None else first_unstable
+
+    @_locked
+    def open_transactions(self) -> list[OpenTxn]:
+        """The transactions open in this partition, oldest first (monitoring)."""
+        return self.producer_state.open_transactions()
+
+    @_locked
+    def producer_ids(self) -> list[int]:
+        return self.producer_state.producer_ids()
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

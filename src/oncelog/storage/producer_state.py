@@ -73,6 +73,20 @@ class ProducerEntry:
         return self.batches[-1].last_offset if self.batches else -1
 
 
+@dataclass(frozen=True, slots=True)
+class OpenTxn:
+    """One transaction open in a partition, for monitoring."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    # The first batch's timestamp while the producer's cached batches still hold it, else
+    # the producer's latest append time: a lower bound of the transaction's age.
+    first_timestamp: int
+    last_timestamp: int  # the producer's latest append (broker clock)
+
+
 class _Entry:
     __slots__ = ("epoch", "batches", "last_timestamp", "coordinator_epoch")
 
@@ -265,6 +279,23 @@ class ProducerStateManager:
             ((pid, self._producers[pid].epoch, first) for pid, first in self._ongoing.items()),
             key=lambda t: (t[2], t[0]),
         )
+
+    def open_transactions(self) -> list[OpenTxn]:
+        """The open transactions, oldest first."""
+        out = []
+        for pid, epoch, first in self.ongoing_transactions():
+            entry = self._producers[pid]
+            started = next(
+                (b.timestamp for b in entry.batches if b.first_offset == first),
+                entry.last_timestamp,
+            )
+            out.append(
+                OpenTxn(pid, epoch, entry.coordinator_epoch, first, started, entry.last_timestamp)
+            )
+        return out
+
+    def producer_ids(self) -> list[int]:
+        return list(self._producers)
 
     def producer(self, producer_id: int) -> ProducerEntry | None:
         entry = self._producers.get(producer_id)

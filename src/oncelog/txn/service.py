@@ -92,6 +92,7 @@ class TransactionService:
         )
         self.loaded = False
         self.skipped_records = 0  # undecodable __transaction_state records seen at start
+        self.load_time_s = 0.0  # how long the start-up load of __transaction_state took
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -127,12 +128,13 @@ class TransactionService:
                 records.append((txn_id, entry.value))
         self.runtime.run(self.coordinator.load(records, now_ms=now))
         self.loaded = True
+        self.load_time_s = time.monotonic() - started
         log.info(
             "loaded %d transactional ids from %d records (%d undecodable, skipped) in %.3fs",
             self.coordinator.num_transactional_ids,
             len(records),
             self.skipped_records,
-            time.monotonic() - started,
+            self.load_time_s,
         )
         self.runtime.start_timer(
             self.coordinator.expire, max_wait_ms=self.config.abort_check_interval_ms

@@ -401,3 +401,44 @@ def test_failed_tasks_report_the_trace_and_restart_only_failed(cluster) -> None:
             f"task {task} restarted and failed again",
         )
     assert worker.call("DELETE", "/connectors/failing")[0] == 204
+
+
+def test_prometheus_metrics_on_the_rest_listener(cluster) -> None:
+    """GET /metrics: per-task counters of a FileStream source and sink, and their status."""
+    from ..metrics_scrape import scrape, value
+
+    _, worker, base = cluster
+    source_file, sink_file = base / "metrics-in.txt", base / "metrics-out.txt"
+    lines = [f"m{i}" for i in range(30)]
+    source_file.write_text("".join(f"{line}\n" for line in lines))
+    source = {"connector.class": "FileStreamSource", "file": str(source_file), "topic": "mlines"}
+    sink = {"connector.class": "FileStreamSink", "file": str(sink_file), "topics": "mlines"}
+    assert worker.call("POST", "/connectors", {"name": "m-src", "config": source})[0] == 201
+    assert worker.call("POST", "/connectors", {"name": "m-sink", "config": sink})[0] == 201
+    wait_for(lambda: sink_file.exists() and sink_file.read_text().splitlines() == lines, 40, "sink")
+    src = {"connector": "m-src", "task": "0", "type": "source"}
+    snk = {"connector": "m-sink", "task": "0", "type": "sink"}
+    s = wait_for(
+        lambda: (
+            (s := scrape(worker.url.rstrip("/")))
+            and value(s, "oncelog_connect_source_records_acked_total", **src) == 30
+            and value(s, "oncelog_connect_sink_records_sent_total", **snk) == 30
+            and s
+        ),
+        30,
+        "counters",
+    )
+    assert value(s, "oncelog_connect_source_records_polled_total", **src) == 30
+    assert value(s, "oncelog_connect_source_records_written_total", **src) == 30
+    assert value(s, "oncelog_connect_sink_records_read_total", **snk) == 30
+    assert value(s, "oncelog_connect_records_skipped_total", **snk) == 0
+    assert value(s, "oncelog_connect_connector_status", connector="m-src", state="RUNNING") == 1
+    assert (
+        value(s, "oncelog_connect_task_status", connector="m-sink", task="0", state="RUNNING") == 1
+    )
+    assert value(s, "oncelog_connect_worker_tasks") >= 2
+    # docs/metrics.md lists every family the worker exports.
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text()
+    assert {name for name in s if name not in docs} == set()
+    for name in ("m-src", "m-sink"):
+        assert worker.call("DELETE", f"/connectors/{name}")[0] == 204

@@ -88,6 +88,15 @@ def _fetch_all(
     return results, total
 
 
+async def _parked(broker: Broker, keys: list[PartitionKey], timeout: float) -> bool:
+    """Wait for an append to one of ``keys``: the fetch purgatory, counted for metrics."""
+    broker.stats.fetch_waiting += 1
+    try:
+        return await broker.notifier.wait(keys, timeout)
+    finally:
+        broker.stats.fetch_waiting -= 1
+
+
 async def fetch(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
@@ -122,9 +131,13 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if total >= req.min_bytes or any(x.error != ErrorCode.none for x in results):
             break
         left = deadline - time.monotonic()
-        if left <= 0 or not await broker.notifier.wait([k for k, *_ in wanted], left):
+        if left <= 0 or not await _parked(broker, [k for k, *_ in wanted], left):
             results, total = _fetch_all(broker, wanted, max_bytes, committed)
             break
+    bytes_out = broker.stats.bytes_out
+    for res in results:
+        if res.records:
+            bytes_out[res.key[0]] += len(res.records)
     incremental = session is not None and req.session_epoch > 0
     by_topic: dict[str, list[Any]] = {}
     for res in results:

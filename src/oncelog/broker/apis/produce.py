@@ -41,6 +41,9 @@ def produce(ctx: RequestContext, req: Any) -> Any:
         if writable[t.name]
         for p in t.partition_data
     ]
+    bytes_in = ctx.broker.stats.bytes_in
+    for entry in entries:  # per partition, never per record
+        bytes_in[entry.topic] += len(entry.records) if entry.records is not None else 0
     outcome = writer.append(
         entries, acks=req.acks, produce_version=ctx.version, transactional_id=req.transactional_id
     )

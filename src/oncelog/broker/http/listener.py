@@ -1,0 +1,187 @@
+"""The broker's HTTP listener (``metrics.listener``): Prometheus metrics and the web console.
+
+An aiohttp app on the broker's own event loop. Routes:
+
+- ``GET /metrics``: Prometheus text format, or OpenMetrics when the scraper asks for it;
+- ``GET /``: the console page; ``GET /console/<panel>``: its panels, polled by htmx;
+- ``POST /console/abort``: abort a hanging transaction. 403 unless ``console.allow.abort``
+  is true; then it must carry htmx's ``HX-Request`` header (a cross-site form post cannot
+  set it, so another site cannot make a browser abort transactions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from prometheus_client.exposition import choose_encoder
+
+from oncelog.broker.config import BrokerConfigError
+from oncelog.broker.http import console
+from oncelog.broker.metrics import (
+    TEXT_CONTENT_TYPE,
+    BrokerCollector,
+    encode_text,
+    families,
+    metrics_registry,
+)
+from oncelog.broker.state_view import BrokerStateView
+
+if TYPE_CHECKING:
+    from oncelog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+SAMPLE_EVERY_S = 1.0  # the console chart's resolution
+# The chart is sampled only while a console is open (its panels poll every 2 s): no cost
+# when nobody looks.
+WATCHED_FOR_S = 30.0
+
+
+def parse_http_listener(url: str) -> tuple[str, int]:
+    """``http://HOST:PORT`` (port 0: any free port) -> (host, port)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
+        raise BrokerConfigError(f"metrics.listener: expected http://HOST:PORT, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise BrokerConfigError(f"metrics.listener: invalid port in {url!r}") from exc
+    if port is None:
+        raise BrokerConfigError(f"metrics.listener: a port is required in {url!r}")
+    return parts.hostname, port
+
+
+class HttpListener:
+    def __init__(self, broker: Broker, view: BrokerStateView, url: str, *, allow_abort: bool):
+        self.host, self.port = parse_http_listener(url)
+        self._broker = broker
+        self._view = view
+        self._allow_abort = allow_abort
+        self._collector = BrokerCollector(broker, view)
+        self._history = console.LagHistory(view)
+        self._runner: web.AppRunner | None = None
+        self._sampler: asyncio.Task[None] | None = None
+        self._last_viewed = float("-inf")  # loop time of the latest console request
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/", self._page)
+        app.router.add_get("/static/htmx.min.js", self._htmx)
+        panels: dict[str, Callable[[], str]] = {
+            "partitions": lambda: console.partitions_table(self._view),
+            "transactions": lambda: console.transactions_table(self._view),
+            "hanging": lambda: console.hanging_table(self._view, self._allow_abort),
+            "groups": lambda: console.groups_table(self._view),
+            "chart": lambda: console.chart(self._history),
+        }
+        for name, render in panels.items():
+            app.router.add_get(f"/console/{name}", self._panel(render))
+        app.router.add_post("/console/abort", self._abort)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise OSError(exc.errno, f"{exc.strerror} (metrics.listener {self.url})") from exc
+        sockets = getattr(site._server, "sockets", None)  # port 0: learn the bound port
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        self._sampler = asyncio.create_task(self._sample())
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if loop.time() - self._last_viewed < WATCHED_FOR_S:
+                try:
+                    self._history.sample()
+                except Exception:
+                    log.exception("sampling the LSO lag failed")
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    def _viewed(self) -> None:
+        self._last_viewed = asyncio.get_running_loop().time()
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        # State is copied on the loop; the families and their text are built in a thread.
+        snap = self._collector.snapshot()
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        if content_type.startswith("text/plain"):
+            body = await asyncio.to_thread(lambda: encode_text(families(snap)))
+            content_type = TEXT_CONTENT_TYPE
+        else:  # OpenMetrics: prometheus_client's encoder
+            body = await asyncio.to_thread(encoder, metrics_registry(snap))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _page(self, request: web.Request) -> web.Response:
+        if not self._history.samples:
+            self._history.sample()  # the chart's first point
+        self._viewed()
+        text = console.page(self._view, self._history, self._broker.ready_line(), self._allow_abort)
+        return web.Response(text=text, content_type="text/html")
+
+    async def _htmx(self, request: web.Request) -> web.Response:
+        data = resources.files("oncelog.broker.http").joinpath("static/htmx.min.js").read_bytes()
+        return web.Response(
+            body=data,
+            content_type="application/javascript",
+            headers={"Cache-Control": "max-age=3600"},
+        )
+
+    def _panel(self, render: Callable[[], str]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(request: web.Request) -> web.Response:
+            self._viewed()
+            return web.Response(text=render(), content_type="text/html")
+
+        return handler
+
+    async def _abort(self, request: web.Request) -> web.Response:
+        if not self._allow_abort:
+            return _text(403, "abort is disabled: start the broker with console.allow.abort=true")
+        if request.headers.get("HX-Request") != "true":
+            return _text(403, "abort must come from the console page (HX-Request header)")
+        form = await request.post()
+        try:
+            topic = str(form["topic"])
+            partition = int(str(form["partition"]))
+            producer_id = int(str(form["producer_id"]))
+        except (KeyError, ValueError):
+            return _text(400, "expected form fields topic, partition and producer_id")
+        outcome = await self._view.abort(topic, partition, producer_id)
+        log.warning(
+            "console abort of producer %d in %s-%d: %s",
+            producer_id,
+            topic,
+            partition,
+            outcome.message,
+        )
+        return _text(200 if outcome.ok else 409, outcome.message)
+
+
+def _text(status: int, message: str) -> web.Response:
+    return web.Response(status=status, text=message)

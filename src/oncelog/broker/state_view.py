@@ -1,0 +1,278 @@
+"""What the metrics endpoint and the web console show, read from the broker's services at
+the moment someone asks, and the console's one action (abort a hanging transaction).
+
+Nothing here is updated on the hot path: partitions, transactions and groups are read
+through the storage logs' and the coordinator services' query methods, never by reaching
+into a coordinator core. Aborting goes through the same service methods the admin tools'
+requests reach (``oncelog transactions abort``): InitProducerId for a transactional id the
+coordinator tracks, WriteTxnMarkers for a partition's transaction it does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from oncelog.group.messages import OffsetFetchRequest
+from oncelog.storage.producer_state import OpenTxn
+from oncelog.txn.messages import TxnMarker
+from oncelog.txn.metadata import TransactionMetadata
+
+if TYPE_CHECKING:
+    from oncelog.broker.broker import Broker
+
+INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+# An admin abort by transactional id retries CONCURRENT_TRANSACTIONS as the client does.
+ABORT_DEADLINE_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    open_txns: tuple[OpenTxn, ...]  # oldest first
+
+    @property
+    def lso_lag(self) -> int:
+        return self.high_watermark - self.last_stable_offset
+
+    def lso_lag_ms(self, now_ms: int) -> int:
+        """How long the LSO has been held back: the age of the oldest open transaction's
+        first batch in this partition (0 when nothing is open)."""
+        return max(0, now_ms - self.open_txns[0].first_timestamp) if self.open_txns else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TxnView:
+    """A transaction as the coordinator knows it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str  # Kafka's name: Ongoing, PrepareCommit, ...
+    timeout_ms: int
+    start_ms: int  # -1 when no transaction is open
+    partitions: tuple[tuple[str, int], ...]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+    def age_ms(self, now_ms: int) -> int:
+        return max(0, now_ms - self.start_ms) if self.is_open and self.start_ms >= 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hanging:
+    """An open transaction that holds the LSO back for longer than it may.
+
+    ``overdue``: the coordinator tracks it, and it has been open longer than its own
+    transaction timeout (the coordinator should have aborted it). Otherwise it is
+    ``kafka-transactions.sh find-hanging``'s case: open in a partition, older than
+    ``transaction.max.timeout.ms``, and its producer has no open transaction at the
+    coordinator."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    age_ms: int
+    transactional_id: str | None  # set when the coordinator tracks it (overdue)
+
+    @property
+    def overdue(self) -> bool:
+        return self.transactional_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    group_id: str
+    state: str
+    topic: str
+    partition: int
+    committed: int
+    high_watermark: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.high_watermark - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOutcome:
+    ok: bool
+    message: str
+
+
+class BrokerStateView:
+    def __init__(self, broker: Broker, clock: Callable[[], int]) -> None:
+        self._broker = broker
+        self._clock = clock
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    # -- partitions --------------------------------------------------------------------
+
+    def partitions(self, *, internal: bool = False) -> list[PartitionState]:
+        out = []
+        for topic in list(self._broker.topics.topics.values()):
+            if not internal and topic.name in INTERNAL_TOPICS:
+                continue
+            for index, log in enumerate(list(topic.partitions)):
+                out.append(
+                    PartitionState(
+                        topic.name,
+                        index,
+                        log.log_start_offset,
+                        log.high_watermark,
+                        log.last_stable_offset,
+                        tuple(log.open_transactions()),
+                    )
+                )
+        return out
+
+    def live_producer_ids(self) -> int:
+        """Distinct producer ids with state in any partition (Kafka's ProducerIdCount)."""
+        ids: set[int] = set()
+        for topic in list(self._broker.topics.topics.values()):
+            for log in list(topic.partitions):
+                ids.update(log.producer_ids())
+        return len(ids)
+
+    # -- transactions ------------------------------------------------------------------
+
+    def transactions(self) -> list[TxnView]:
+        if not self._broker.txn.loaded:
+            return []
+        return [_txn_view(m) for m in self._broker.txn.list_transactions()]
+
+    def hanging(
+        self,
+        partitions: list[PartitionState] | None = None,
+        transactions: list[TxnView] | None = None,
+    ) -> list[Hanging]:
+        now = self._clock()
+        parts = self.partitions(internal=True) if partitions is None else partitions
+        txns = self.transactions() if transactions is None else transactions
+        open_by_pid = {t.producer_id: t for t in txns if t.is_open}
+        max_timeout = self._broker.txn.config.max_timeout_ms
+        out = []
+        for p in parts:
+            for o in p.open_txns:
+                tracked = open_by_pid.get(o.producer_id)
+                if tracked is not None:
+                    age = tracked.age_ms(now)
+                    if age > tracked.timeout_ms:
+                        out.append(_hanging(p, o, age, tracked.transactional_id))
+                elif now - o.last_timestamp > max_timeout:
+                    out.append(_hanging(p, o, now - o.first_timestamp, None))
+        return out
+
+    # -- consumer groups ---------------------------------------------------------------
+
+    def group_lag(self) -> list[GroupLag]:
+        groups = self._broker.groups
+        listed = groups.list_groups()
+        if listed.error is not ErrorCode.none:
+            return []
+        out = []
+        for g in sorted(listed.groups, key=lambda g: g.group_id):
+            reply = groups.fetch_offsets(OffsetFetchRequest(g.group_id, None))
+            for topic, parts in reply.topics:
+                for fetched in parts:
+                    if fetched.offset < 0:
+                        continue
+                    log = self._broker.topics.partition(topic, fetched.partition)
+                    hw = log.high_watermark if log is not None else fetched.offset
+                    out.append(
+                        GroupLag(g.group_id, g.state, topic, fetched.partition, fetched.offset, hw)
+                    )
+        return out
+
+    # -- the console's action -------------------------------------------------------------
+
+    async def abort(self, topic: str, partition: int, producer_id: int) -> AbortOutcome:
+        """Abort the hanging transaction of ``producer_id`` in ``topic``-``partition``, as
+        ``oncelog transactions abort`` would: by transactional id when the coordinator
+        tracks it (InitProducerId fences the producer and aborts), else with an ABORT marker
+        (WriteTxnMarkers). Only a transaction that is hanging now may be aborted."""
+        match = [
+            h
+            for h in self.hanging()
+            if (h.topic, h.partition, h.producer_id) == (topic, partition, producer_id)
+        ]
+        if not match:
+            return AbortOutcome(
+                False, f"no hanging transaction of producer {producer_id} in {topic}-{partition}"
+            )
+        h = match[0]
+        txn = self._broker.txn
+        if h.transactional_id is not None:
+            timeout = next(
+                (t.timeout_ms for t in self.transactions() if t.producer_id == producer_id),
+                txn.config.max_timeout_ms,
+            )
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + ABORT_DEADLINE_S
+            while True:
+                reply = await txn.init_producer_id(h.transactional_id, timeout)
+                if reply.error is not ErrorCode.concurrent_transactions:
+                    break
+                if loop.time() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            if reply.error is not ErrorCode.none:
+                return AbortOutcome(
+                    False, f"abort of {h.transactional_id}: {reply.error.name.upper()}"
+                )
+            return AbortOutcome(
+                True,
+                f"aborted {h.transactional_id}: producer {reply.producer_id} "
+                f"now at epoch {reply.producer_epoch}",
+            )
+        code = await txn.write_marker(
+            topic,
+            partition,
+            TxnMarker(h.producer_id, h.producer_epoch, False, max(h.coordinator_epoch, 0)),
+        )
+        if code is not ErrorCode.none:
+            return AbortOutcome(False, f"ABORT marker for {topic}-{partition}: {code.name.upper()}")
+        return AbortOutcome(
+            True, f"wrote ABORT marker for producer {producer_id} to {topic}-{partition}"
+        )
+
+
+def _txn_view(m: TransactionMetadata) -> TxnView:
+    return TxnView(
+        m.transactional_id,
+        m.producer_id,
+        m.producer_epoch,
+        m.state.kafka_name,
+        m.txn_timeout_ms,
+        m.txn_start_ms,
+        tuple(sorted(m.partitions)),
+    )
+
+
+def _hanging(p: PartitionState, o: OpenTxn, age_ms: int, transactional_id: str | None) -> Hanging:
+    return Hanging(
+        p.topic,
+        p.partition,
+        o.producer_id,
+        o.producer_epoch,
+        o.coordinator_epoch,
+        o.first_offset,
+        age_ms,
+        transactional_id,
+    )
