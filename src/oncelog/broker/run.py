@@ -9,6 +9,7 @@ import signal
 import sys
 
 from oncelog.broker.broker import Broker
+from oncelog.broker.startup import StartupError, os_reason
 
 log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -40,9 +41,10 @@ def run(broker: Broker) -> None:
             import uvloop
 
             uvloop.run(serve(broker))
-    except OSError as exc:
-        print(
-            f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}",
-            file=sys.stderr,
-        )
+    except StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from exc
+    except OSError as exc:  # loading the data directory
+        where = f" {exc.filename}" if exc.filename else f" in {broker.data_dir}"
+        print(f"error: cannot start the broker:{where}: {os_reason(exc)}", file=sys.stderr)
         raise SystemExit(1) from exc
