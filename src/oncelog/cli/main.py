@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import acls, connect, topics, transactions, users
+from oncelog.cli import (
+    acls,
+    configs,
+    connect,
+    console,
+    dump_log,
+    groups,
+    records,
+    topics,
+    transactions,
+    users,
+)
 from oncelog.cli.demo import demo
 from oncelog.cli.logging_setup import LogFormat, LogLevel, configure_logging
 
@@ -21,6 +32,14 @@ app.add_typer(transactions.app, name="transactions")
 app.add_typer(connect.app, name="connect")
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")
+app.add_typer(groups.app, name="groups")
+app.add_typer(groups.app, name="consumer-groups", hidden=True)  # Kafka's tool name
+app.add_typer(configs.app, name="configs")
+app.command("delete-records")(records.delete_records)
+app.command("get-offsets")(records.get_offsets)
+app.command("console-producer")(console.producer)
+app.command("console-consumer")(console.consumer)
+app.command("dump-log")(dump_log.dump_log)
 app.command()(demo)
 
 

@@ -32,6 +32,16 @@ class TopicInfo:
         return len(self.leaders)
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigInfo:
+    name: str
+    value: str | None  # None for sensitive entries
+    source: str  # DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+
+
 class Admin:
     """One lazily created AdminClient; cheap to create, pickle-safe."""
 
@@ -97,10 +107,11 @@ class Admin:
         return {name: info.partitions for name, info in self.describe_topics().items()}
 
     def list_offsets(
-        self, tps: Iterable[TopicPartition], which: str, *, read_committed: bool = True
+        self, tps: Iterable[TopicPartition], which: str | int, *, read_committed: bool = True
     ) -> Offsets:
-        """ListOffsets: ``earliest`` (log start) or ``latest`` (the last stable offset under
-        read_committed, the high watermark otherwise) of each topic-partition."""
+        """ListOffsets: ``earliest`` (log start), ``latest`` (the last stable offset under
+        read_committed, the high watermark otherwise), or a timestamp in ms (the first
+        offset at or after it; -1 when there is none) of each topic-partition."""
         from confluent_kafka import IsolationLevel, KafkaException
         from confluent_kafka import TopicPartition as KTP
         from confluent_kafka.admin import OffsetSpec
@@ -113,7 +124,10 @@ class Admin:
             # A fresh librdkafka client can lose its first topic lookup while it swaps the
             # bootstrap connection for the broker's, and then waits 3 s to ask again.
             self.describe_topics()
-        spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
+        if isinstance(which, int):
+            spec = OffsetSpec.for_timestamp(which)
+        else:
+            spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
         isolation = (
             IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         )
@@ -185,6 +199,76 @@ class Admin:
         except ClientError as exc:
             if exc.error_code != ErrorCode.invalid_partitions:  # grown concurrently
                 raise
+
+    def create_partitions(self, topic: str, total: int) -> None:
+        """CreatePartitions: grow ``topic`` to ``total`` partitions (errors as they come)."""
+        from confluent_kafka.admin import NewPartitions
+
+        fut = self.client.create_partitions(
+            [NewPartitions(topic, total)], operation_timeout=self.timeout
+        )[topic]
+        self._result(fut, f"CreatePartitions {topic!r}")
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> Offsets:
+        """DeleteRecords: move each partition's log start to the given offset (-1: the high
+        watermark); returns the new log start offsets."""
+        from confluent_kafka import TopicPartition as KTP
+
+        futures = self.client.delete_records(
+            [KTP(t, p, o) for (t, p), o in sorted(before.items())],
+            request_timeout=self.timeout,
+            operation_timeout=self.timeout,
+        )
+        return {
+            (ktp.topic, ktp.partition): self._result(
+                fut, f"DeleteRecords {ktp.topic}-{ktp.partition}"
+            ).low_watermark
+            for ktp, fut in futures.items()
+        }
+
+    def describe_configs(self, resource_type: str, name: str) -> list[ConfigInfo]:
+        """DescribeConfigs of a ``topic`` or ``broker``: every entry, sorted by name."""
+        from confluent_kafka.admin import ConfigResource
+
+        res = ConfigResource(resource_type, name)
+        entries = self._result(
+            self.client.describe_configs([res], request_timeout=self.timeout)[res],
+            f"DescribeConfigs {resource_type} {name!r}",
+        )
+        return sorted(
+            (
+                ConfigInfo(
+                    e.name,
+                    None if e.is_sensitive else e.value,
+                    getattr(e.source, "name", str(e.source)),
+                    bool(e.is_default),
+                    bool(e.is_read_only),
+                    bool(e.is_sensitive),
+                )
+                for e in entries.values()
+            ),
+            key=lambda c: c.name,
+        )
+
+    def alter_configs(
+        self,
+        resource_type: str,
+        name: str,
+        set_: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+    ) -> None:
+        """IncrementalAlterConfigs: set and delete (revert to default) entries."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in (set_ or {}).items()
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        res = ConfigResource(resource_type, name, incremental_configs=entries)
+        self._result(
+            self.client.incremental_alter_configs([res], request_timeout=self.timeout)[res],
+            f"IncrementalAlterConfigs {resource_type} {name!r}",
+        )
 
     def delete_topic(self, name: str) -> None:
         self._result(
