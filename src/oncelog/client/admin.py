@@ -42,6 +42,15 @@ class ConfigInfo:
     sensitive: bool
 
 
+def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return str(source)
+
+
 class Admin:
     """One lazily created AdminClient; cheap to create, pickle-safe."""
 
@@ -240,7 +249,7 @@ class Admin:
                 ConfigInfo(
                     e.name,
                     None if e.is_sensitive else e.value,
-                    getattr(e.source, "name", str(e.source)),
+                    _source_name(e.source),
                     bool(e.is_default),
                     bool(e.is_read_only),
                     bool(e.is_sensitive),
