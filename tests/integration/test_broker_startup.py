@@ -152,3 +152,66 @@ def test_json_log_format_writes_one_object_a_line(tmp_path: Path) -> None:
     assert records[0]["logger"] == "oncelog.broker"
     assert records[0]["message"].startswith("ignoring 1 settings of a multi-node Kafka cluster")
     assert any(r["message"] == "shutting down" for r in records)
+
+
+def test_sigusr1_switches_per_request_logging_at_run_time(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    from oncelog.client.admin import Admin
+    from oncelog.client.config import ClientConfig
+
+    err_path = tmp_path / "err.log"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            [
+                *BROKER,
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        bootstrap = line.split(" on ")[1].split(" ")[0]
+
+        def metadata_calls() -> None:
+            with Admin(ClientConfig(bootstrap)) as admin:
+                admin.topics()
+
+        def requests_logged() -> list[dict[str, object]]:
+            records = [json.loads(x) for x in err_path.read_text().splitlines()]
+            return [r for r in records if r["logger"] == "oncelog.broker.requests"]
+
+        def wait_for_line(message: str) -> None:
+            deadline = time.monotonic() + 10
+            while not any(
+                json.loads(x)["message"] == message for x in err_path.read_text().splitlines()
+            ):
+                assert time.monotonic() < deadline, message
+                time.sleep(0.05)
+
+        metadata_calls()
+        assert requests_logged() == []
+        os.kill(proc.pid, signal.SIGUSR1)
+        wait_for_line("per-request logging on")
+        metadata_calls()
+        on = requests_logged()
+        assert {r["api"] for r in on} >= {"API_VERSIONS", "METADATA"}
+        assert all(r["level"] == "DEBUG" and r["client_id"] for r in on)
+        os.kill(proc.pid, signal.SIGUSR1)
+        wait_for_line("per-request logging off")
+        metadata_calls()
+        assert len(requests_logged()) == len(on)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        proc.stdout.close()

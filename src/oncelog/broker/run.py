@@ -13,6 +13,16 @@ from oncelog.broker.startup import StartupError, os_reason
 
 log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 5.0
+REQUESTS_LOGGER = "oncelog.broker.requests"
+
+
+def toggle_request_logging() -> bool:
+    """Switch the per-request DEBUG log on or off (SIGUSR1); returns whether it is on."""
+    requests = logging.getLogger(REQUESTS_LOGGER)
+    on = not requests.isEnabledFor(logging.DEBUG)
+    requests.setLevel(logging.DEBUG if on else logging.INFO)
+    log.warning("per-request logging %s", "on" if on else "off")
+    return on
 
 
 async def serve(broker: Broker, *, announce: bool = True) -> None:
@@ -21,6 +31,7 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, toggle_request_logging)
     if announce:
         print(broker.ready_line(), flush=True)
     await stop.wait()
