@@ -511,3 +511,53 @@ def test_tables_wrap_long_transactional_ids_instead_of_cutting_them(b: EmbeddedB
         assert "…" not in out
     finally:
         p.abort_transaction()
+
+
+def test_new_commands_take_command_config_on_a_sasl_listener(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert run("users", "add", "admin", "--password", "pw", "--data-dir", str(data))[0] == 0
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        '    username="admin" password="pw";\n'
+    )
+    settings = {
+        **FAST,
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with EmbeddedBroker(data, settings=settings) as sb:
+        common = ("-b", sb.bootstrap, "--command-config", str(props))
+        assert run("topics", "create", "sec", *common)[0] == 0
+        assert run("console-producer", "-t", "sec", *common, input="a\nb\n") == (0, "", "")
+        assert run(
+            "console-consumer",
+            "-t",
+            "sec",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+            "--group",
+            "sec-g",
+            *common,
+        ) == (0, "a\nb\n", "Processed a total of 2 messages\n")
+        assert run("get-offsets", "-t", "sec", *common) == (0, "sec:0:2\n", "")
+        assert ok_json("groups", "list", *common) == [{"group": "sec-g", "state": "Empty"}]
+        code, _, err = run(
+            "groups",
+            "reset-offsets",
+            "-g",
+            "sec-g",
+            "-t",
+            "sec",
+            "--to-earliest",
+            "--execute",
+            *common,
+        )
+        assert code == 0, err
+        assert ok_json("delete-records", "-t", "sec", "--before", "1", *common) == [
+            {"topic": "sec", "partition": 0, "low_watermark": 1}
+        ]
+        assert ok_json("configs", "describe", "--topic", "sec", *common) == []
