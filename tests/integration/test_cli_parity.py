@@ -561,3 +561,44 @@ def test_new_commands_take_command_config_on_a_sasl_listener(tmp_path: Path) -> 
             {"topic": "sec", "partition": 0, "low_watermark": 1}
         ]
         assert ok_json("configs", "describe", "--topic", "sec", *common) == []
+
+
+def test_librdkafka_logs_go_through_python_logging_only_with_verbose() -> None:
+    import socket
+    import threading
+
+    # A TCP server that hangs up at once: reachable, but no Kafka broker.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+            except OSError:
+                pass
+
+    t = threading.Thread(target=hang_up, daemon=True)
+    t.start()
+    cmd = [sys.executable, "-m", "oncelog.cli.main"]
+    args = ["topics", "list", "-b", f"127.0.0.1:{port}"]
+    try:
+        quiet = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+        loud = subprocess.run(
+            [*cmd, "--verbose", *args], capture_output=True, text=True, timeout=120
+        )
+    finally:
+        stop.set()
+        t.join()
+        server.close()
+    assert quiet.returncode == 1
+    assert len(quiet.stderr.splitlines()) == 1
+    assert quiet.stderr.startswith("error: cannot list topics: ")
+    assert loud.returncode == 1
+    routed = [x for x in loud.stderr.splitlines() if " oncelog.cli.librdkafka: " in x]
+    assert routed, loud.stderr
+    assert not any(x.startswith("%") for x in loud.stderr.splitlines())  # no raw librdkafka lines

@@ -85,14 +85,38 @@ def client_config(bootstrap: str, config_file: Path | None) -> ClientConfig:
     return ClientConfig(cfg.bootstrap, conf)
 
 
+# Admins of this command: librdkafka hands its log lines over only when a client is
+# polled, so --verbose polls them once more before exiting.
+_admins: list[Admin] = []
+
+
 def admin(bootstrap: str, config_file: Path | None) -> Admin:
     """The client layer's Admin for a command, after checking the cluster is reachable."""
     ensure_reachable(bootstrap)
-    return Admin(
+    a = Admin(
         client_config(bootstrap, config_file),
         policy=RetryPolicy(deadline_s=TIMEOUT_S),
         timeout=TIMEOUT_S,
     )
+    _admins.append(a)
+    return a
+
+
+def enable_verbose() -> None:
+    """``oncelog --verbose``: DEBUG logs of oncelog and librdkafka on stderr."""
+    import atexit
+
+    logging.basicConfig(
+        level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    LIBRDKAFKA_LOGGER.propagate = True
+
+    def drain() -> None:
+        for a in _admins:
+            if a._client is not None:
+                a._client.poll(0)
+
+    atexit.register(drain)
 
 
 @contextmanager

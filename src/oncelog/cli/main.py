@@ -60,8 +60,18 @@ def main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="Debug logs on stderr, librdkafka's included (silent by default)."
+        ),
+    ] = False,
 ) -> None:
     """oncelog: an exactly-once, Kafka-compatible streaming log."""
+    if verbose:
+        from oncelog.cli.common import enable_verbose
+
+        enable_verbose()
 
 
 def _parse_sets(values: list[str]) -> dict[str, str]:
