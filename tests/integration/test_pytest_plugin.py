@@ -128,3 +128,36 @@ def test_docs_example_runs(pytester: pytest.Pytester) -> None:
     for name, source in files.items():
         pytester.makepyfile(**{name[:-3]: source})
     run(pytester).assert_outcomes(passed=2)
+
+
+def test_installed_entry_point_and_explicit_p_register_the_plugin_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As installed (entry point, named after the module) plus ``-p`` (our addopts): one
+    registration, no "Plugin already registered" error."""
+    site = pytester.mkdir("site")
+    info = site / "oncelog_fake-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: oncelog-fake\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[pytest11]\noncelog.testing.pytest_plugin = oncelog.testing.pytest_plugin\n"
+    )
+    import os
+
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    pytester.makepyfile(
+        """
+        def test_plugin_once(request):
+            pm = request.config.pluginmanager
+            plugins = [p for p in pm.get_plugins() if getattr(p, "__name__", "") ==
+                       "oncelog.testing.pytest_plugin"]
+            assert len(plugins) == 1
+            assert pm.get_plugin("oncelog.testing.pytest_plugin") is plugins[0]
+
+        def test_fixture_works(oncelog_bootstrap):
+            assert oncelog_bootstrap.startswith("127.0.0.1:")
+        """
+    )
+    run(pytester).assert_outcomes(passed=2)
+    # and without -p, from the entry point alone
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120).assert_outcomes(passed=2)
