@@ -85,7 +85,8 @@ class Admin:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
 
-    def _result(self, future: Any, what: str) -> Any:
+    def await_result(self, future: Any, what: str) -> Any:
+        """The result of one of the AdminClient's futures, or its ClientError."""
         from confluent_kafka import KafkaException
 
         try:
@@ -185,7 +186,7 @@ class Admin:
         ]
         for name, fut in self.client.create_topics(new, operation_timeout=self.timeout).items():
             try:
-                self._result(fut, f"CreateTopics {name!r}")
+                self.await_result(fut, f"CreateTopics {name!r}")
             except ClientError as exc:
                 if not (exist_ok and exc.error_code == ErrorCode.topic_already_exists):
                     raise
@@ -204,7 +205,7 @@ class Admin:
             [NewPartitions(topic, partitions)], operation_timeout=self.timeout
         )[topic]
         try:
-            self._result(fut, f"CreatePartitions {topic!r}")
+            self.await_result(fut, f"CreatePartitions {topic!r}")
         except ClientError as exc:
             if exc.error_code != ErrorCode.invalid_partitions:  # grown concurrently
                 raise
@@ -216,7 +217,7 @@ class Admin:
         fut = self.client.create_partitions(
             [NewPartitions(topic, total)], operation_timeout=self.timeout
         )[topic]
-        self._result(fut, f"CreatePartitions {topic!r}")
+        self.await_result(fut, f"CreatePartitions {topic!r}")
 
     def delete_records(self, before: Mapping[TopicPartition, int]) -> Offsets:
         """DeleteRecords: move each partition's log start to the given offset (-1: the high
@@ -229,7 +230,7 @@ class Admin:
             operation_timeout=self.timeout,
         )
         return {
-            (ktp.topic, ktp.partition): self._result(
+            (ktp.topic, ktp.partition): self.await_result(
                 fut, f"DeleteRecords {ktp.topic}-{ktp.partition}"
             ).low_watermark
             for ktp, fut in futures.items()
@@ -240,7 +241,7 @@ class Admin:
         from confluent_kafka.admin import ConfigResource
 
         res = ConfigResource(resource_type, name)
-        entries = self._result(
+        entries = self.await_result(
             self.client.describe_configs([res], request_timeout=self.timeout)[res],
             f"DescribeConfigs {resource_type} {name!r}",
         )
@@ -274,13 +275,13 @@ class Admin:
             for k, v in (set_ or {}).items()
         ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
         res = ConfigResource(resource_type, name, incremental_configs=entries)
-        self._result(
+        self.await_result(
             self.client.incremental_alter_configs([res], request_timeout=self.timeout)[res],
             f"IncrementalAlterConfigs {resource_type} {name!r}",
         )
 
     def delete_topic(self, name: str) -> None:
-        self._result(
+        self.await_result(
             self.client.delete_topics([name], operation_timeout=self.timeout)[name],
             f"DeleteTopics {name!r}",
         )
@@ -289,7 +290,7 @@ class Admin:
         from confluent_kafka.admin import ConfigResource
 
         res = ConfigResource("topic", name)
-        configs = self._result(
+        configs = self.await_result(
             self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
         )
         return {k: v.value for k, v in configs.items() if not v.is_default}

@@ -58,7 +58,7 @@ class GroupAdmin:
         self.admin = admin
 
     def list_groups(self) -> list[GroupListing]:
-        result = self.admin._result(
+        result = self.admin.await_result(
             self.admin.client.list_consumer_groups(request_timeout=self.admin.timeout),
             "ListGroups",
         )
@@ -81,7 +81,7 @@ class GroupAdmin:
         )
         out = {}
         for gid in ids:
-            d = self.admin._result(futures[gid], f"DescribeGroups {gid!r}")
+            d = self.admin.await_result(futures[gid], f"DescribeGroups {gid!r}")
             members = tuple(
                 Member(
                     m.member_id,
@@ -103,7 +103,7 @@ class GroupAdmin:
         fut = self.admin.client.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.admin.timeout
         )[group_id]
-        res = self.admin._result(fut, f"OffsetFetch {group_id!r}")
+        res = self.admin.await_result(fut, f"OffsetFetch {group_id!r}")
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in res.topic_partitions
@@ -119,7 +119,7 @@ class GroupAdmin:
         fut = self.admin.client.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group_id, tps)], request_timeout=self.admin.timeout
         )[group_id]
-        res = self.admin._result(fut, f"OffsetCommit {group_id!r}")
+        res = self.admin.await_result(fut, f"OffsetCommit {group_id!r}")
         for tp in res.topic_partitions:
             if tp.error is not None:
                 raise ClientError(
@@ -130,7 +130,7 @@ class GroupAdmin:
         ids = sorted(set(group_ids))
         futures = self.admin.client.delete_consumer_groups(ids, request_timeout=self.admin.timeout)
         for gid in ids:
-            self.admin._result(futures[gid], f"DeleteGroups {gid!r}")
+            self.admin.await_result(futures[gid], f"DeleteGroups {gid!r}")
 
     def delete_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
         """OffsetDelete (KIP-496): drop the group's committed offsets of ``tps``; refused
