@@ -124,8 +124,14 @@ def _settings(config: pytest.Config) -> dict[str, str]:
     return out
 
 
-def _new_broker(config: pytest.Config, base: Path) -> OncelogBroker:
-    return OncelogBroker(base / "data", settings=_settings(config), log_path=base / "broker.log")
+def _running_broker(config: pytest.Config, base: Path) -> Iterator[OncelogBroker]:
+    """A started broker in ``base`` (data/ and broker.log), stopped after its scope."""
+    broker = OncelogBroker(base / "data", settings=_settings(config), log_path=base / "broker.log")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -142,12 +148,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def oncelog_session_broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OncelogBroker]:
-    broker = _new_broker(request.config, tmp_path_factory.mktemp("oncelog"))
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    yield from _running_broker(request.config, tmp_path_factory.mktemp("oncelog"))
 
 
 @pytest.fixture
@@ -161,12 +162,7 @@ def oncelog_function_broker(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[OncelogBroker]:
     """A broker of this test alone, in the test's tmp_path."""
-    broker = _new_broker(request.config, tmp_path / "oncelog")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    yield from _running_broker(request.config, tmp_path / "oncelog")
 
 
 @pytest.fixture
