@@ -215,3 +215,15 @@ def test_sigusr1_switches_per_request_logging_at_run_time(tmp_path: Path) -> Non
         proc.terminate()
         proc.wait(20)
         proc.stdout.close()
+
+
+def test_unwritable_data_dirs_are_reported_with_their_cause() -> None:
+    # sysfs refuses new files and directories, even to root.
+    assert (fail("--data-dir", "/sys", "--listen", "127.0.0.1:0").stderr) == (
+        "error: data directory /sys is not writable: permission denied\n"
+    )
+    r = fail("--data-dir", "/sys/oncelog-data", "--listen", "127.0.0.1:0")
+    assert (r.returncode, r.stderr) == (
+        1,
+        "error: cannot create data directory /sys/oncelog-data: operation not permitted\n",
+    )
