@@ -51,6 +51,9 @@ def test_stock_server_properties_starts_with_one_warning_on_its_listener(tmp_pat
         "share.coordinator.state.topic.min.isr"
     )
     assert "Traceback" not in log
+    [effective] = [line for line in log.splitlines() if "effective config (non-default): " in line]
+    assert "log.retention.hours=168, log.segment.bytes=1073741824" in effective
+    assert "process.roles" not in effective
 
 
 def test_listen_overrides_the_files_listeners_only_when_given(tmp_path: Path) -> None:
