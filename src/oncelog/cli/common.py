@@ -30,7 +30,7 @@ __all__ = ["Bootstrap", "CommandConfig", "Output", "fail", "parse_servers"]
 # How long a command waits for an unreachable cluster before giving up.
 REACH_TIMEOUT_S = 5.0
 TIMEOUT_S = 15.0
-# librdkafka's own log lines go here (silent unless the caller configures logging).
+# librdkafka's own log lines go here: silent, unless `oncelog --verbose` (enable_verbose).
 LIBRDKAFKA_LOGGER = logging.getLogger("oncelog.cli.librdkafka")
 LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOGGER.propagate = False
