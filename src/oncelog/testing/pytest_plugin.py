@@ -18,7 +18,6 @@ data), ``broker.restart()`` (clean stop + start). Checks: :func:`read_committed`
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OncelogBroker",
-    "wait_for",
     "assert_exactly_once",
     "read_committed",
 ]
@@ -177,12 +175,3 @@ def oncelog_topic(request: pytest.FixtureRequest, oncelog_broker: OncelogBroker)
     return oncelog_broker.create_topic(
         partitions=int(kwargs.get("partitions", 1)), config=kwargs.get("config")
     )
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.1) -> None:
-    """Poll ``predicate`` until true; AssertionError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
