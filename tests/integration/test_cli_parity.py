@@ -602,3 +602,16 @@ def test_librdkafka_logs_go_through_python_logging_only_with_verbose() -> None:
     routed = [x for x in loud.stderr.splitlines() if " oncelog.cli.librdkafka: " in x]
     assert routed, loud.stderr
     assert not any(x.startswith("%") for x in loud.stderr.splitlines())  # no raw librdkafka lines
+
+
+def test_unknown_groups_are_one_line_errors(b: EmbeddedBroker) -> None:
+    assert run("groups", "describe", "-g", "no-such-group", "-b", b.bootstrap) == (
+        1,
+        "",
+        "error: consumer group 'no-such-group' does not exist\n",
+    )
+    code, out, err = run("groups", "delete", "-g", "no-such-group", "-b", b.bootstrap)
+    assert (code, out, len(err.splitlines())) == (1, "", 1)
+    assert err.startswith(
+        "error: cannot delete group: DeleteGroups 'no-such-group': GROUP_ID_NOT_FOUND"
+    )
