@@ -54,3 +54,12 @@ def test_bad_log_options_are_one_line_errors(command: list[str]) -> None:
     )
     r = CliRunner().invoke(app, [*command, "--log-format", "xml"])
     assert (r.exit_code, r.stderr) == (2, "error: --log-format xml: expected one of text, json\n")
+
+
+@pytest.mark.parametrize(
+    ("given", "level"), [("warn", "WARNING"), ("TRACE", "DEBUG"), ("info", "INFO")]
+)
+def test_log4j_level_names_are_accepted(given: str, level: str) -> None:
+    from oncelog.cli.logging_setup import _level
+
+    assert _level(given) == level

@@ -29,8 +29,12 @@ def _one_of(flag: str, allowed: tuple[str, ...], value: str, *, upper: bool) -> 
     return norm
 
 
+# log4j's names, as Kafka operators type them.
+ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "TRACE": "DEBUG"}
+
+
 def _level(value: str) -> str:
-    return _one_of("--log-level", LEVELS, value, upper=True)
+    return _one_of("--log-level", LEVELS, ALIASES.get(value.upper(), value), upper=True)
 
 
 def _format(value: str) -> str:
