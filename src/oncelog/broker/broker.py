@@ -20,6 +20,7 @@ from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.request_stats import RequestStats
 from oncelog.broker.server import Connection
+from oncelog.broker.startup import ListenError
 from oncelog.broker.state_view import BrokerStateView
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
@@ -180,13 +181,16 @@ class Broker:
             def factory(listener: Listener = listener) -> FrameProtocol:
                 return FrameProtocol(max_size, lambda p: self._on_connect(p, listener))
 
-            server = await loop.create_server(
-                factory,
-                listener.host,
-                listener.port,
-                backlog=1024,
-                ssl=self.ssl_contexts.get(listener.name),
-            )
+            try:
+                server = await loop.create_server(
+                    factory,
+                    listener.host,
+                    listener.port,
+                    backlog=1024,
+                    ssl=self.ssl_contexts.get(listener.name),
+                )
+            except OSError as exc:
+                raise ListenError(listener.name, listener.host, listener.port, exc) from exc
             self._servers.append(server)
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))

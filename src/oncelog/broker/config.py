@@ -2,12 +2,19 @@
 
 Sources, lowest precedence first: defaults, a Java-style properties file,
 ``--set key=value`` overrides, then the dedicated CLI flags.
+
+A stock Kafka ``server.properties`` starts the broker: the settings of a multi-node KRaft
+cluster (``process.roles``, ``controller.*``, ...) are accepted and ignored, all named in one
+warning; unknown keys and out-of-range values are rejected, all of them in one error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import javaproperties
 
 from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
 from oncelog.coordinator.settings import parse_bool, property_defaults
@@ -24,7 +31,6 @@ class BrokerConfigError(ValueError):
 # name -> (parser, default). Only settings the broker acts on, plus a few
 # accepted for compatibility with existing server.properties files.
 _SCHEMA: dict[str, tuple[object, object]] = {
-    "node.id": (int, 0),
     "broker.id": (int, 0),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (str, ""),
@@ -60,9 +66,12 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
     "cluster.id": (str, "oncelog-cluster-0000000"),
-    "process.roles": (str, "broker,controller"),
+    # Java thread pools and socket buffers: accepted, no meaning for one asyncio process.
     "num.network.threads": (int, 3),
     "num.io.threads": (int, 8),
+    "num.recovery.threads.per.data.dir": (int, 2),
+    "socket.send.buffer.bytes": (int, 102400),
+    "socket.receive.buffer.bytes": (int, 102400),
     "offsets.topic.replication.factor": (int, 1),
     "transaction.state.log.replication.factor": (int, 1),
     "transaction.state.log.min.isr": (int, 1),
@@ -72,8 +81,6 @@ _SCHEMA: dict[str, tuple[object, object]] = {
         str,
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     ),
-    "inter.broker.listener.name": (str, ""),
-    "controller.listener.names": (str, ""),
     "ssl.keystore.type": (str, "PEM"),
     "ssl.keystore.location": (str, ""),
     "ssl.keystore.password": (str, ""),
@@ -90,7 +97,6 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "ssl.cipher.suites": (str, ""),
     "ssl.endpoint.identification.algorithm": (str, "https"),
     "sasl.enabled.mechanisms": (str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
-    "sasl.mechanism.inter.broker.protocol": (str, "PLAIN"),
     "sasl.jaas.config": (str, ""),
     "sasl.server.max.receive.size": (int, 524288),
     "connections.max.reauth.ms": (int, 0),
@@ -122,6 +128,126 @@ for _typed in (TxnConfig, GroupConfig):
     for _key, _default in property_defaults(_typed).items():
         _SCHEMA[_key] = (parse_bool if isinstance(_default, bool) else int, _default)
 
+# Settings of a multi-node (KRaft or ZooKeeper) cluster, or of features a single node has no
+# use for: accepted and ignored, with one warning. Exact names, then prefixes.
+CLUSTER_ONLY_KEYS = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "broker.rack",
+        "broker.id.generation.enable",
+        "reserved.broker.max.id",
+        "early.start.listeners",
+        "num.replica.fetchers",
+        "num.replica.alter.log.dirs.threads",
+        "unclean.leader.election.enable",
+        "auto.leader.rebalance.enable",
+        "eligible.leader.replicas.enable",
+        "initial.broker.registration.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "broker.session.timeout.ms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+        "security.inter.broker.protocol",
+    }
+)
+CLUSTER_ONLY_PREFIXES = (
+    "controller.",
+    "inter.broker.",
+    "zookeeper.",
+    "metadata.",
+    "replica.",
+    "leader.imbalance.",
+    "controlled.shutdown.",
+    "share.coordinator.",
+    "group.share.",
+)
+
+
+def cluster_only(key: str) -> bool:
+    return key in CLUSTER_ONLY_KEYS or key.startswith(CLUSTER_ONLY_PREFIXES)
+
+
+# Kafka's validators (ConfigDef.Range.atLeast / between / ValidString.in) for the
+# settings the broker acts on: name -> check returning the reason a value is wrong.
+Check = Callable[[object], str | None]
+
+
+def at_least(low: float) -> Check:
+    def check(v: object) -> str | None:
+        return None if v >= low else f"Value must be at least {low}"  # type: ignore[operator]
+
+    return check
+
+
+def between(low: float, high: float) -> Check:
+    def check(v: object) -> str | None:
+        if low <= v <= high:  # type: ignore[operator]
+            return None
+        return f"Value must be no less than {low} and no more than {high}"
+
+    return check
+
+
+def one_of(*allowed: str, many: bool = False) -> Check:
+    def check(v: object) -> str | None:
+        items = [x.strip() for x in str(v).split(",")] if many else [str(v)]
+        bad = [x for x in items if x not in allowed]
+        return f"String must be one of: {', '.join(allowed)}" if bad else None
+
+    return check
+
+
+_CHECKS: dict[str, Check] = {
+    "num.partitions": at_least(1),
+    "default.replication.factor": at_least(1),
+    "socket.request.max.bytes": at_least(1),
+    "message.max.bytes": at_least(0),
+    "log.segment.bytes": at_least(14),  # a legacy record's overhead, as Kafka checks
+    "log.roll.hours": at_least(1),
+    "log.index.size.max.bytes": at_least(4),
+    "log.index.interval.bytes": at_least(0),
+    "log.retention.check.interval.ms": at_least(1),
+    "log.segment.delete.delay.ms": at_least(0),
+    "log.flush.interval.messages": at_least(1),
+    "log.message.timestamp.type": one_of("CreateTime", "LogAppendTime"),
+    "log.cleanup.policy": one_of("delete", "compact", many=True),
+    "producer.id.expiration.ms": at_least(1),
+    "producer.id.expiration.check.interval.ms": at_least(1),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": at_least(1),
+    "transaction.max.timeout.ms": at_least(1),
+    "transactional.id.expiration.ms": at_least(1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": at_least(1),
+    "transaction.state.log.num.partitions": at_least(1),
+    "transaction.state.log.segment.bytes": at_least(1),
+    "transaction.state.log.replication.factor": at_least(1),
+    "transaction.state.log.min.isr": at_least(1),
+    "offsets.topic.num.partitions": at_least(1),
+    "offsets.topic.segment.bytes": at_least(1),
+    "offsets.topic.replication.factor": at_least(1),
+    "offsets.retention.minutes": at_least(1),
+    "offsets.retention.check.interval.ms": at_least(1),
+    "offsets.load.buffer.size": at_least(1),
+    "offsets.commit.timeout.ms": at_least(1),
+    "transaction.state.log.load.buffer.size": at_least(1),
+    "group.min.session.timeout.ms": at_least(0),
+    "group.initial.rebalance.delay.ms": at_least(0),
+    "min.insync.replicas": at_least(1),
+    "fetch.max.bytes": at_least(1024),
+    "max.incremental.fetch.session.cache.slots": at_least(0),
+    "num.network.threads": at_least(1),
+    "num.io.threads": at_least(1),
+    "num.recovery.threads.per.data.dir": at_least(1),
+    "connection.failed.authentication.delay.ms": at_least(0),
+    "ssl.client.auth": one_of("required", "requested", "none"),
+    "log.cleaner.threads": at_least(0),
+    "log.cleaner.backoff.ms": at_least(0),
+    "log.cleaner.min.cleanable.ratio": between(0, 1),
+    "log.cleaner.delete.retention.ms": at_least(0),
+    "log.cleaner.min.compaction.lag.ms": at_least(0),
+    "log.cleaner.max.compaction.lag.ms": at_least(1),
+}
+
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism
 # (``<mechanism>.sasl.jaas.config``) settings are free-form strings, as in Kafka.
 _LISTENER_PREFIX = "listener.name."
@@ -133,26 +259,17 @@ def _free_form(key: str) -> bool:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """A Java .properties subset: key=value or key: value, # and ! comments."""
-    out: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for sep in ("=", ":"):
-            if sep in line:
-                key, value = line.split(sep, 1)
-                out[key.strip()] = value.strip()
-                break
-        else:
-            raise BrokerConfigError(f"line {lineno}: expected key=value, got {raw!r}")
-    return out
+    """A .properties text parsed exactly as java.util.Properties does (``key=value``,
+    ``key: value``, ``key value``, ``\\`` continuations, escapes, # and ! comments)."""
+    return dict(javaproperties.loads(text))
 
 
 @dataclass
 class BrokerConfig:
     values: dict[str, object] = field(default_factory=dict)
     explicit: set[str] = field(default_factory=set)
+    # cluster-only settings that were given, and ignored (CLUSTER_ONLY_KEYS)
+    ignored: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -162,12 +279,29 @@ class BrokerConfig:
         if file is not None:
             try:
                 raw.update(parse_properties(file.read_text()))
-            except OSError as exc:
-                raise BrokerConfigError(f"cannot read config file {file}: {exc}") from exc
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+                raise BrokerConfigError(f"cannot read config file {file}: {reason}") from exc
         raw.update(overrides or {})
         cfg = cls({k: d for k, (_, d) in _SCHEMA.items()})
+        unknown: list[str] = []
+        invalid: list[str] = []
         for key, value in raw.items():
-            cfg.set(key, value)
+            if cluster_only(key):
+                cfg.ignored[key] = value
+            elif not _free_form(key) and key not in _SCHEMA:
+                unknown.append(key)
+            else:
+                try:
+                    cfg.set(key, value)
+                except BrokerConfigError as exc:
+                    invalid.append(str(exc))
+        problems = []
+        if unknown:
+            problems.append(f"unknown broker configs: {', '.join(unknown)}")
+        problems += invalid
+        if problems:
+            raise BrokerConfigError("; ".join(problems))
         return cfg
 
     def set(self, key: str, value: str) -> None:
@@ -179,10 +313,40 @@ class BrokerConfig:
             raise BrokerConfigError(f"unknown broker config {key!r}")
         parser, _ = _SCHEMA[key]
         try:
-            self.values[key] = parser(value)  # type: ignore[operator]
+            parsed = parser(value.strip())  # type: ignore[operator]
         except ValueError as exc:
-            raise BrokerConfigError(f"invalid value for {key}: {value!r} ({exc})") from exc
+            raise BrokerConfigError(
+                f"Invalid value {value} for configuration {key}: {exc}"
+            ) from exc
+        check = _CHECKS.get(key)
+        reason = check(parsed) if check else None
+        if reason:
+            raise BrokerConfigError(f"Invalid value {value} for configuration {key}: {reason}")
+        self.values[key] = parsed
         self.explicit.add(key)
+
+    def ignored_warning(self) -> str | None:
+        """The one warning naming every ignored cluster-only setting, if any was given."""
+        if not self.ignored:
+            return None
+        return (
+            f"ignoring {len(self.ignored)} settings of a multi-node Kafka cluster "
+            f"(oncelog is a single node): {', '.join(self.ignored)}"
+        )
+
+    def non_default_summary(self) -> str:
+        """``key=value, ...`` of every explicitly set setting, secrets masked."""
+        parts = []
+        for key in sorted(self.explicit):
+            secret = "password" in key or key.endswith("jaas.config") or key.endswith(".key")
+            parts.append(f"{key}={'[hidden]' if secret else self.values[key]}")
+        return ", ".join(parts) or "(none)"
+
+    @property
+    def controller_listener_names(self) -> frozenset[str]:
+        """Listeners a KRaft file declares for its controller quorum: not served here."""
+        names = self.ignored.get("controller.listener.names", "")
+        return frozenset(n.strip().upper() for n in names.split(",") if n.strip())
 
     def __getitem__(self, key: str) -> object:
         return self.values[key]
@@ -220,7 +384,7 @@ class BrokerConfig:
 
     @property
     def node_id(self) -> int:
-        return self.get_int("node.id") if "node.id" in self.explicit else self.get_int("broker.id")
+        return self.get_int("broker.id")
 
     @property
     def data_dir(self) -> Path:

@@ -81,11 +81,14 @@ def protocol_map(value: str) -> dict[str, SecurityProtocol]:
 
 def parse_listeners(config: BrokerConfig) -> list[Listener]:
     mapping = protocol_map(config.get_str("listener.security.protocol.map"))
-    entries = _split_entries(config.get_str("listeners"))
+    # A KRaft file's controller listeners (CONTROLLER://:9093) serve the quorum: not here.
+    controller = config.controller_listener_names
+    entries = [e for e in _split_entries(config.get_str("listeners")) if e[0] not in controller]
     first = entries[0][0] if entries else None
     advertised = {
         name: parse_host_port(address)
         for name, address in _split_entries(config.get_str("advertised.listeners"), first)
+        if name not in controller
     }
     listeners: list[Listener] = []
     for name, address in entries:

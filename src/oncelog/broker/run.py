@@ -9,10 +9,21 @@ import signal
 import sys
 
 from oncelog.broker.broker import Broker
+from oncelog.broker.startup import StartupError, os_reason
 from oncelog.embedded import HTTP_READY
 
 log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 5.0
+REQUESTS_LOGGER = "oncelog.broker.requests"
+
+
+def toggle_request_logging() -> bool:
+    """Switch the per-request DEBUG log on or off (SIGUSR1); returns whether it is on."""
+    requests = logging.getLogger(REQUESTS_LOGGER)
+    on = not requests.isEnabledFor(logging.DEBUG)
+    requests.setLevel(logging.DEBUG if on else logging.INFO)
+    log.warning("per-request logging %s", "on" if on else "off")
+    return on
 
 
 async def serve(broker: Broker, *, announce: bool = True) -> None:
@@ -21,6 +32,7 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, toggle_request_logging)
     if announce:
         if broker.http is not None:
             print(f"{HTTP_READY}{broker.http.url}", flush=True)
@@ -43,9 +55,10 @@ def run(broker: Broker) -> None:
             import uvloop
 
             uvloop.run(serve(broker))
-    except OSError as exc:
-        print(
-            f"error: cannot listen on {broker.listen[0]}:{broker.listen[1]}: {exc.strerror}",
-            file=sys.stderr,
-        )
+    except StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from exc
+    except OSError as exc:  # loading the data directory
+        where = f" {exc.filename}" if exc.filename else f" in {broker.data_dir}"
+        print(f"error: cannot start the broker:{where}: {os_reason(exc)}", file=sys.stderr)
         raise SystemExit(1) from exc

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
+# One DEBUG line per request; off unless switched on (SIGUSR1 toggles it at run time, see
+# oncelog.broker.run). Checked with isEnabledFor so the hot path pays nothing when off.
+request_log = logging.getLogger("oncelog.broker.requests")
 
 _conn_ids = itertools.count(1)
 
@@ -170,6 +173,21 @@ class Connection:
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         stats = self.broker.stats
         started = time.perf_counter()
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug(
+                "%s v%d from %s",
+                spec.key.name,
+                version,
+                self.peer,
+                extra={
+                    "api": spec.key.name,
+                    "api_version": version,
+                    "correlation_id": correlation_id,
+                    "connection": self.id,
+                    "client_id": header.client_id,
+                    "principal": session.principal,
+                },
+            )
         try:
             result = None
             if spec.authorize is not None and self.broker.authorizer.enabled:

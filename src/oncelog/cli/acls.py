@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from oncelog.cli import command_config
 from oncelog.cli.command_config import Bootstrap, CommandConfig
+from oncelog.cli.common import client_conf, ensure_reachable
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
 console = Console()
@@ -38,7 +38,8 @@ Operation = Annotated[
 def _admin(bootstrap: str, config: Path | None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, **command_config.load(config)})
+    ensure_reachable(bootstrap)
+    return AdminClient(client_conf(bootstrap, config))
 
 
 def _fail(message: str) -> None:

@@ -11,7 +11,7 @@ falls back to PLAINTEXT.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -20,10 +20,51 @@ from oncelog.client.config import ClientConfig
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
 
+
 # The options every client-side command shares.
+def fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def parse_servers(value: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]``; a one-line usage error (exit 2) otherwise."""
+    out = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            fail(
+                f"--bootstrap-server {value}: expected HOST:PORT with a port from 1 to 65535,"
+                f" got {entry!r}",
+                2,
+            )
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def _check_bootstrap(value: str) -> str:
+    parse_servers(value)
+    return value
+
+
+def _check_output(value: str) -> str:
+    if value not in ("table", "json"):
+        fail(f"--output {value}: expected table or json", 2)
+    return value
+
+
 Bootstrap = Annotated[
-    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+    str,
+    typer.Option(
+        "--bootstrap-server", "-b", callback=_check_bootstrap, help="HOST:PORT of any broker."
+    ),
 ]
+Output = Annotated[
+    str, typer.Option("--output", "-o", callback=_check_output, help="table or json.")
+]
+
+
 CommandConfig = Annotated[
     Path | None,
     typer.Option("--command-config", help="Client security settings (properties file)."),

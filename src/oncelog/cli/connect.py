@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli.logging_setup import configure_logging
+from oncelog.cli.logging_setup import LogFormat, LogLevel, configure_logging
 
 app = typer.Typer(no_args_is_help=True, help="Run Kafka-Connect-compatible workers.")
 
@@ -21,14 +21,15 @@ def worker(
         list[str] | None,
         typer.Option("--set", help="Override a worker config: key=value (repeatable)."),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "text",
 ) -> None:
     """Run a distributed-mode worker; prints one ready line once it serves REST and has joined."""
     from oncelog.connect.errors import ConnectException
     from oncelog.connect.worker_config import WorkerConfig
     from oncelog.connect.worker_process import run_worker
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     try:
         cfg = WorkerConfig.load(config, set_ or [])
     except ConnectException as exc:

@@ -2,39 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from oncelog.cli import command_config
-from oncelog.cli.command_config import CommandConfig
-from oncelog.client.admin import EARLIEST, LATEST, Admin
-from oncelog.client.config import ClientConfig
-from oncelog.client.errors import ClientError
-from oncelog.client.retry import RetryPolicy
+from oncelog.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    admin,
+    emit,
+    fail,
+    failures,
+    table,
+)
+from oncelog.client.admin import EARLIEST, LATEST
 
-app = typer.Typer(no_args_is_help=True, help="Create, list, describe and delete topics.")
-Bootstrap = Annotated[
-    str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
-]
-console = Console()
-TIMEOUT_S = 15.0
-
-
-def _admin(bootstrap: str, config_file: Path | None = None) -> Admin:
-    return Admin(
-        ClientConfig(bootstrap, {"socket.timeout.ms": "10000", **command_config.load(config_file)}),
-        policy=RetryPolicy(deadline_s=TIMEOUT_S),
-        timeout=TIMEOUT_S,
-    )
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+app = typer.Typer(no_args_is_help=True, help="Create, list, describe, alter and delete topics.")
 
 
 def _parse_configs(values: list[str] | None) -> dict[str, str]:
@@ -42,7 +26,7 @@ def _parse_configs(values: list[str] | None) -> dict[str, str]:
     for item in values or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--config")
+            fail(f"--config: expected key=value, got {item!r}", 2)
         out[key] = value
     return out
 
@@ -59,12 +43,11 @@ def create(
     config_file: CommandConfig = None,
 ) -> None:
     """Create a topic."""
-    try:
-        _admin(bootstrap, config_file).create_topics(
-            [name], partitions, replication_factor, config=_parse_configs(config), exist_ok=False
+    configs = _parse_configs(config)
+    with failures(f"cannot create topic {name!r}"):
+        admin(bootstrap, config_file).create_topics(
+            [name], partitions, replication_factor, config=configs, exist_ok=False
         )
-    except ClientError as exc:
-        _fail(f"cannot create topic {name!r}: {exc}")
     typer.echo(f"created topic {name} ({partitions} partitions)")
 
 
@@ -73,41 +56,81 @@ def list_(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     internal: bool = False,
     config_file: CommandConfig = None,
+    output: Output = "table",
 ) -> None:
     """List topic names."""
-    try:
-        names = _admin(bootstrap, config_file).topics()
-    except ClientError as exc:
-        _fail(f"cannot reach {bootstrap}: {exc}")
-    for name in sorted(names):
-        if internal or not name.startswith("__"):
-            typer.echo(name)
+    with failures("cannot list topics"):
+        names = admin(bootstrap, config_file).topics()
+    shown = sorted(n for n in names if internal or not n.startswith("__"))
+    if output == "json":
+        emit(output, [{"topic": n, "partitions": names[n]} for n in shown], None)
+        return
+    for name in shown:
+        typer.echo(name)
 
 
 @app.command()
 def describe(
-    name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
+    name: str,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Output = "table",
 ) -> None:
-    """Show a topic's partitions, offsets and non-default configs."""
-    admin = _admin(bootstrap, config_file)
-    try:
-        t = admin.describe_topics().get(name)
+    """Show a topic's partitions, offsets (log start, LSO, high watermark) and non-default
+    configs."""
+    a = admin(bootstrap, config_file)
+    with failures(f"cannot describe topic {name!r}"):
+        t = a.describe_topics().get(name)
         if t is None:
-            _fail(f"unknown topic {name!r}")
+            fail(f"unknown topic {name!r}")
         tps = [(name, p) for p in sorted(t.leaders)]
-        starts = admin.list_offsets(tps, EARLIEST, read_committed=False)
-        ends = admin.list_offsets(tps, LATEST, read_committed=False)
-        overrides = admin.topic_config_overrides(name)
-    except ClientError as exc:
-        _fail(f"cannot describe topic {name!r}: {exc}")
-    table = Table(title=f"topic {name}")
-    for col in ("partition", "leader", "log start", "high watermark"):
-        table.add_column(col, justify="right")
-    for tp in tps:
-        table.add_row(str(tp[1]), str(t.leaders[tp[1]]), str(starts[tp]), str(ends[tp]))
-    console.print(table)
-    if overrides:
-        console.print("configs: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+        starts = a.list_offsets(tps, EARLIEST, read_committed=False)
+        stable = a.list_offsets(tps, LATEST, read_committed=True)
+        ends = a.list_offsets(tps, LATEST, read_committed=False)
+        overrides = a.topic_config_overrides(name)
+    rows = [
+        {
+            "partition": p,
+            "leader": t.leaders[p],
+            "log_start_offset": starts[(name, p)],
+            "last_stable_offset": stable[(name, p)],
+            "high_watermark": ends[(name, p)],
+        }
+        for _, p in tps
+    ]
+    data = {"topic": name, "partitions": rows, "configs": dict(sorted(overrides.items()))}
+    render = table(
+        f"topic {name}",
+        ("partition", "leader", "log start", "LSO", "high watermark"),
+        [list(r.values()) for r in rows],
+    )
+    emit(output, data, render)
+    if output == "table" and overrides:
+        typer.echo("configs: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+
+
+@app.command()
+def alter(
+    name: str,
+    partitions: Annotated[
+        int, typer.Option("--partitions", "-p", min=1, help="The new (larger) partition count.")
+    ],
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+) -> None:
+    """Add partitions to a topic (partitions can never be removed)."""
+    a = admin(bootstrap, config_file)
+    with failures(f"cannot alter topic {name!r}"):
+        have = a.topics().get(name)
+        if have is None:
+            fail(f"unknown topic {name!r}")
+        if partitions <= have:
+            fail(
+                f"cannot alter topic {name!r}: it has {have} partitions; "
+                f"--partitions must be more than that"
+            )
+        a.create_partitions(name, partitions)
+    typer.echo(f"topic {name}: {have} -> {partitions} partitions")
 
 
 @app.command()
@@ -115,8 +138,6 @@ def delete(
     name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
 ) -> None:
     """Delete a topic and its data."""
-    try:
-        _admin(bootstrap, config_file).delete_topic(name)
-    except ClientError as exc:
-        _fail(f"cannot delete topic {name!r}: {exc}")
+    with failures(f"cannot delete topic {name!r}"):
+        admin(bootstrap, config_file).delete_topic(name)
     typer.echo(f"deleted topic {name}")

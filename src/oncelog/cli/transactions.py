@@ -8,10 +8,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from oncelog.cli import command_config
-from oncelog.cli.command_config import Bootstrap, CommandConfig
+from oncelog.cli.common import Bootstrap, CommandConfig, Output, emit, ensure_reachable, table
 from oncelog.client.admin import LATEST, Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
@@ -25,6 +24,7 @@ POLICY = RetryPolicy(deadline_s=30.0)
 
 
 def _admin(bootstrap: str, config_file: Path | None) -> TxnAdmin:
+    ensure_reachable(bootstrap)
     return TxnAdmin(command_config.client_config(bootstrap, config_file), policy=POLICY)
 
 
@@ -44,6 +44,7 @@ def list_(
     min_duration_ms: Annotated[
         int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")
     ] = -1,
+    output: Output = "table",
 ) -> None:
     """List transactional ids and their states."""
     with _admin(bootstrap, config_file) as admin:
@@ -53,10 +54,15 @@ def list_(
             )
         except ClientError as exc:
             _fail(exc)
-    table = Table("transactional id", "producer id", "state")
-    for r in rows:
-        table.add_row(r.transactional_id, str(r.producer_id), r.state)
-    console.print(table)
+    data = [
+        {"transactional_id": r.transactional_id, "producer_id": r.producer_id, "state": r.state}
+        for r in rows
+    ]
+    emit(
+        output,
+        data,
+        table(None, ("transactional id", "producer id", "state"), [list(d.values()) for d in data]),
+    )
 
 
 @app.command()
@@ -89,6 +95,7 @@ def describe_producers(
     partition: int,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
+    output: Output = "table",
 ) -> None:
     """Producer state of one partition (DescribeProducers)."""
     with _admin(bootstrap, config_file) as admin:
@@ -96,7 +103,7 @@ def describe_producers(
             rows = admin.describe_producers(topic, partition)
         except ClientError as exc:
             _fail(exc)
-    table = Table(
+    columns = (
         "producer id",
         "epoch",
         "last seq",
@@ -104,21 +111,19 @@ def describe_producers(
         "coordinator epoch",
         "txn start offset",
     )
-    for r in rows:
-        table.add_row(
-            *(
-                str(x)
-                for x in (
-                    r.producer_id,
-                    r.producer_epoch,
-                    r.last_sequence,
-                    r.last_timestamp,
-                    r.coordinator_epoch,
-                    r.current_txn_start_offset,
-                )
-            )
+    values = [
+        (
+            r.producer_id,
+            r.producer_epoch,
+            r.last_sequence,
+            r.last_timestamp,
+            r.coordinator_epoch,
+            r.current_txn_start_offset,
         )
-    console.print(table)
+        for r in rows
+    ]
+    keys = [c.replace(" ", "_") for c in columns]
+    emit(output, [dict(zip(keys, v, strict=True)) for v in values], table(None, columns, values))
 
 
 @app.command("find-hanging")
@@ -129,6 +134,7 @@ def find_hanging(
     max_transaction_timeout_ms: Annotated[
         int, typer.Option("--max-transaction-timeout-ms")
     ] = 900_000,
+    output: Output = "table",
 ) -> None:
     """Open transactions the coordinator no longer tracks: they pin the LSO."""
     with _admin(bootstrap, config_file) as admin:
@@ -136,20 +142,25 @@ def find_hanging(
             rows = admin.find_hanging(topic, max_transaction_timeout_ms)
         except ClientError as exc:
             _fail(exc)
-    if not rows:
-        console.print("no hanging transactions")
-        return
-    table = Table("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
-    for r in rows:
-        table.add_row(
+    columns = ("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
+    values = [
+        (
             r.topic,
-            str(r.partition),
-            str(r.producer_id),
-            str(r.producer_epoch),
-            str(r.coordinator_epoch),
-            str(r.current_txn_start_offset),
+            r.partition,
+            r.producer_id,
+            r.producer_epoch,
+            r.coordinator_epoch,
+            r.current_txn_start_offset,
         )
-    console.print(table)
+        for r in rows
+    ]
+    if output == "json":
+        keys = [c.replace(" ", "_") for c in columns]
+        emit(output, [dict(zip(keys, v, strict=True)) for v in values], None)
+    elif not rows:
+        console.print("no hanging transactions")
+    else:
+        console.print(table(None, columns, values))
 
 
 @app.command()

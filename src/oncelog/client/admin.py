@@ -32,6 +32,25 @@ class TopicInfo:
         return len(self.leaders)
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigInfo:
+    name: str
+    value: str | None  # None for sensitive entries
+    source: str  # DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+
+
+def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return str(source)
+
+
 class Admin:
     """One lazily created AdminClient; cheap to create, pickle-safe."""
 
@@ -66,7 +85,8 @@ class Admin:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
 
-    def _result(self, future: Any, what: str) -> Any:
+    def await_result(self, future: Any, what: str) -> Any:
+        """The result of one of the AdminClient's futures, or its ClientError."""
         from confluent_kafka import KafkaException
 
         try:
@@ -97,10 +117,11 @@ class Admin:
         return {name: info.partitions for name, info in self.describe_topics().items()}
 
     def list_offsets(
-        self, tps: Iterable[TopicPartition], which: str, *, read_committed: bool = True
+        self, tps: Iterable[TopicPartition], which: str | int, *, read_committed: bool = True
     ) -> Offsets:
-        """ListOffsets: ``earliest`` (log start) or ``latest`` (the last stable offset under
-        read_committed, the high watermark otherwise) of each topic-partition."""
+        """ListOffsets: ``earliest`` (log start), ``latest`` (the last stable offset under
+        read_committed, the high watermark otherwise), or a timestamp in ms (the first
+        offset at or after it; -1 when there is none) of each topic-partition."""
         from confluent_kafka import IsolationLevel, KafkaException
         from confluent_kafka import TopicPartition as KTP
         from confluent_kafka.admin import OffsetSpec
@@ -113,7 +134,10 @@ class Admin:
             # A fresh librdkafka client can lose its first topic lookup while it swaps the
             # bootstrap connection for the broker's, and then waits 3 s to ask again.
             self.describe_topics()
-        spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
+        if isinstance(which, int):
+            spec = OffsetSpec.for_timestamp(which)
+        else:
+            spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
         isolation = (
             IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         )
@@ -162,7 +186,7 @@ class Admin:
         ]
         for name, fut in self.client.create_topics(new, operation_timeout=self.timeout).items():
             try:
-                self._result(fut, f"CreateTopics {name!r}")
+                self.await_result(fut, f"CreateTopics {name!r}")
             except ClientError as exc:
                 if not (exist_ok and exc.error_code == ErrorCode.topic_already_exists):
                     raise
@@ -181,13 +205,83 @@ class Admin:
             [NewPartitions(topic, partitions)], operation_timeout=self.timeout
         )[topic]
         try:
-            self._result(fut, f"CreatePartitions {topic!r}")
+            self.await_result(fut, f"CreatePartitions {topic!r}")
         except ClientError as exc:
             if exc.error_code != ErrorCode.invalid_partitions:  # grown concurrently
                 raise
 
+    def create_partitions(self, topic: str, total: int) -> None:
+        """CreatePartitions: grow ``topic`` to ``total`` partitions (errors as they come)."""
+        from confluent_kafka.admin import NewPartitions
+
+        fut = self.client.create_partitions(
+            [NewPartitions(topic, total)], operation_timeout=self.timeout
+        )[topic]
+        self.await_result(fut, f"CreatePartitions {topic!r}")
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> Offsets:
+        """DeleteRecords: move each partition's log start to the given offset (-1: the high
+        watermark); returns the new log start offsets."""
+        from confluent_kafka import TopicPartition as KTP
+
+        futures = self.client.delete_records(
+            [KTP(t, p, o) for (t, p), o in sorted(before.items())],
+            request_timeout=self.timeout,
+            operation_timeout=self.timeout,
+        )
+        return {
+            (ktp.topic, ktp.partition): self.await_result(
+                fut, f"DeleteRecords {ktp.topic}-{ktp.partition}"
+            ).low_watermark
+            for ktp, fut in futures.items()
+        }
+
+    def describe_configs(self, resource_type: str, name: str) -> list[ConfigInfo]:
+        """DescribeConfigs of a ``topic`` or ``broker``: every entry, sorted by name."""
+        from confluent_kafka.admin import ConfigResource
+
+        res = ConfigResource(resource_type, name)
+        entries = self.await_result(
+            self.client.describe_configs([res], request_timeout=self.timeout)[res],
+            f"DescribeConfigs {resource_type} {name!r}",
+        )
+        return sorted(
+            (
+                ConfigInfo(
+                    e.name,
+                    None if e.is_sensitive else e.value,
+                    _source_name(e.source),
+                    bool(e.is_default),
+                    bool(e.is_read_only),
+                    bool(e.is_sensitive),
+                )
+                for e in entries.values()
+            ),
+            key=lambda c: c.name,
+        )
+
+    def alter_configs(
+        self,
+        resource_type: str,
+        name: str,
+        set_: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+    ) -> None:
+        """IncrementalAlterConfigs: set and delete (revert to default) entries."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in (set_ or {}).items()
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        res = ConfigResource(resource_type, name, incremental_configs=entries)
+        self.await_result(
+            self.client.incremental_alter_configs([res], request_timeout=self.timeout)[res],
+            f"IncrementalAlterConfigs {resource_type} {name!r}",
+        )
+
     def delete_topic(self, name: str) -> None:
-        self._result(
+        self.await_result(
             self.client.delete_topics([name], operation_timeout=self.timeout)[name],
             f"DeleteTopics {name!r}",
         )
@@ -196,7 +290,7 @@ class Admin:
         from confluent_kafka.admin import ConfigResource
 
         res = ConfigResource("topic", name)
-        configs = self._result(
+        configs = self.await_result(
             self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
         )
         return {k: v.value for k, v in configs.items() if not v.is_default}

@@ -25,12 +25,14 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.list_transactions.v1 import request as lt
 from kio.schema.metadata.v12 import request as md
+from kio.schema.offset_delete.v0 import request as od
 from kio.schema.write_txn_markers.v1 import request as wm
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import AuthenticationError, ClientError, check
 from oncelog.client.wire import WireClient
 
+KEY_TYPE_GROUP = 0
 KEY_TYPE_TXN = 1
 
 
@@ -160,11 +162,13 @@ class ProtocolClient:
             )
         return self.node(node)
 
-    def find_coordinators(self, transactional_ids: Iterable[str]) -> dict[str, int | ErrorCode]:
+    def find_coordinators(
+        self, transactional_ids: Iterable[str], key_type: int = KEY_TYPE_TXN
+    ) -> dict[str, int | ErrorCode]:
         """FindCoordinator v4 (many keys at once): node id, or the error code, per id."""
         keys = tuple(sorted(set(transactional_ids)))
         resp = self.bootstrap().request(
-            fc.FindCoordinatorRequest(key_type=KEY_TYPE_TXN, coordinator_keys=keys)
+            fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=keys)
         )
         out: dict[str, int | ErrorCode] = {}
         for c in resp.coordinators:
@@ -175,13 +179,45 @@ class ProtocolClient:
                 out[c.key] = c.error_code
         return out
 
-    def coordinator(self, transactional_id: str) -> WireClient:
-        found = self.find_coordinators([transactional_id])[transactional_id]
+    def coordinator(self, transactional_id: str, key_type: int = KEY_TYPE_TXN) -> WireClient:
+        found = self.find_coordinators([transactional_id], key_type)[transactional_id]
         if isinstance(found, ErrorCode):
             raise ClientError(
                 f"no coordinator for {transactional_id!r}: {found.name.upper()}", found
             )
         return self.node(found)
+
+    # -- groups --------------------------------------------------------------------------
+    def offset_delete(
+        self, group_id: str, tps: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetDelete v0 at the group's coordinator: the error code of each partition
+        (the request's own error, for all of them, when it has one)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(set(tps)):
+            by_topic.setdefault(topic, []).append(partition)
+        request = od.OffsetDeleteRequest(
+            group_id=group_id,
+            topics=tuple(
+                od.OffsetDeleteRequestTopic(
+                    name=topic,
+                    partitions=tuple(
+                        od.OffsetDeleteRequestPartition(partition_index=p) for p in parts
+                    ),
+                )
+                for topic, parts in by_topic.items()
+            ),
+        )
+        resp = self.coordinator(group_id, KEY_TYPE_GROUP).request(request)
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                out[(t.name, p.partition_index)] = (
+                    resp.error_code if resp.error_code != ErrorCode.none else p.error_code
+                )
+        if resp.error_code != ErrorCode.none and not out:
+            out = {tp: resp.error_code for t, ps in by_topic.items() for tp in ((t, p) for p in ps)}
+        return out
 
     # -- transactions of other producers (KIP-98) ----------------------------------------
     def end_txn(

@@ -30,6 +30,7 @@ from oncelog.broker.metrics import (
     families,
     metrics_registry,
 )
+from oncelog.broker.startup import ListenError
 from oncelog.broker.state_view import BrokerStateView
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class HttpListener:
             await site.start()
         except OSError as exc:
             await self._runner.cleanup()
-            raise OSError(exc.errno, f"{exc.strerror} (metrics.listener {self.url})") from exc
+            raise ListenError("metrics.listener", self.host, self.port, exc) from exc
         sockets = getattr(site._server, "sockets", None)  # port 0: learn the bound port
         if sockets:
             self.port = sockets[0].getsockname()[1]

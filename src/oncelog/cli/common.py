@@ -1,0 +1,193 @@
+"""What every client-side command shares: ``--bootstrap-server/-b`` (checked),
+``--command-config``, ``--output table|json``, one error line per failure, tables that wrap
+long ids instead of cutting them, and librdkafka's logs routed to Python logging."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig, Output, fail, parse_servers
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.retry import RetryPolicy
+
+__all__ = ["Bootstrap", "CommandConfig", "Output", "fail", "parse_servers"]
+
+# How long a command waits for an unreachable cluster before giving up.
+REACH_TIMEOUT_S = 5.0
+TIMEOUT_S = 15.0
+# librdkafka's own log lines go here: silent, unless `oncelog --verbose` (enable_verbose).
+LIBRDKAFKA_LOGGER = logging.getLogger("oncelog.cli.librdkafka")
+LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
+LIBRDKAFKA_LOGGER.propagate = False
+console = Console()
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return "unknown host"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return str(exc)
+
+
+def ensure_reachable(bootstrap: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """Fail with one line unless some bootstrap server accepts a TCP connection within
+    ``timeout`` seconds (connection refused is retried until then, as clients do)."""
+    servers = parse_servers(bootstrap)
+    deadline = time.monotonic() + timeout
+    reasons: dict[str, str] = {}
+    while True:
+        for host, port in servers:
+            left = max(0.05, deadline - time.monotonic())
+            try:
+                socket.create_connection((host, port), timeout=min(left, 2.0)).close()
+                return
+            except OSError as exc:
+                reasons[f"{host}:{port}"] = _reason(exc) or "unreachable"
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+    what = ", ".join(f"{a} ({r})" for a, r in reasons.items())
+    fail(f"cannot reach {what} after {timeout:g} s")
+
+
+def client_conf(bootstrap: str, config_file: Path | None, **extra: Any) -> dict[str, Any]:
+    """A confluent-kafka configuration for a CLI client: security settings from
+    ``--command-config``, librdkafka's logs to Python logging."""
+    return {
+        "bootstrap.servers": bootstrap,
+        **command_config.load(config_file),
+        "logger": LIBRDKAFKA_LOGGER,
+        **extra,
+    }
+
+
+def client_config(bootstrap: str, config_file: Path | None) -> ClientConfig:
+    cfg = command_config.client_config(bootstrap, config_file)
+    conf: dict[str, Any] = {**cfg.conf, "logger": LIBRDKAFKA_LOGGER}
+    return ClientConfig(cfg.bootstrap, conf)
+
+
+# Admins of this command: librdkafka hands its log lines over only when a client is
+# polled, so --verbose polls them once more before exiting.
+_admins: list[Admin] = []
+
+
+def admin(bootstrap: str, config_file: Path | None) -> Admin:
+    """The client layer's Admin for a command, after checking the cluster is reachable."""
+    ensure_reachable(bootstrap)
+    a = Admin(
+        client_config(bootstrap, config_file),
+        policy=RetryPolicy(deadline_s=TIMEOUT_S),
+        timeout=TIMEOUT_S,
+    )
+    _admins.append(a)
+    return a
+
+
+def enable_verbose() -> None:
+    """``oncelog --verbose``: DEBUG logs of oncelog and librdkafka on stderr."""
+    import atexit
+
+    logging.basicConfig(
+        level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    LIBRDKAFKA_LOGGER.propagate = True
+
+    def drain() -> None:
+        for a in _admins:
+            if a._client is not None:
+                a._client.poll(0)
+
+    atexit.register(drain)
+
+
+@contextmanager
+def failures(what: str) -> Iterator[None]:
+    """Turn a client error into the command's one error line."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield
+    except ClientError as exc:
+        fail(f"{what}: {exc}")
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        text = err.str() if hasattr(err, "str") else str(err)
+        fail(f"{what}: {text}")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    """A rich table whose cells wrap (``fold``) rather than cut long ids."""
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*("-" if v is None else str(v) for v in row))
+    return t
+
+
+def emit(output: str, data: Any, render: Table | str | None) -> None:
+    """JSON (``data``, as is) or the human form (``render``)."""
+    if output == "json":
+        typer.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    elif render is not None:
+        console.print(render, soft_wrap=False)
+
+
+def progress(total: int, description: str) -> Any:
+    """A rich progress bar on stderr (shown only on a terminal) for long operations:
+    ``with progress(n, "...") as advance: ... advance(k)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    @contextmanager
+    def bar() -> Iterator[Any]:
+        err = Console(stderr=True)
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as p:
+            task = p.add_task(description, total=total)
+            yield lambda n=1: p.advance(task, n)
+
+    return bar()
+
+
+def parse_topic_partitions(values: list[str]) -> list[tuple[str, list[int] | None]]:
+    """``--topic T`` (every partition) or ``--topic T:0,2`` (those partitions), as Kafka's
+    tools take them."""
+    out: list[tuple[str, list[int] | None]] = []
+    for value in values:
+        topic, sep, parts = value.partition(":")
+        if not topic:
+            fail(f"--topic {value}: expected TOPIC or TOPIC:PARTITION,...", 2)
+        if not sep:
+            out.append((topic, None))
+            continue
+        try:
+            out.append((topic, sorted({int(p) for p in parts.split(",") if p.strip()})))
+        except ValueError:
+            fail(f"--topic {value}: partitions must be numbers", 2)
+    return out

@@ -1,0 +1,251 @@
+"""`oncelog groups ...` (alias `consumer-groups`): Kafka's kafka-consumer-groups.sh: list,
+describe with lag, reset-offsets, delete, delete-offsets."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated
+
+import typer
+
+from oncelog.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    admin,
+    emit,
+    fail,
+    failures,
+    parse_topic_partitions,
+    progress,
+    table,
+)
+from oncelog.client.admin import EARLIEST, LATEST, Admin, Offsets, TopicPartition
+from oncelog.client.groups import GroupAdmin
+
+app = typer.Typer(no_args_is_help=True, help="List, describe, reset and delete consumer groups.")
+
+Group = Annotated[str, typer.Option("--group", "-g", help="The consumer group id.")]
+Topics = Annotated[
+    list[str] | None,
+    typer.Option("--topic", "-t", help="TOPIC or TOPIC:PARTITION,... (repeatable)."),
+]
+# Offsets committed per OffsetCommit while resetting: the progress bar's step.
+RESET_CHUNK = 100
+
+
+@app.command("list")
+def list_(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Output = "table",
+) -> None:
+    """List consumer groups and their states."""
+    with failures("cannot list groups"):
+        groups = GroupAdmin(admin(bootstrap, config_file)).list_groups()
+    data = [{"group": g.group_id, "state": g.state} for g in groups]
+    emit(output, data, table(None, ("group", "state"), [(g.group_id, g.state) for g in groups]))
+
+
+def _lag_rows(a: Admin, groups: GroupAdmin, group_id: str) -> tuple[str, list[dict[str, object]]]:
+    desc = groups.describe_groups([group_id])[group_id]
+    committed = groups.committed(group_id)
+    owner = {tp: m for m in desc.members for tp in m.assignment}
+    tps = sorted(set(committed) | set(owner))
+    ends = a.list_offsets(tps, LATEST, read_committed=False)
+    stable = a.list_offsets(tps, LATEST, read_committed=True)
+    rows: list[dict[str, object]] = []
+    for tp in tps:
+        current = committed.get(tp)
+        m = owner.get(tp)
+        rows.append(
+            {
+                "group": group_id,
+                "topic": tp[0],
+                "partition": tp[1],
+                "current_offset": current,
+                "log_end_offset": ends[tp],
+                "last_stable_offset": stable[tp],
+                "lag": None if current is None else ends[tp] - current,
+                "consumer_id": m.member_id if m else None,
+                "host": m.host if m else None,
+                "client_id": m.client_id if m else None,
+            }
+        )
+    return desc.state, rows
+
+
+@app.command()
+def describe(
+    group: Group,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Output = "table",
+) -> None:
+    """Committed offsets, log end offsets and lag of each partition, with the owning member."""
+    a = admin(bootstrap, config_file)
+    groups = GroupAdmin(a)
+    with failures(f"cannot describe group {group!r}"):
+        state, rows = _lag_rows(a, groups, group)
+    if state == "Dead" and not rows:
+        fail(f"consumer group {group!r} does not exist")
+    columns = ("topic", "partition", "current offset", "log end offset", "lag", "consumer id")
+    keys = ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id")
+    render = table(f"group {group} ({state})", columns, [[r[k] for k in keys] for r in rows])
+    emit(output, {"group": group, "state": state, "partitions": rows}, render)
+
+
+def _parse_datetime(value: str) -> int:
+    """Kafka's --to-datetime: ``YYYY-MM-DDTHH:mm:SS[.sss][zone]``, UTC when no zone."""
+    try:
+        dt = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--to-datetime {value}: expected YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM]", 2)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def _scope(
+    a: Admin, groups: GroupAdmin, group: str, topics: list[str] | None, all_topics: bool
+) -> list[TopicPartition]:
+    known = a.topics()
+    if all_topics:
+        return sorted(groups.committed(group))
+    out: list[TopicPartition] = []
+    for topic, parts in parse_topic_partitions(topics or []):
+        if topic not in known:
+            fail(f"unknown topic {topic!r}")
+        out += [(topic, p) for p in (parts if parts is not None else range(known[topic]))]
+    return sorted(set(out))
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    group: Group,
+    topic: Topics = None,
+    all_topics: Annotated[
+        bool, typer.Option("--all-topics", help="Every partition the group has offsets for.")
+    ] = False,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
+    to_datetime: Annotated[
+        str | None, typer.Option("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss, UTC by default.")
+    ] = None,
+    shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the plan (the default).")
+    ] = False,
+    execute: Annotated[bool, typer.Option("--execute", help="Commit the new offsets.")] = False,
+    read_committed: Annotated[
+        bool,
+        typer.Option(
+            "--read-committed/--read-uncommitted",
+            help="--to-latest means the last stable offset (LSO) or the high watermark.",
+        ),
+    ] = False,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Output = "table",
+) -> None:
+    """Reset a group's committed offsets (the group must have no active members)."""
+    modes = [
+        to_earliest,
+        to_latest,
+        to_offset is not None,
+        to_datetime is not None,
+        shift_by is not None,
+    ]
+    if sum(modes) != 1:
+        fail(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime,"
+            " --shift-by",
+            2,
+        )
+    if bool(topic) == all_topics:
+        fail("give --topic (repeatable) or --all-topics", 2)
+    if dry_run and execute:
+        fail("--dry-run and --execute exclude each other", 2)
+    a = admin(bootstrap, config_file)
+    groups = GroupAdmin(a)
+    with failures(f"cannot reset offsets of group {group!r}"):
+        state = groups.describe_groups([group])[group].state
+        if execute and state not in ("Empty", "Dead"):
+            fail(
+                f"assignments can only be reset if group {group!r} is inactive, "
+                f"but its state is {state}"
+            )
+        tps = _scope(a, groups, group, topic, all_topics)
+        current = groups.committed(group)
+        start = a.list_offsets(tps, EARLIEST, read_committed=False)
+        end = a.list_offsets(tps, LATEST, read_committed=read_committed)
+        target: Offsets
+        if to_earliest:
+            target = start
+        elif to_latest:
+            target = end
+        elif to_offset is not None:
+            target = {tp: to_offset for tp in tps}
+        elif to_datetime is not None:
+            at = a.list_offsets(tps, _parse_datetime(to_datetime), read_committed=False)
+            target = {tp: end[tp] if at[tp] < 0 else at[tp] for tp in tps}
+        else:
+            assert shift_by is not None
+            target = {tp: current.get(tp, start[tp]) + shift_by for tp in tps}
+        # Kafka clamps every new offset into [log start, end].
+        new = {tp: min(max(target[tp], start[tp]), end[tp]) for tp in tps}
+        if execute:
+            chunks = [tps[i : i + RESET_CHUNK] for i in range(0, len(tps), RESET_CHUNK)]
+            with progress(len(tps), f"resetting {group}") as advance:
+                for chunk in chunks:
+                    groups.alter_offsets(group, {tp: new[tp] for tp in chunk})
+                    advance(len(chunk))
+    rows = [
+        {
+            "group": group,
+            "topic": t,
+            "partition": p,
+            "previous_offset": current.get((t, p)),
+            "new_offset": new[(t, p)],
+        }
+        for t, p in tps
+    ]
+    title = f"group {group}: {'new offsets committed' if execute else 'dry run, nothing committed'}"
+    render = table(
+        title,
+        ("topic", "partition", "previous offset", "new offset"),
+        [(r["topic"], r["partition"], r["previous_offset"], r["new_offset"]) for r in rows],
+    )
+    emit(output, rows, render)
+
+
+@app.command()
+def delete(
+    group: Annotated[list[str], typer.Option("--group", "-g", help="Repeatable.")],
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+) -> None:
+    """Delete consumer groups (with no active members) and their offsets."""
+    with failures("cannot delete group"):
+        GroupAdmin(admin(bootstrap, config_file)).delete_groups(group)
+    for g in sorted(set(group)):
+        typer.echo(f"deleted group {g}")
+
+
+@app.command("delete-offsets")
+def delete_offsets(
+    group: Group,
+    topic: Annotated[
+        list[str], typer.Option("--topic", "-t", help="TOPIC or TOPIC:PARTITION,... (repeatable).")
+    ],
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+) -> None:
+    """Delete a group's committed offsets of some topics or partitions (OffsetDelete)."""
+    a = admin(bootstrap, config_file)
+    with failures(f"cannot delete offsets of group {group!r}"):
+        tps = _scope(a, GroupAdmin(a), group, topic, False)
+        GroupAdmin(a).delete_offsets(group, tps)
+    for t, p in tps:
+        typer.echo(f"deleted offset of {group} for {t}-{p}")
