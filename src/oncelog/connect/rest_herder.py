@@ -38,6 +38,7 @@ from oncelog.connect.offsets_api import (
     success_message,
 )
 from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from oncelog.connect.rest_app import json_body
 
 T = TypeVar("T")
@@ -118,7 +119,12 @@ class HerderResource:
 
     def _validate(self, config: Mapping[str, str]) -> None:
         try:
-            result = validate_connector_config(config, self.plugins, self.override_policy)
+            result = validate_connector_config(
+                config,
+                self.plugins,
+                self.override_policy,
+                str(self.herder.config.get(EXACTLY_ONCE_SOURCE_SUPPORT)),
+            )
         except ConfigException as exc:
             raise ConnectRestException(400, str(exc)) from None
         if result["error_count"]:
