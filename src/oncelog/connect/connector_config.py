@@ -326,7 +326,7 @@ def source_connector_config_def() -> ConfigDef:
         Importance.MEDIUM,
         'Permitted values are "poll", "interval", and "connector". If set to "poll", a new '
         "producer transaction will be started and committed for every batch of records that "
-        "each task from this connector provides to Connect. If set to \"connector\", relies on "
+        'each task from this connector provides to Connect. If set to "connector", relies on '
         "connector-defined transaction boundaries; note that not all connectors are capable of "
         "defining their own transaction boundaries, and in that case, attempts to instantiate a "
         'connector with this value will fail. Finally, if set to "interval", commits '
@@ -510,7 +510,9 @@ def check_exactly_once(
         try:
             answer = connector.exactly_once_support(dict(config))
         except Exception as exc:
-            log.error("Failed while validating connector support for exactly-once semantics: %s", exc)
+            log.error(
+                "Failed while validating connector support for exactly-once semantics: %s", exc
+            )
             support.add_error(_unexpected(exc))
         else:
             if answer is None:

@@ -21,6 +21,10 @@ Settings keep Kafka's (Java) names where librdkafka knows them under the same na
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,12 +46,14 @@ from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
 from oncelog.connect import client_configs
 from oncelog.connect.errors import ConnectException
-from oncelog.connect.internal_log import LogRecord
+from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.records import RecordMetadata
 from oncelog.connect.records import TopicPartition as ConnectTopicPartition
 from oncelog.connect.worker_config import WorkerConfig
 from oncelog.connect.worker_sink_task import ConsumedRecord
 from oncelog.connect.worker_source_task import DeliveryCallback
+
+log = logging.getLogger(__name__)
 
 # Java-client settings librdkafka does not know; the framework sets them for Java's
 # producer and consumer, librdkafka's defaults mean the same.
@@ -150,6 +156,116 @@ class ProducerSender:
 
     def flush(self, timeout_s: float) -> int:
         return int(self.producer.flush(timeout_s))
+
+
+_FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def _transaction_error(what: str, exc: KafkaException) -> ConnectException:
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code in _FENCED_CODES:
+        return ConnectException(
+            f"{what} failed: the producer was fenced out (a newer instance of this task, or "
+            f"a round of zombie fencing, took over its transactional id): {error}"
+        )
+    return ConnectException(f"{what} failed: {error}")
+
+
+class TransactionalProducerSender(ProducerSender):
+    """An exactly-once source task's ``TransactionalSender``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self._write_errors: list[Any] = []
+
+    def init_transactions(self, timeout_s: float) -> None:
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Initializing the producer's transactions", exc) from None
+
+    def begin_transaction(self) -> None:
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise _transaction_error("Beginning a transaction", exc) from None
+
+    def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        for key, value in records:
+            while True:
+                try:
+                    self.producer.produce(
+                        topic,
+                        key=key,
+                        value=value,
+                        on_delivery=lambda e, m: self._write_errors.append(e) if e else None,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+                except KafkaException as exc:
+                    raise _transaction_error(f"Writing offsets to {topic}", exc) from None
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        try:
+            self.producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Committing the transaction", exc) from None
+        if self._write_errors:
+            errors, self._write_errors = self._write_errors, []
+            raise ConnectException(f"Writing offsets failed: {errors}")
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        self._write_errors = []
+        try:
+            self.producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Aborting the transaction", exc) from None
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class GlobalOffsetCopier:
+    """Copies a connector's committed offsets to the worker's global offsets topic on
+    its own thread, with the worker's principal and a non-transactional producer,
+    retrying until it succeeds or is closed; it never fails or blocks the task."""
+
+    def __init__(self, writer: TopicWriter, retry_backoff_s: float = 1.0) -> None:
+        self.writer = writer
+        self.retry_backoff_s = retry_backoff_s
+        self._queue: queue.Queue[list[tuple[bytes, bytes | None]] | None] = queue.Queue()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="offsets-copier", daemon=True)
+        self._thread.start()
+
+    def copy(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._queue.put(list(records))
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            while True:
+                try:
+                    self.writer.write(list(batch), 30)
+                    break
+                except ConnectException as exc:
+                    if self._closed.is_set():
+                        log.warning("Giving up copying offsets to the global topic: %s", exc)
+                        break
+                    log.warning("Copying offsets to the global topic failed, retrying: %s", exc)
+                    time.sleep(self.retry_backoff_s)
+
+    def close(self, timeout_s: float) -> None:
+        """Finish the queued copies within ``timeout_s`` if possible."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        self._closed.set()
 
 
 class TopicWriter:
@@ -281,6 +397,8 @@ class TopicLogConsumer:
                 "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+                # Offsets written by exactly-once tasks count only once their transaction commits.
+                "isolation.level": "read_committed",
                 # Listing end offsets waits behind a long-polling fetch on the same connection.
                 "fetch.wait.max.ms": 100,
             }
@@ -339,6 +457,33 @@ class TaskClients:
 
     def offset_writer(self, connector: str) -> TopicWriter:
         return TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+
+    def separate_offset_writer(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> TopicWriter:
+        """A writer to a connector's separate offsets topic, on the cluster its producer
+        targets, with its producer's settings."""
+        config = client_configs.source_producer_config(self.worker, connector, -1, connector_config)
+        return TopicWriter(config, topic)
+
+    def transactional_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> TransactionalProducerSender:
+        return TransactionalProducerSender(
+            client_configs.exactly_once_producer_config(
+                self.worker, connector, task, connector_config
+            )
+        )
+
+    def global_offset_copier(self) -> GlobalOffsetCopier:
+        return GlobalOffsetCopier(
+            TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+        )
+
+    def separate_offsets(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> SeparateOffsetsTopic:
+        return SeparateOffsetsTopic(self.worker, connector, topic, connector_config)
 
     def sink_source(
         self, connector: str, task: int, connector_config: Mapping[str, str]
@@ -401,6 +546,45 @@ class InternalTopicAdmin:
         ].result(timeout_s)
         entry = entries.get("cleanup.policy")
         return "delete" if entry is None or entry.value is None else str(entry.value)
+
+
+class SeparateOffsetsTopic:
+    """A connector's own offsets topic: created on demand (compacted, with the worker's
+    offsets-topic partitions and replication), read read_committed to its end."""
+
+    def __init__(
+        self,
+        worker: WorkerConfig,
+        connector: str,
+        topic: str,
+        connector_config: Mapping[str, str],
+    ) -> None:
+        self.worker = worker
+        self.connector = connector
+        self.topic = topic
+        self.connector_config = dict(connector_config)
+
+    def ensure(self) -> None:
+        admin = client_configs.connector_admin_config(
+            self.worker, self.connector, self.connector_config
+        )
+        _, partitions, replication = self.worker.internal_topics()["offsets"]
+        InternalTopicAdmin(admin).ensure({"offsets": (self.topic, partitions, replication)})
+
+    def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Feed every record up to the current end to ``apply`` (end offsets listed first,
+        then consumed read_committed until reached)."""
+        consumer = TopicLogConsumer(
+            client_configs.offsets_consumer_config(
+                self.worker, self.connector, self.connector_config
+            )
+        )
+        try:
+            reader = InternalTopicReader(consumer, self.topic, apply)
+            reader.start()
+            reader.read_to_end(timeout_s)
+        finally:
+            consumer.close()
 
 
 class SinkOffsetsAdmin:

@@ -38,8 +38,8 @@ from oncelog.connect.offsets_api import (
     success_message,
 )
 from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from oncelog.connect.rest_app import json_body
+from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_S = 90.0
