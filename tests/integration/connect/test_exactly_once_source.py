@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.embedded import EmbeddedBroker
 
 from .eos_connectors import PREFIX, fibonacci
+from .kafka_adapters import read_to_end
 from .workers import WorkerProcess, wait_for, worker_settings
 
 EOS_GROUP = "eos"
@@ -186,39 +187,7 @@ def _metrics(worker: WorkerProcess, name: str) -> dict[str, Any]:
 
 
 def _visible(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[dict[str, Any]]:
-    """Every record a fresh consumer with ``isolation`` reads up to the end offset listed
-    now with that isolation (the last stable offset for read_committed)."""
-    level = (
-        IsolationLevel.READ_COMMITTED
-        if isolation == "read_committed"
-        else IsolationLevel.READ_UNCOMMITTED
-    )
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tp = TopicPartition(topic, 0)
-    listed = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp].result(15)
-    end = listed.offset
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 30
-        while consumer.position([tp])[0].offset < end:
-            assert time.monotonic() < deadline, "end offset not reached"
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                continue
-            if msg.offset() < end:
-                out.append(json.loads(msg.value()))
-        return out
-    finally:
-        consumer.close()
+    return [json.loads(m.value()) for m in read_to_end(bootstrap, topic, isolation)]
 
 
 def _offset_boundaries(bootstrap: str, group: str, connector: str) -> set[int]:
