@@ -22,8 +22,10 @@ is committed, except with connector-defined boundaries, where it is aborted: onl
 task knows where a transaction may end.
 
 Startup: the producer is created and ``init_transactions`` fences older instances of
-the same transactional id; then ``before_first_poll`` (the worker's hook for the
-zombie-fencing checks of KIP-618's startup steps 5-7) runs, then the task starts.
+the same transactional id (and completes their last transaction); then
+``before_first_poll`` (the worker's hook for the zombie-fencing checks of KIP-618's
+startup steps 5-7) runs; then the offsets are read to the end (``load_offsets``), and
+the task starts.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         sender: TransactionalSender,
         offsets: MemoryOffsetStore,
         offsets_topic: str,
+        load_offsets: Callable[[], MemoryOffsetStore] | None = None,
         boundary: str = POLL,
         boundary_interval_ms: int = 60_000,
         global_copier: OffsetCopier | None = None,
@@ -159,6 +162,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self.boundary = boundary
         self.global_copier = global_copier
         self.before_first_poll = before_first_poll
+        self.load_offsets = load_offsets
         self.init_timeout_s = init_timeout_ms / 1000
         self.transaction_context = WorkerTransactionContext() if boundary == CONNECTOR else None
         self.transactions = TransactionSizes()
@@ -174,6 +178,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self.txn_sender.init_transactions(self.init_timeout_s)
         if self.before_first_poll is not None:
             self.before_first_poll()
+        if self.load_offsets is not None:
+            # Only now: a predecessor's last transaction is complete once ours is initialized.
+            self.offsets = self.load_offsets()
         self.task.initialize(
             BasicSourceTaskContext(self.task_config, self.offsets, self.transaction_context)
         )

@@ -388,9 +388,24 @@ class DeadLetterProducer:
 
 
 class TopicLogConsumer:
-    """``internal_log.LogConsumer``: assigned partitions, no group offsets."""
+    """``internal_log.LogConsumer``: assigned partitions, no group offsets.
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    It reads read_committed. Its end offsets are the last stable offsets, or with
+    ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
+    listed read_uncommitted, then consumed read_committed until reached, so a transaction
+    still open at the start of the read is waited for rather than skipped)."""
+
+    def __init__(self, config: Mapping[str, Any], *, high_watermark_ends: bool = False) -> None:
+        self._lister: Consumer | None = None
+        if high_watermark_ends:
+            self._lister = Consumer(
+                {
+                    **_librdkafka(config),
+                    "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
         self.consumer = Consumer(
             {
                 **_librdkafka(config),
@@ -412,7 +427,8 @@ class TopicLogConsumer:
 
     def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
         # One ListOffsets request for all partitions (timestamp -1: the end).
-        found = self.consumer.offsets_for_times(
+        lister = self._lister or self.consumer
+        found = lister.offsets_for_times(
             [TopicPartition(topic, p, -1) for p in partitions], timeout=10
         )
         for tp in found:
@@ -439,6 +455,8 @@ class TopicLogConsumer:
 
     def close(self) -> None:
         self.consumer.close()
+        if self._lister is not None:
+            self._lister.close()
 
 
 class TaskClients:
@@ -479,6 +497,11 @@ class TaskClients:
         return GlobalOffsetCopier(
             TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
         )
+
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Read the worker's global offsets topic to its end (KIP-618 semantics)."""
+        config = {**self.worker.shared_client_config(), "isolation.level": "read_committed"}
+        read_offsets_topic(config, self.offsets_topic, apply, timeout_s)
 
     def separate_offsets(
         self, connector: str, topic: str, connector_config: Mapping[str, str]
@@ -574,17 +597,27 @@ class SeparateOffsetsTopic:
     def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
         """Feed every record up to the current end to ``apply`` (end offsets listed first,
         then consumed read_committed until reached)."""
-        consumer = TopicLogConsumer(
+        read_offsets_topic(
             client_configs.offsets_consumer_config(
                 self.worker, self.connector, self.connector_config
-            )
+            ),
+            self.topic,
+            apply,
+            timeout_s,
         )
-        try:
-            reader = InternalTopicReader(consumer, self.topic, apply)
-            reader.start()
-            reader.read_to_end(timeout_s)
-        finally:
-            consumer.close()
+
+
+def read_offsets_topic(
+    config: Mapping[str, Any], topic: str, apply: Callable[[LogRecord], None], timeout_s: float
+) -> None:
+    """Read an offsets topic from its start to the high watermarks listed now, read_committed."""
+    consumer = TopicLogConsumer(config, high_watermark_ends=True)
+    try:
+        reader = InternalTopicReader(consumer, topic, apply)
+        reader.start()
+        reader.read_to_end(timeout_s)
+    finally:
+        consumer.close()
 
 
 class SinkOffsetsAdmin:

@@ -90,6 +90,8 @@ class ClientFactory(Protocol):
 
     def global_offset_copier(self) -> OffsetCopier: ...
 
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None: ...
+
     def separate_offsets(
         self, connector: str, topic: str, connector_config: Mapping[str, str]
     ) -> SeparateOffsets: ...
@@ -261,7 +263,6 @@ class Worker:
         at-least-once one; either reads and writes the connector's offsets topic."""
         connector = task_id.connector
         topic = offsets_topic(self.config, connector_config)
-        offsets = self._source_offsets(connector, topic.topic, topic.separate, connector_config)
         flush_interval = self.config.get_int(OFFSET_FLUSH_INTERVAL_MS)
         if self.config.exactly_once_source_enabled():
             interval = connector_config.get(TRANSACTION_BOUNDARY_INTERVAL_MS) or flush_interval
@@ -274,7 +275,10 @@ class Worker:
                 value_converter=value_converter,
                 chain=chain,
                 sender=self.clients.transactional_sender(connector, task_id.task, connector_config),
-                offsets=offsets,
+                offsets=MemoryOffsetStore(),
+                load_offsets=lambda: self._exactly_once_offsets(
+                    connector, topic.topic, topic.separate, connector_config
+                ),
                 offsets_topic=topic.topic,
                 boundary=connector_config.get(TRANSACTION_BOUNDARY, "poll").lower(),
                 boundary_interval_ms=int(interval),
@@ -282,6 +286,7 @@ class Worker:
                 before_first_poll=None if hook is None else (lambda: hook(task_id)),
                 errors=errors,
             )
+        offsets = self._source_offsets(connector, topic.topic, topic.separate, connector_config)
         writer: OffsetWriter = self.clients.offset_writer(connector)
         if topic.separate:
             writer = CopyingOffsetWriter(
@@ -313,18 +318,20 @@ class Worker:
         store = LayeredOffsetStore(self.offsets.reader(connector))
         own = self.clients.separate_offsets(connector, topic, connector_config)
         own.ensure()
+        own.read(_offsets_of(connector, store), READ_TIMEOUT_S)
+        return store
 
-        def apply(record: LogRecord) -> None:
-            if record.key is None:
-                return
-            try:
-                decoded = decode_offset(record.key, record.value)
-            except ConnectException:
-                return
-            if decoded.connector == connector:
-                store.commit({partition_key(decoded.partition): decoded.offset})
-
-        own.read(apply, READ_TIMEOUT_S)
+    def _exactly_once_offsets(
+        self, connector: str, topic: str, separate: bool, connector_config: Mapping[str, str]
+    ) -> MemoryOffsetStore:
+        """An exactly-once task's offsets, read once its producer has fenced its
+        predecessors: its own copy of the topic read to the end (high watermarks
+        consumed read_committed), so a transaction its predecessor committed is seen
+        even when the markers were still being written."""
+        if separate:
+            return self._source_offsets(connector, topic, separate, connector_config)
+        store = MemoryOffsetStore()
+        self.clients.read_global_offsets(_offsets_of(connector, store), READ_TIMEOUT_S)
         return store
 
     def task_metrics(self, task_id: ConnectorTaskId) -> dict[str, Any] | None:
@@ -407,6 +414,22 @@ class Worker:
                 task_id.connector, task_id.task, state, self.worker_id, self.generation(), trace
             )
         )
+
+
+def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
+    """Applies the offsets records of ``connector`` to ``store`` (others are skipped)."""
+
+    def apply(record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            decoded = decode_offset(record.key, record.value)
+        except ConnectException:
+            return
+        if decoded.connector == connector:
+            store.commit({partition_key(decoded.partition): decoded.offset})
+
+    return apply
 
 
 def _trace(error: BaseException | None) -> str | None:
