@@ -65,6 +65,7 @@ TRANSFORMS_GROUP = "Transforms"
 PREDICATES_GROUP = "Predicates"
 ERROR_GROUP = "Error Handling"
 EXACTLY_ONCE_GROUP = "Exactly Once Support"
+OFFSETS_TOPIC_GROUP = "Offsets Topic"
 
 
 def _name(name: str, value: Any) -> None:
@@ -361,8 +362,8 @@ def source_connector_config_def() -> ConfigDef:
         "targeted by this connector (which may be different from the one used for the worker's "
         "global offsets topic if the bootstrap.servers property of the connector's producer has "
         "been overridden from the worker's).",
-        group=EXACTLY_ONCE_GROUP,
-        order_in_group=4,
+        group=OFFSETS_TOPIC_GROUP,
+        order_in_group=1,
         display_name="Offsets topic",
     )
     return d

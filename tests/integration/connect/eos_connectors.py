@@ -14,6 +14,7 @@ from oncelog.connect.api import (
     Task,
 )
 from oncelog.connect.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.connectors.verifiable import VerifiableSourceConnector, VerifiableSourceTask
 
 PREFIX = "tests.integration.connect.eos_connectors."
 
@@ -128,3 +129,25 @@ class FailingConnector(_Base):
         self, config: Mapping[str, str]
     ) -> ConnectorTransactionBoundaries:
         raise RuntimeError("cannot tell either")
+
+
+class BatchCommitSourceTask(VerifiableSourceTask):
+    """VerifiableSource's task, committing a transaction after every poll batch itself
+    (``transaction.boundary=connector``): the benchmark's connector-defined boundary."""
+
+    def poll(self) -> list[SourceRecord] | None:
+        records = super().poll()
+        context = self.context.transaction_context()
+        if records and context is not None:
+            context.commit_transaction()
+        return records
+
+
+class BatchCommitSourceConnector(VerifiableSourceConnector):
+    def task_class(self) -> type[Task]:
+        return BatchCommitSourceTask
+
+    def can_define_transaction_boundaries(
+        self, config: Mapping[str, str]
+    ) -> ConnectorTransactionBoundaries:
+        return ConnectorTransactionBoundaries.SUPPORTED
