@@ -127,7 +127,12 @@ class ConfluentClients:
         return ConfluentDeadLetters(self.bootstrap, topic)
 
 
-def read_to_end(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Any]:
+def read_to_end(
+    bootstrap: str,
+    topic: str,
+    isolation: str = "read_committed",
+    extra: dict[str, Any] | None = None,
+) -> list[Any]:
     """Every message of ``topic`` (partition by partition) up to the end offsets listed
     now with ``isolation`` (for read_committed: the last stable offsets)."""
     from confluent_kafka import IsolationLevel
@@ -138,7 +143,7 @@ def read_to_end(bootstrap: str, topic: str, isolation: str = "read_committed") -
         if isolation == "read_committed"
         else IsolationLevel.READ_UNCOMMITTED
     )
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(extra or {})})
     partitions = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
     wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
     ends = {
@@ -151,6 +156,7 @@ def read_to_end(bootstrap: str, topic: str, isolation: str = "read_committed") -
             "group.id": f"check-{uuid.uuid4().hex[:8]}",
             "isolation.level": isolation,
             "enable.auto.commit": False,
+            **(extra or {}),
         }
     )
     out: list[Any] = []
