@@ -240,19 +240,24 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 "Write the records to another topic, or give the connector a separate "
                 "offsets.storage.topic."
             )
-        self._begin()
         self._txn_records.append(record)
         self._txn_offset(record)
         slot = len(self._txn_records) - 1
-        self.sender.send(
-            out.topic,
-            out.key,
-            out.value,
-            partition=out.partition,
-            timestamp=out.timestamp,
-            headers=out.headers,
-            on_delivery=lambda err, meta: self._acknowledged(slot, err, meta),
-        )
+        try:
+            self._begin()
+            self.sender.send(
+                out.topic,
+                out.key,
+                out.value,
+                partition=out.partition,
+                timestamp=out.timestamp,
+                headers=out.headers,
+                on_delivery=lambda err, meta: self._acknowledged(slot, err, meta),
+            )
+        except ConnectException as exc:
+            raise ConnectException(
+                f"{self.id}: failed to send a record of its producer transaction: {exc}. {REMEDIES}"
+            ) from exc
         self.metrics.sent += 1
 
     def _track_dropped(self, record: SourceRecord) -> None:

@@ -187,6 +187,26 @@ class TransactionalProducerSender(ProducerSender):
         except KafkaException as exc:
             raise _transaction_error("Initializing the producer's transactions", exc) from None
 
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        try:
+            super().send(
+                topic, key, value, partition=partition, timestamp=timestamp, headers=headers,
+                on_delivery=on_delivery,
+            )  # fmt: skip
+        except KafkaException as exc:
+            # A fatal producer state (fenced, or its transaction timed out) refuses sends.
+            raise _transaction_error(f"Sending a record to {topic}", exc) from None
+
     def begin_transaction(self) -> None:
         try:
             self.producer.begin_transaction()

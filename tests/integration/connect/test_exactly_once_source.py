@@ -352,3 +352,35 @@ def test_writing_to_own_offsets_topic_fails_clearly(cluster) -> None:
     )
     assert "which is the offsets topic this connector uses" in trace
     assert eos.call("DELETE", "/connectors/loop")[0] == 204
+
+
+def test_timed_out_transaction_fails_the_task_with_remedies(tmp_path: Path) -> None:
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+    with EmbeddedBroker(tmp_path / "data", settings=settings) as broker:
+        topic = _topic(broker, "slow-out")
+        worker = WorkerProcess(
+            worker_settings(broker.bootstrap, "slow", **{"exactly.once.source.support": "enabled"}),
+            tmp_path / "worker.log",
+        ).start()
+        try:
+            config = {
+                "connector.class": "VerifiableSource",
+                "topic": topic,
+                "throughput": "20",
+                "tasks.max": "1",
+                "transaction.boundary": "interval",
+                "transaction.boundary.interval.ms": "8000",
+                "producer.override.transaction.timeout.ms": "1000",
+            }
+            _create(worker, "slow", config)
+            _, trace = wait_for(
+                lambda: (s := _task_state(worker, "slow"))[0] == "FAILED" and s,
+                60,
+                "task failed",
+            )
+            assert "producer transaction" in trace
+            assert "producer.override.transaction.timeout.ms" in trace
+            assert "set transaction.boundary to poll" in trace
+            assert _visible(broker.bootstrap, topic) == []  # nothing was committed
+        finally:
+            worker.kill()
