@@ -233,64 +233,61 @@ def _seqnos_whole(samples: list[list[dict[str, Any]]], ends: set[int]) -> None:
         assert len(seqnos) == 0 or len(seqnos) in ends, (len(seqnos), sorted(ends)[:20])
 
 
+def _sampled_run(
+    broker: EmbeddedBroker, eos: WorkerProcess, name: str, config: dict[str, str], samples: int
+) -> tuple[list[list[dict[str, Any]]], set[int], dict[str, Any]]:
+    """Run connector ``name``, take read_committed snapshots of its topic while it runs,
+    then stop it: (snapshots with the final one last, transaction ends, task metrics)."""
+    _create(eos, name, config)
+    wait_for(lambda: _task_state(eos, name)[0] == "RUNNING", 60, "task running")
+    snapshots = []
+    for _ in range(samples):
+        time.sleep(0.6)
+        snapshots.append(_visible(broker.bootstrap, config["topic"]))
+    metrics = _metrics(eos, name)
+    assert eos.call("PUT", f"/connectors/{name}/stop")[0] == 204
+    wait_for(lambda: _task_state(eos, name)[0] in ("NONE", "UNASSIGNED"), 30, "tasks stopped")
+    snapshots.append(_visible(broker.bootstrap, config["topic"]))
+    ends = _offset_boundaries(broker.bootstrap, EOS_GROUP, name)
+    _seqnos_whole(snapshots, ends)
+    assert len(snapshots[-1]) == max(ends)
+    assert eos.call("DELETE", f"/connectors/{name}")[0] == 204
+    return snapshots, ends, metrics
+
+
 def test_poll_boundary_one_transaction_per_batch(cluster) -> None:
     broker, eos, _ = cluster
-    topic = _topic(broker, "poll-out")
     config = {
         "connector.class": "VerifiableSource",
-        "topic": topic,
+        "topic": _topic(broker, "poll-out"),
         "throughput": "2000",
         "batch.size": "37",
         "tasks.max": "1",
         "exactly.once.support": "required",
     }
-    _create(eos, "poll", config)
-    wait_for(lambda: _task_state(eos, "poll")[0] == "RUNNING", 60, "task running")
-    samples = []
-    for _ in range(5):
-        time.sleep(0.7)
-        samples.append(_visible(broker.bootstrap, topic))
-    assert eos.call("PUT", "/connectors/poll/stop")[0] == 204
-    wait_for(lambda: _task_state(eos, "poll")[0] in ("NONE", "UNASSIGNED"), 30, "tasks stopped")
-    final = _visible(broker.bootstrap, topic)
-    ends = _offset_boundaries(broker.bootstrap, EOS_GROUP, "poll")
-    _seqnos_whole([*samples, final], ends)
-    assert len(final) == max(ends) > 37 * 5
+    snapshots, ends, metrics = _sampled_run(broker, eos, "poll", config, 5)
+    assert len(snapshots[-1]) > 37 * 5
     # Throttled polls may return fewer than 37, never more; every transaction is one poll.
     assert all((b - a) <= 37 for a, b in zip(sorted({0, *ends}), sorted(ends), strict=False))
-    assert eos.call("DELETE", "/connectors/poll")[0] == 204
+    assert metrics["transaction-size-max"] == 37
 
 
 def test_interval_boundary_and_metrics(cluster) -> None:
     broker, eos, _ = cluster
-    topic = _topic(broker, "interval-out")
     config = {
         "connector.class": "VerifiableSource",
-        "topic": topic,
+        "topic": _topic(broker, "interval-out"),
         "throughput": "400",
         "batch.size": "10",
         "tasks.max": "1",
         "transaction.boundary": "interval",
         "transaction.boundary.interval.ms": "1000",
     }
-    _create(eos, "interval", config)
-    wait_for(lambda: _task_state(eos, "interval")[0] == "RUNNING", 60, "task running")
-    samples = []
-    for _ in range(6):
-        time.sleep(0.6)
-        samples.append(_visible(broker.bootstrap, topic))
-    metrics = _metrics(eos, "interval")
+    _, _, metrics = _sampled_run(broker, eos, "interval", config, 6)
     assert metrics["transactions-committed"] >= 2
     # About 400 records a second, committed once a second: far more than one poll batch.
     assert metrics["transaction-size-min"] > 10
     assert metrics["transaction-size-max"] >= metrics["transaction-size-avg"] > 100
-    assert eos.call("PUT", "/connectors/interval/stop")[0] == 204
-    wait_for(lambda: _task_state(eos, "interval")[0] in ("NONE", "UNASSIGNED"), 30, "tasks stopped")
-    final = _visible(broker.bootstrap, topic)
-    ends = _offset_boundaries(broker.bootstrap, EOS_GROUP, "interval")
-    _seqnos_whole([*samples, final], ends)
-    assert len(final) == max(ends)
-    assert eos.call("DELETE", "/connectors/interval")[0] == 204
 
 
 def test_connector_boundary_fibonacci_aborts_even_sizes(cluster) -> None:
