@@ -361,6 +361,7 @@ def openapi(connectors: bool = True, herder: bool = False) -> dict[str, Any]:
             ("/connectors/{connector}/stop", "put", "Stop the connector and shut its tasks down", [connector], "204", (404, 409), False),
             ("/connectors/{connector}/restart", "post", "Restart the connector (KIP-745 flags)", [connector, *flags], "202", (404, 409), False),
             ("/connectors/{connector}/tasks/{task}/restart", "post", "Restart one task", [connector, task], "204", (404, 409), False),
+            ("/connectors/{connector}/tasks/{task}/metrics", "get", "A running task's metrics (KIP-618 transaction sizes)", [connector, task], "200", (404,), False),
             ("/connectors/{connector}", "delete", "Delete the connector", [connector], "204", (404, 409), False),
             ("/connectors/{connector}/offsets", "patch", "Alter offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), True),
             ("/connectors/{connector}/offsets", "delete", "Reset offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), False),
