@@ -376,3 +376,17 @@ def test_records_to_the_own_offsets_topic_fail_the_task() -> None:
     loop.start()
     with pytest.raises(ConnectException, match="which is the offsets topic this connector uses"):
         loop.iterate()
+
+
+def test_a_failing_start_hook_closes_the_producer_before_the_task_starts() -> None:
+    sender = MemorySender()
+    task = ScriptedTask([[_record(1)]])
+
+    def newer_generation() -> None:
+        raise ConnectException("a newer set of task configurations exists")
+
+    loop = _loop(task, sender, "poll", before_first_poll=newer_generation)
+    with pytest.raises(ConnectException, match="newer set"):
+        loop.start()
+    assert sender.log == ["init", "close"]
+    assert task.events == []

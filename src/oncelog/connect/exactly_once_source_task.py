@@ -175,12 +175,19 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        self.txn_sender.init_transactions(self.init_timeout_s)
-        if self.before_first_poll is not None:
-            self.before_first_poll()
-        if self.load_offsets is not None:
-            # Only now: a predecessor's last transaction is complete once ours is initialized.
-            self.offsets = self.load_offsets()
+        try:
+            self.txn_sender.init_transactions(self.init_timeout_s)
+            if self.before_first_poll is not None:
+                self.before_first_poll()
+            if self.load_offsets is not None:
+                # Only now: a predecessor's last transaction is complete once ours is initialized.
+                self.offsets = self.load_offsets()
+        except BaseException:
+            # The task never started: release the producer (and its transactional id).
+            self.txn_sender.close()
+            if self.global_copier is not None:
+                self.global_copier.close(0)
+            raise
         self.task.initialize(
             BasicSourceTaskContext(self.task_config, self.offsets, self.transaction_context)
         )
