@@ -390,3 +390,13 @@ def test_a_failing_start_hook_closes_the_producer_before_the_task_starts() -> No
         loop.start()
     assert sender.log == ["init", "close"]
     assert task.events == []
+
+
+def test_separate_offsets_clients_target_the_producers_cluster() -> None:
+    from oncelog.connect.client_configs import offsets_admin_config
+
+    worker = _worker()
+    away = {"producer.override.bootstrap.servers": "x:9092"}
+    assert offsets_consumer_config(worker, "c", away)["bootstrap.servers"] == "x:9092"
+    assert offsets_admin_config(worker, "c", away)["bootstrap.servers"] == "x:9092"
+    assert offsets_admin_config(worker, "c", {})["bootstrap.servers"] == "a:9092,b:9092"

@@ -141,11 +141,31 @@ def exactly_once_producer_config(
     return config
 
 
+def _producer_cluster(
+    connector_config: Mapping[str, str], config: dict[str, str]
+) -> dict[str, str]:
+    # A separate offsets topic lives on the cluster the connector's producer writes to.
+    producer = connector_config.get(PRODUCER_OVERRIDE + "bootstrap.servers")
+    if producer:
+        config["bootstrap.servers"] = producer
+    return config
+
+
+def offsets_admin_config(
+    worker: WorkerConfig, connector: str, connector_config: Mapping[str, str]
+) -> dict[str, str]:
+    """The admin client creating a connector's separate offsets topic."""
+    return _producer_cluster(
+        connector_config, connector_admin_config(worker, connector, connector_config)
+    )
+
+
 def offsets_consumer_config(
     worker: WorkerConfig, connector: str, connector_config: Mapping[str, str]
 ) -> dict[str, str]:
-    """The consumer reading a connector's separate offsets topic: read_committed, so
-    offsets of aborted transactions are never seen."""
+    """The consumer reading a connector's separate offsets topic (on the cluster its
+    producer writes to): read_committed, so offsets of aborted transactions are never
+    seen."""
     config = worker.shared_client_config()
     config["client.id"] = f"connector-offsets-consumer-{connector}"
     user = {k: str(v) for k, v in worker.originals_with_prefix("consumer.").items()}
@@ -155,4 +175,4 @@ def offsets_consumer_config(
         config.pop(key, None)
     _forced(config, "isolation.level", "read_committed", user,
             "offsets are read with read_committed")  # fmt: skip
-    return config
+    return _producer_cluster(connector_config, config)

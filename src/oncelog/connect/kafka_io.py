@@ -608,7 +608,7 @@ class SeparateOffsetsTopic:
         self.connector_config = dict(connector_config)
 
     def ensure(self) -> None:
-        admin = client_configs.connector_admin_config(
+        admin = client_configs.offsets_admin_config(
             self.worker, self.connector, self.connector_config
         )
         _, partitions, replication = self.worker.internal_topics()["offsets"]

@@ -118,3 +118,45 @@ def test_separate_offsets_topic_merged_view_copy_and_soft_downgrade(tmp_path: Pa
         wait_for(lambda: _offsets(bootstrap, GLOBAL_TOPIC)[-1] == final[-1], 30, "last copy")
     finally:
         broker.stop()
+
+
+def test_implicit_offsets_topic_on_the_cluster_the_connector_writes_to(tmp_path: Path) -> None:
+    """Exactly-once on, the connector's producer on another cluster, no
+    offsets.storage.topic: the worker's offsets topic name is used on that cluster."""
+    home = EmbeddedBroker(tmp_path / "home").start()
+    away = EmbeddedBroker(tmp_path / "away").start()
+    try:
+        away_admin = AdminClient({"bootstrap.servers": away.bootstrap})
+        away_admin.create_topics([NewTopic("away-out", 1, 1)])["away-out"].result(15)
+        settings = worker_settings(
+            home.bootstrap, GROUP, **{"exactly.once.source.support": "enabled"}
+        )
+        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+        try:
+            config = {
+                "connector.class": "VerifiableSource",
+                "topic": "away-out",
+                "throughput": "100",
+                "batch.size": "5",
+                "tasks.max": "1",
+                "producer.override.bootstrap.servers": away.bootstrap,
+            }
+            status, body = worker.call("POST", "/connectors", {"name": NAME, "config": config})
+            assert status == 201, body
+            wait_for(lambda: len(_seqnos(away.bootstrap, "away-out")) >= 30, 60, "records")
+            assert worker.terminate() == 0
+        finally:
+            worker.kill()
+        produced = _seqnos(away.bootstrap, "away-out")
+        assert produced == list(range(len(produced)))
+        # Offsets in the away cluster's topic named like the worker's, created compacted.
+        away_offsets = _offsets(away.bootstrap, GLOBAL_TOPIC)
+        assert away_offsets and away_offsets[-1] == produced[-1]
+        resource = ConfigResource(ConfigResource.Type.TOPIC, GLOBAL_TOPIC)
+        described = away_admin.describe_configs([resource])[resource].result(15)
+        assert described["cleanup.policy"].value == "compact"
+        # And copied to the worker's own global topic.
+        assert _offsets(home.bootstrap, GLOBAL_TOPIC) == away_offsets
+    finally:
+        away.stop()
+        home.stop()
