@@ -32,7 +32,14 @@ def test_valid_source_config() -> None:
     )
     assert result["name"] == "oncelog.connect.connectors.file_stream.FileStreamSourceConnector"
     assert result["error_count"] == 0
-    assert result["groups"] == ["Common", "Transforms", "Predicates", "Error Handling"]
+    assert result["groups"] == [
+        "Common",
+        "Transforms",
+        "Predicates",
+        "Error Handling",
+        "Exactly Once Support",
+        "Offsets Topic",
+    ]
     names = [c["definition"]["name"] for c in result["configs"]]
     assert names[:3] == ["name", "connector.class", "tasks.max"]
     assert {"file", "topic", "batch.size", "errors.tolerance"} <= set(names)

@@ -11,12 +11,18 @@ and returns Kafka's ``ConfigInfos`` shape.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from oncelog.connect.api import SinkConnector
+from oncelog.connect.api import (
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    SinkConnector,
+    SourceConnector,
+)
 from oncelog.connect.client_configs import validate_overrides
 from oncelog.connect.config import (
     ConfigDef,
@@ -31,6 +37,8 @@ from oncelog.connect.config import (
 )
 from oncelog.connect.errors import ConfigException, ConnectException
 from oncelog.connect.plugins import PluginRegistry
+
+log = logging.getLogger(__name__)
 
 NAME = "name"
 CONNECTOR_CLASS = "connector.class"
@@ -47,11 +55,17 @@ TOPICS_REGEX = "topics.regex"
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 DLQ_REPLICATION = "errors.deadletterqueue.topic.replication.factor"
 DLQ_HEADERS = "errors.deadletterqueue.context.headers.enable"
+EXACTLY_ONCE_SUPPORT = "exactly.once.support"
+TRANSACTION_BOUNDARY = "transaction.boundary"
+TRANSACTION_BOUNDARY_INTERVAL_MS = "transaction.boundary.interval.ms"
+OFFSETS_STORAGE_TOPIC = "offsets.storage.topic"
 
 COMMON_GROUP = "Common"
 TRANSFORMS_GROUP = "Transforms"
 PREDICATES_GROUP = "Predicates"
 ERROR_GROUP = "Error Handling"
+EXACTLY_ONCE_GROUP = "Exactly Once Support"
+OFFSETS_TOPIC_GROUP = "Offsets Topic"
 
 
 def _name(name: str, value: Any) -> None:
@@ -277,6 +291,84 @@ def sink_connector_config_def() -> ConfigDef:
     return d  # fmt: skip
 
 
+def _non_negative_or_null(name: str, value: Any) -> None:
+    if value is not None and value < 0:
+        raise ConfigException(name, value, "Value must be at least 0")
+
+
+def source_connector_config_def() -> ConfigDef:
+    """The base keys plus KIP-618's: exactly-once support, transaction boundaries and a
+    separate offsets topic (accepted whatever the worker's exactly-once setting)."""
+    d = base_connector_config_def()
+    d.define(
+        EXACTLY_ONCE_SUPPORT,
+        ConfigType.STRING,
+        "requested",
+        ValidString("requested", "required", case_sensitive=False),
+        Importance.MEDIUM,
+        'Permitted values are "requested" and "required". If set to "required", forces a '
+        "preflight check for the connector to ensure that it can provide exactly-once delivery "
+        "with the given configuration. Some connectors may be capable of providing exactly-once "
+        "delivery but not signal to Connect that they support this; in that case, documentation "
+        "for the connector should be consulted carefully before creating it, and the value for "
+        'this property should be set to "requested". Additionally, if the value is set to '
+        '"required" but the worker that performs preflight validation does not have exactly-once '
+        "support enabled for source connectors, requests to create or validate the connector "
+        "will fail.",
+        group=EXACTLY_ONCE_GROUP,
+        order_in_group=1,
+        display_name="Exactly once support",
+    )
+    d.define(
+        TRANSACTION_BOUNDARY,
+        ConfigType.STRING,
+        "poll",
+        ValidString("poll", "interval", "connector", case_sensitive=False),
+        Importance.MEDIUM,
+        'Permitted values are "poll", "interval", and "connector". If set to "poll", a new '
+        "producer transaction will be started and committed for every batch of records that "
+        'each task from this connector provides to Connect. If set to "connector", relies on '
+        "connector-defined transaction boundaries; note that not all connectors are capable of "
+        "defining their own transaction boundaries, and in that case, attempts to instantiate a "
+        'connector with this value will fail. Finally, if set to "interval", commits '
+        "transactions only after a user-defined time interval has passed.",
+        group=EXACTLY_ONCE_GROUP,
+        order_in_group=2,
+        display_name="Transaction Boundary",
+    )
+    d.define(
+        TRANSACTION_BOUNDARY_INTERVAL_MS,
+        ConfigType.LONG,
+        None,
+        _non_negative_or_null,
+        Importance.LOW,
+        'If "transaction.boundary" is set to "interval", determines the interval for producer '
+        "transaction commits by connector tasks. If unset, defaults to the value of the "
+        'worker-level "offset.flush.interval.ms" property. It has no effect if a different '
+        "transaction boundary is used.",
+        group=EXACTLY_ONCE_GROUP,
+        order_in_group=3,
+        display_name="Transaction boundary interval",
+    )
+    d.define(
+        OFFSETS_STORAGE_TOPIC,
+        ConfigType.STRING,
+        None,
+        None,
+        Importance.LOW,
+        "The name of a separate offsets topic to use for this connector. If empty or not "
+        "specified, the worker's global offsets topic name will be used. If specified, the "
+        "offsets topic will be created if it does not already exist on the Kafka cluster "
+        "targeted by this connector (which may be different from the one used for the worker's "
+        "global offsets topic if the bootstrap.servers property of the connector's producer has "
+        "been overridden from the worker's).",
+        group=OFFSETS_TOPIC_GROUP,
+        order_in_group=1,
+        display_name="Offsets topic",
+    )
+    return d
+
+
 def _regex(name: str, value: Any) -> None:
     if value:
         try:
@@ -334,9 +426,15 @@ def enriched_config_def(
 
 
 def validate_connector_config(
-    config: Mapping[str, str], plugins: PluginRegistry, override_policy: str = "All"
+    config: Mapping[str, str],
+    plugins: PluginRegistry,
+    override_policy: str = "All",
+    exactly_once_source: str = "disabled",
 ) -> dict[str, Any]:
     """Kafka's ``ConfigInfos`` for a connector configuration; ``error_count`` 0 means valid.
+
+    ``exactly_once_source`` is the validating worker's ``exactly.once.source.support``:
+    source connectors get KIP-618's preflight checks against it.
 
     Raises :class:`ConfigException` naming ``connector.class`` when it is missing or
     unknown (Kafka answers 400 for those before validating anything else).
@@ -346,9 +444,12 @@ def validate_connector_config(
         raise ConfigException(f"Connector config {dict(config)} contains no connector type")
     connector_cls = plugins.connector_class(class_name)
     connector = connector_cls()
+    is_source = issubclass(connector_cls, SourceConnector)
     base = (
         sink_connector_config_def()
         if issubclass(connector_cls, SinkConnector)
+        else source_connector_config_def()
+        if is_source
         else base_connector_config_def()
     )
     definition, class_errors = enriched_config_def(base, config, plugins)
@@ -358,6 +459,9 @@ def validate_connector_config(
     _check_transform_references(config, values)
     if issubclass(connector_cls, SinkConnector):
         _check_sink_topics(config, values)
+    if is_source:
+        assert isinstance(connector, SourceConnector)
+        check_exactly_once(connector, config, values, exactly_once_source.lower() == "enabled")
     own_def = connector.config_def()
     try:
         own_values = connector.validate(config)
@@ -383,6 +487,74 @@ def validate_connector_config(
     return config_infos(
         f"{connector_cls.__module__}.{connector_cls.__qualname__}", definition, values
     )
+
+
+def _unexpected(exc: Exception) -> str:
+    message = str(exc).strip()
+    if message:
+        return f"An unexpected error occurred during validation: {message}"
+    return "An unexpected error occurred during validation; please see the worker logs for more details."
+
+
+def check_exactly_once(
+    connector: SourceConnector,
+    config: Mapping[str, str],
+    values: dict[str, ConfigValue],
+    worker_enabled: bool,
+) -> None:
+    """KIP-618's preflight checks, each on its own key, only when that key is valid so far
+    (Kafka's ``DistributedHerder.validateSourceConnectorConfig``)."""
+    support = values[EXACTLY_ONCE_SUPPORT]
+    if not support.errors and str(support.value).lower() == "required":
+        if not worker_enabled:
+            support.add_error("This worker does not have exactly-once source support enabled.")
+        try:
+            answer = connector.exactly_once_support(dict(config))
+        except Exception as exc:
+            log.error(
+                "Failed while validating connector support for exactly-once semantics: %s", exc
+            )
+            support.add_error(_unexpected(exc))
+        else:
+            if answer is None:
+                support.add_error(
+                    "The connector does not implement the API required for preflight validation "
+                    "of exactly-once source support. Please consult the documentation for the "
+                    "connector to determine whether it supports exactly-once semantics, and then "
+                    'consider reconfiguring the connector to use the value "requested" for this '
+                    "property (which will disable this preflight check and allow the connector "
+                    "to be created)."
+                )
+            elif answer is not ExactlyOnceSupport.SUPPORTED:
+                support.add_error(
+                    "The connector does not support exactly-once semantics with the provided "
+                    "configuration."
+                )
+    boundary = values[TRANSACTION_BOUNDARY]
+    if not boundary.errors and str(boundary.value).lower() == "connector":
+        try:
+            can_define = connector.can_define_transaction_boundaries(dict(config))
+        except Exception as exc:
+            log.error(
+                "Failed while validating connector support for defining its own transaction "
+                "boundaries: %s",
+                exc,
+            )
+            boundary.add_error(_unexpected(exc))
+        else:
+            if can_define is None:
+                boundary.add_error(
+                    "This connector has returned a null value from its "
+                    "canDefineTransactionBoundaries method, which is not permitted. The connector "
+                    "will be treated as if it cannot define its own transaction boundaries, and "
+                    f"cannot be configured with '{TRANSACTION_BOUNDARY}' set to 'connector'."
+                )
+            elif can_define is not ConnectorTransactionBoundaries.SUPPORTED:
+                boundary.add_error(
+                    "The connector does not support connector-defined transaction boundaries with "
+                    "the given configuration. Please reconfigure it to use a different transaction "
+                    "boundary definition."
+                )
 
 
 def _check_transform_references(config: Mapping[str, str], values: dict[str, ConfigValue]) -> None:

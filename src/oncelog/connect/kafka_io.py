@@ -21,6 +21,10 @@ Settings keep Kafka's (Java) names where librdkafka knows them under the same na
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,12 +46,14 @@ from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
 from oncelog.connect import client_configs
 from oncelog.connect.errors import ConnectException
-from oncelog.connect.internal_log import LogRecord
+from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.records import RecordMetadata
 from oncelog.connect.records import TopicPartition as ConnectTopicPartition
 from oncelog.connect.worker_config import WorkerConfig
 from oncelog.connect.worker_sink_task import ConsumedRecord
 from oncelog.connect.worker_source_task import DeliveryCallback
+
+log = logging.getLogger(__name__)
 
 # Java-client settings librdkafka does not know; the framework sets them for Java's
 # producer and consumer, librdkafka's defaults mean the same.
@@ -150,6 +156,136 @@ class ProducerSender:
 
     def flush(self, timeout_s: float) -> int:
         return int(self.producer.flush(timeout_s))
+
+
+_FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def _transaction_error(what: str, exc: KafkaException) -> ConnectException:
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code in _FENCED_CODES:
+        return ConnectException(
+            f"{what} failed: the producer was fenced out (a newer instance of this task, or "
+            f"a round of zombie fencing, took over its transactional id): {error}"
+        )
+    return ConnectException(f"{what} failed: {error}")
+
+
+class TransactionalProducerSender(ProducerSender):
+    """An exactly-once source task's ``TransactionalSender``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self._write_errors: list[Any] = []
+
+    def init_transactions(self, timeout_s: float) -> None:
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Initializing the producer's transactions", exc) from None
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        try:
+            super().send(
+                topic, key, value, partition=partition, timestamp=timestamp, headers=headers,
+                on_delivery=on_delivery,
+            )  # fmt: skip
+        except KafkaException as exc:
+            # A fatal producer state (fenced, or its transaction timed out) refuses sends.
+            raise _transaction_error(f"Sending a record to {topic}", exc) from None
+
+    def begin_transaction(self) -> None:
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise _transaction_error("Beginning a transaction", exc) from None
+
+    def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        for key, value in records:
+            while True:
+                try:
+                    self.producer.produce(
+                        topic,
+                        key=key,
+                        value=value,
+                        on_delivery=lambda e, m: self._write_errors.append(e) if e else None,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+                except KafkaException as exc:
+                    raise _transaction_error(f"Writing offsets to {topic}", exc) from None
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        try:
+            self.producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Committing the transaction", exc) from None
+        if self._write_errors:
+            errors, self._write_errors = self._write_errors, []
+            raise ConnectException(f"Writing offsets failed: {errors}")
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        self._write_errors = []
+        try:
+            self.producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            raise _transaction_error("Aborting the transaction", exc) from None
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class GlobalOffsetCopier:
+    """Copies a connector's committed offsets to the worker's global offsets topic on
+    its own thread, with the worker's principal and a non-transactional producer,
+    retrying until it succeeds or is closed; it never fails or blocks the task."""
+
+    def __init__(self, writer: TopicWriter, retry_backoff_s: float = 1.0) -> None:
+        self.writer = writer
+        self.retry_backoff_s = retry_backoff_s
+        self._queue: queue.Queue[list[tuple[bytes, bytes | None]] | None] = queue.Queue()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="offsets-copier", daemon=True)
+        self._thread.start()
+
+    def copy(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._queue.put(list(records))
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            while True:
+                try:
+                    self.writer.write(list(batch), 30)
+                    break
+                except ConnectException as exc:
+                    if self._closed.is_set():
+                        log.warning("Giving up copying offsets to the global topic: %s", exc)
+                        break
+                    log.warning("Copying offsets to the global topic failed, retrying: %s", exc)
+                    time.sleep(self.retry_backoff_s)
+
+    def close(self, timeout_s: float) -> None:
+        """Finish the queued copies within ``timeout_s`` if possible."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        self._closed.set()
 
 
 class TopicWriter:
@@ -272,15 +408,32 @@ class DeadLetterProducer:
 
 
 class TopicLogConsumer:
-    """``internal_log.LogConsumer``: assigned partitions, no group offsets."""
+    """``internal_log.LogConsumer``: assigned partitions, no group offsets.
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    It reads read_committed. Its end offsets are the last stable offsets, or with
+    ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
+    listed read_uncommitted, then consumed read_committed until reached, so a transaction
+    still open at the start of the read is waited for rather than skipped)."""
+
+    def __init__(self, config: Mapping[str, Any], *, high_watermark_ends: bool = False) -> None:
+        self._lister: Consumer | None = None
+        if high_watermark_ends:
+            self._lister = Consumer(
+                {
+                    **_librdkafka(config),
+                    "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
         self.consumer = Consumer(
             {
                 **_librdkafka(config),
                 "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+                # Offsets written by exactly-once tasks count only once their transaction commits.
+                "isolation.level": "read_committed",
                 # Listing end offsets waits behind a long-polling fetch on the same connection.
                 "fetch.wait.max.ms": 100,
             }
@@ -294,7 +447,8 @@ class TopicLogConsumer:
 
     def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
         # One ListOffsets request for all partitions (timestamp -1: the end).
-        found = self.consumer.offsets_for_times(
+        lister = self._lister or self.consumer
+        found = lister.offsets_for_times(
             [TopicPartition(topic, p, -1) for p in partitions], timeout=10
         )
         for tp in found:
@@ -321,6 +475,8 @@ class TopicLogConsumer:
 
     def close(self) -> None:
         self.consumer.close()
+        if self._lister is not None:
+            self._lister.close()
 
 
 class TaskClients:
@@ -339,6 +495,38 @@ class TaskClients:
 
     def offset_writer(self, connector: str) -> TopicWriter:
         return TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+
+    def separate_offset_writer(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> TopicWriter:
+        """A writer to a connector's separate offsets topic, on the cluster its producer
+        targets, with its producer's settings."""
+        config = client_configs.source_producer_config(self.worker, connector, -1, connector_config)
+        return TopicWriter(config, topic)
+
+    def transactional_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> TransactionalProducerSender:
+        return TransactionalProducerSender(
+            client_configs.exactly_once_producer_config(
+                self.worker, connector, task, connector_config
+            )
+        )
+
+    def global_offset_copier(self) -> GlobalOffsetCopier:
+        return GlobalOffsetCopier(
+            TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+        )
+
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Read the worker's global offsets topic to its end (KIP-618 semantics)."""
+        config = {**self.worker.shared_client_config(), "isolation.level": "read_committed"}
+        read_offsets_topic(config, self.offsets_topic, apply, timeout_s)
+
+    def separate_offsets(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> SeparateOffsetsTopic:
+        return SeparateOffsetsTopic(self.worker, connector, topic, connector_config)
 
     def sink_source(
         self, connector: str, task: int, connector_config: Mapping[str, str]
@@ -401,6 +589,55 @@ class InternalTopicAdmin:
         ].result(timeout_s)
         entry = entries.get("cleanup.policy")
         return "delete" if entry is None or entry.value is None else str(entry.value)
+
+
+class SeparateOffsetsTopic:
+    """A connector's own offsets topic: created on demand (compacted, with the worker's
+    offsets-topic partitions and replication), read read_committed to its end."""
+
+    def __init__(
+        self,
+        worker: WorkerConfig,
+        connector: str,
+        topic: str,
+        connector_config: Mapping[str, str],
+    ) -> None:
+        self.worker = worker
+        self.connector = connector
+        self.topic = topic
+        self.connector_config = dict(connector_config)
+
+    def ensure(self) -> None:
+        admin = client_configs.offsets_admin_config(
+            self.worker, self.connector, self.connector_config
+        )
+        _, partitions, replication = self.worker.internal_topics()["offsets"]
+        InternalTopicAdmin(admin).ensure({"offsets": (self.topic, partitions, replication)})
+
+    def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Feed every record up to the current end to ``apply`` (end offsets listed first,
+        then consumed read_committed until reached)."""
+        read_offsets_topic(
+            client_configs.offsets_consumer_config(
+                self.worker, self.connector, self.connector_config
+            ),
+            self.topic,
+            apply,
+            timeout_s,
+        )
+
+
+def read_offsets_topic(
+    config: Mapping[str, Any], topic: str, apply: Callable[[LogRecord], None], timeout_s: float
+) -> None:
+    """Read an offsets topic from its start to the high watermarks listed now, read_committed."""
+    consumer = TopicLogConsumer(config, high_watermark_ends=True)
+    try:
+        reader = InternalTopicReader(consumer, topic, apply)
+        reader.start()
+        reader.read_to_end(timeout_s)
+    finally:
+        consumer.close()
 
 
 class SinkOffsetsAdmin:

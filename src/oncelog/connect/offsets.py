@@ -71,3 +71,19 @@ class OffsetsView:
 def _thaw(key: Any) -> dict[str, Any]:
     # Partition maps hold primitive values only (offset_records.validate_format).
     return dict(key)
+
+
+class LayeredOffsetStore(MemoryOffsetStore):
+    """A connector's view with a separate offsets topic (KIP-618 "smooth migration"):
+    its own offsets first, then the worker's global ones for partitions it has none for.
+    Commits go to its own layer only; the global topic receives copies separately."""
+
+    def __init__(self, fallback: MemoryOffsetStore) -> None:
+        super().__init__()
+        self.fallback = fallback
+
+    def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+        wanted = list(partitions)
+        merged = self.fallback.offsets(wanted)
+        merged.update(super().offsets(wanted))
+        return merged

@@ -62,9 +62,12 @@ async def json_body(request: web.Request) -> Any:
 
 
 class PluginResource:
-    def __init__(self, plugins: PluginRegistry, override_policy: str) -> None:
+    def __init__(
+        self, plugins: PluginRegistry, override_policy: str, exactly_once_source: str = "disabled"
+    ) -> None:
         self.plugins = plugins
         self.override_policy = override_policy
+        self.exactly_once_source = exactly_once_source
 
     async def list(self, request: web.Request) -> web.Response:
         """``GET /connector-plugins[?connectorsOnly=false]``."""
@@ -130,7 +133,9 @@ class PluginResource:
                 )
         config = {**body, "connector.class": included or plugin}
         try:
-            result = validate_connector_config(config, self.plugins, self.override_policy)
+            result = validate_connector_config(
+                config, self.plugins, self.override_policy, self.exactly_once_source
+            )
         except ConfigException as exc:
             raise ConnectRestException(400, str(exc)) from None
         return web.json_response(result)
@@ -356,6 +361,7 @@ def openapi(connectors: bool = True, herder: bool = False) -> dict[str, Any]:
             ("/connectors/{connector}/stop", "put", "Stop the connector and shut its tasks down", [connector], "204", (404, 409), False),
             ("/connectors/{connector}/restart", "post", "Restart the connector (KIP-745 flags)", [connector, *flags], "202", (404, 409), False),
             ("/connectors/{connector}/tasks/{task}/restart", "post", "Restart one task", [connector, task], "204", (404, 409), False),
+            ("/connectors/{connector}/tasks/{task}/metrics", "get", "A running task's metrics (KIP-618 transaction sizes)", [connector, task], "200", (404,), False),
             ("/connectors/{connector}", "delete", "Delete the connector", [connector], "204", (404, 409), False),
             ("/connectors/{connector}/offsets", "patch", "Alter offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), True),
             ("/connectors/{connector}/offsets", "delete", "Reset offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), False),
@@ -377,6 +383,7 @@ def create_app(
     plugins: PluginRegistry,
     *,
     override_policy: str = "All",
+    exactly_once_source: str = "disabled",
     view: ClusterView | None = None,
     herder_routes: Callable[[web.Application], None] | None = None,
 ) -> web.Application:
@@ -396,7 +403,7 @@ def create_app(
         app.router.add_get("/connectors/{connector}/topics", connectors.topics)
         if herder_routes is None:
             app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
-    resource = PluginResource(plugins, override_policy)
+    resource = PluginResource(plugins, override_policy, exactly_once_source)
     app.router.add_get("/connector-plugins", resource.list)
     app.router.add_get("/connector-plugins/{plugin}/config", resource.config)
     app.router.add_put("/connector-plugins/{plugin}/config/validate", resource.validate)

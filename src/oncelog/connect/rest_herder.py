@@ -39,6 +39,7 @@ from oncelog.connect.offsets_api import (
 )
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import json_body
+from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_S = 90.0
@@ -118,7 +119,12 @@ class HerderResource:
 
     def _validate(self, config: Mapping[str, str]) -> None:
         try:
-            result = validate_connector_config(config, self.plugins, self.override_policy)
+            result = validate_connector_config(
+                config,
+                self.plugins,
+                self.override_policy,
+                str(self.herder.config.get(EXACTLY_ONCE_SOURCE_SUPPORT)),
+            )
         except ConfigException as exc:
             raise ConnectRestException(400, str(exc)) from None
         if result["error_count"]:
@@ -288,6 +294,27 @@ class HerderResource:
             ),
         )
 
+    async def task_metrics(self, request: web.Request) -> web.Response:
+        """``GET /connectors/{c}/tasks/{t}/metrics``: the task's counters and, for an
+        exactly-once source task, ``transaction-size-min/max/avg``. Served by the worker
+        running the task; another worker forwards the request there once."""
+        name, number = request.match_info["connector"], request.match_info["task"]
+        self._require(name)
+        task = ConnectorTaskId(name, int(number)) if number.isdigit() else None
+        if task is None or task not in self.herder.state.snapshot().task_configs:
+            raise ConnectRestException(404, f"Task {name}-{number} not found")
+        metrics = self.herder.worker.task_metrics(task)
+        if metrics is not None:
+            return web.json_response(
+                {"connector": name, "task": task.task, "worker_id": self.herder.worker_id,
+                 "metrics": metrics}
+            )  # fmt: skip
+        status = self.herder.state.statuses().tasks.get((name, task.task))
+        owner = status.worker_id if status is not None else None
+        if owner and owner != self.herder.worker_id and request.query.get("forward") is None:
+            return await self._forward(request, f"http://{owner}")
+        raise ConnectRestException(404, f"Task {name}-{number} is not running on this worker")
+
     async def restart_task(self, request: web.Request) -> web.Response:
         """``POST /connectors/{c}/tasks/{t}/restart``: served by the worker running the task."""
         name, number = request.match_info["connector"], request.match_info["task"]
@@ -432,6 +459,7 @@ class HerderResource:
         )
         router.add_post("/connectors/{connector}/restart", self.restart)
         router.add_post("/connectors/{connector}/tasks/{task}/restart", self.restart_task)
+        router.add_get("/connectors/{connector}/tasks/{task}/metrics", self.task_metrics)
         router.add_put("/connectors/{connector}/tasks", self.put_task_configs)
         router.add_delete("/connectors/{connector}", self.delete)
         router.add_patch("/connectors/{connector}/offsets", self.alter_offsets)

@@ -15,6 +15,7 @@ from oncelog.connect.api import (
     ErrantRecordReporter,
     OffsetStorageReader,
     SinkTaskContext,
+    SourceRecord,
     SourceTaskContext,
     TopicPartition,
     TransactionContext,
@@ -112,3 +113,52 @@ class BasicSinkTaskContext(SinkTaskContext):
         with self._lock:
             requested, self._commit_requested = self._commit_requested, False
             return requested
+
+
+class WorkerTransactionContext(TransactionContext):
+    """Transaction boundaries a source task requests (``transaction.boundary=connector``).
+
+    A request names a record (commit or abort right after it) or the whole next poll
+    batch. The task loop asks :meth:`take_record_request` after each record and
+    :meth:`take_batch_request` after each batch; asking consumes the request.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batch: str | None = None
+        # Keyed by id(), holding the record so the id is not reused while pending.
+        self._records: dict[int, tuple[SourceRecord, str]] = {}
+
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("commit", record)
+
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("abort", record)
+
+    def _request(self, what: str, record: SourceRecord | None) -> None:
+        with self._lock:
+            if record is None:
+                self._batch = _merge(self._batch, what, "the next batch")
+            else:
+                previous = self._records.get(id(record))
+                merged = _merge(None if previous is None else previous[1], what, "a record")
+                self._records[id(record)] = (record, merged)
+
+    def take_record_request(self, record: SourceRecord) -> str | None:
+        """ "commit", "abort" or None for ``record``."""
+        with self._lock:
+            found = self._records.pop(id(record), None)
+            return None if found is None or found[0] is not record else found[1]
+
+    def take_batch_request(self) -> str | None:
+        with self._lock:
+            request, self._batch = self._batch, None
+            return request
+
+
+def _merge(previous: str | None, what: str, scope: str) -> str:
+    if previous is not None and previous != what:
+        raise IllegalWorkerStateException(
+            f"Connector requested both commit and abort of the same transaction ({scope})"
+        )
+    return what

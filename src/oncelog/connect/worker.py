@@ -25,16 +25,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from oncelog.connect.api import Config, SinkTask, SourceTask
+from oncelog.connect.api import Config, SinkTask, SourceTask, partition_key
 from oncelog.connect.assignor import ConnectorTaskId
 from oncelog.connect.config_records import TargetState
+from oncelog.connect.connector_config import (
+    TRANSACTION_BOUNDARY,
+    TRANSACTION_BOUNDARY_INTERVAL_MS,
+)
 from oncelog.connect.converters import Converter, configure_converter
 from oncelog.connect.error_handling import ErrorPolicy
 from oncelog.connect.errors import ConnectException
-from oncelog.connect.offsets import OffsetsView
+from oncelog.connect.exactly_once_source_task import (
+    ExactlyOnceWorkerSourceTask,
+    TransactionalSender,
+)
+from oncelog.connect.internal_log import LogRecord
+from oncelog.connect.offset_records import decode as decode_offset
+from oncelog.connect.offsets import LayeredOffsetStore, MemoryOffsetStore, OffsetsView
+from oncelog.connect.offsets_topics import offsets_topic
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.status_records import ConnectorStatus, State, StatusRecord, TaskStatus
-from oncelog.connect.transforms.chain import build_chain
+from oncelog.connect.transforms.chain import TransformationChain, build_chain
 from oncelog.connect.worker_config import (
     OFFSET_FLUSH_INTERVAL_MS,
     OFFSET_FLUSH_TIMEOUT_MS,
@@ -43,9 +54,16 @@ from oncelog.connect.worker_config import (
 )
 from oncelog.connect.worker_connector import TASK_CLASS_CONFIG, WorkerConnector
 from oncelog.connect.worker_sink_task import DeadLetterSender, SinkRecordSource, WorkerSinkTask
-from oncelog.connect.worker_source_task import OffsetWriter, RecordSender, WorkerSourceTask
+from oncelog.connect.worker_source_task import (
+    CopyingOffsetWriter,
+    OffsetCopier,
+    OffsetWriter,
+    RecordSender,
+    WorkerSourceTask,
+)
 
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+READ_TIMEOUT_S = 30.0
 
 
 class ClientFactory(Protocol):
@@ -60,6 +78,33 @@ class ClientFactory(Protocol):
     ) -> SinkRecordSource: ...
 
     def dead_letter_sender(self, connector: str, topic: str) -> DeadLetterSender: ...
+
+    # Exactly-once sources and separate offsets topics (KIP-618).
+    def transactional_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> TransactionalSender: ...
+
+    def separate_offset_writer(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> OffsetWriter: ...
+
+    def global_offset_copier(self) -> OffsetCopier: ...
+
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None: ...
+
+    def separate_offsets(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> SeparateOffsets: ...
+
+
+class SeparateOffsets(Protocol):
+    """A connector's separate offsets topic."""
+
+    def ensure(self) -> None:
+        """Create it (compacted) if missing."""
+
+    def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Apply every record up to its end (read_committed)."""
 
 
 @dataclass
@@ -93,6 +138,11 @@ class Worker:
         self.generation = generation
         self.connectors: dict[str, WorkerConnector] = {}
         self.tasks: dict[ConnectorTaskId, _TaskRunner] = {}
+        # Called for an exactly-once source task once its transactional producer is
+        # initialized and before the task starts (KIP-618 startup steps 5-7: re-read
+        # the config topic, abandon the task if a newer task generation exists by
+        # raising). The herder sets it.
+        self.before_first_poll: Callable[[ConnectorTaskId], None] | None = None
 
     # -- connectors ------------------------------------------------------------------------
 
@@ -174,22 +224,10 @@ class Worker:
         chain = build_chain(connector_config, self.plugins)
         errors = ErrorPolicy.from_config(connector_config)
         if issubclass(task_cls, SourceTask):
-            return WorkerSourceTask(
-                task_id,
-                task_cls(),
-                task_config,
-                key_converter=key_converter,
-                value_converter=value_converter,
-                chain=chain,
-                sender=self.clients.record_sender(
-                    task_id.connector, task_id.task, connector_config
-                ),
-                offset_writer=self.clients.offset_writer(task_id.connector),
-                offsets=self.offsets.reader(task_id.connector),
-                errors=errors,
-                offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
-                offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
-            )
+            return self._source_loop(
+                task_id, task_cls(), connector_config, task_config,
+                key_converter, value_converter, chain, errors,
+            )  # fmt: skip
         if issubclass(task_cls, SinkTask):
             dlq = connector_config.get(DLQ_TOPIC, "").strip()
             return WorkerSinkTask(
@@ -209,6 +247,104 @@ class Worker:
         raise ConnectException(
             f"{task_config[TASK_CLASS_CONFIG]} is neither a SourceTask nor a SinkTask"
         )
+
+    def _source_loop(
+        self,
+        task_id: ConnectorTaskId,
+        task: SourceTask,
+        connector_config: Mapping[str, str],
+        task_config: Config,
+        key_converter: Converter,
+        value_converter: Converter,
+        chain: TransformationChain,
+        errors: ErrorPolicy,
+    ) -> WorkerSourceTask:
+        """The exactly-once loop when the worker's support is ``enabled``, else the
+        at-least-once one; either reads and writes the connector's offsets topic."""
+        connector = task_id.connector
+        topic = offsets_topic(self.config, connector_config)
+        flush_interval = self.config.get_int(OFFSET_FLUSH_INTERVAL_MS)
+        if self.config.exactly_once_source_enabled():
+            interval = connector_config.get(TRANSACTION_BOUNDARY_INTERVAL_MS) or flush_interval
+            hook = self.before_first_poll
+            return ExactlyOnceWorkerSourceTask(
+                task_id,
+                task,
+                task_config,
+                key_converter=key_converter,
+                value_converter=value_converter,
+                chain=chain,
+                sender=self.clients.transactional_sender(connector, task_id.task, connector_config),
+                offsets=MemoryOffsetStore(),
+                load_offsets=lambda: self._exactly_once_offsets(
+                    connector, topic.topic, topic.separate, connector_config
+                ),
+                offsets_topic=topic.topic,
+                boundary=connector_config.get(TRANSACTION_BOUNDARY, "poll").lower(),
+                boundary_interval_ms=int(interval),
+                global_copier=self.clients.global_offset_copier() if topic.separate else None,
+                before_first_poll=None if hook is None else (lambda: hook(task_id)),
+                errors=errors,
+            )
+        offsets = self._source_offsets(connector, topic.topic, topic.separate, connector_config)
+        writer: OffsetWriter = self.clients.offset_writer(connector)
+        if topic.separate:
+            writer = CopyingOffsetWriter(
+                self.clients.separate_offset_writer(connector, topic.topic, connector_config),
+                self.clients.global_offset_copier(),
+            )
+        return WorkerSourceTask(
+            task_id,
+            task,
+            task_config,
+            key_converter=key_converter,
+            value_converter=value_converter,
+            chain=chain,
+            sender=self.clients.record_sender(connector, task_id.task, connector_config),
+            offset_writer=writer,
+            offsets=offsets,
+            errors=errors,
+            offset_flush_interval_ms=flush_interval,
+            offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
+        )
+
+    def _source_offsets(
+        self, connector: str, topic: str, separate: bool, connector_config: Mapping[str, str]
+    ) -> MemoryOffsetStore:
+        """What the task reads: the global view, or its separate topic (created on
+        demand, read to its end now) layered over the global view."""
+        if not separate:
+            return self.offsets.reader(connector)
+        store = LayeredOffsetStore(self.offsets.reader(connector))
+        own = self.clients.separate_offsets(connector, topic, connector_config)
+        own.ensure()
+        own.read(_offsets_of(connector, store), READ_TIMEOUT_S)
+        return store
+
+    def _exactly_once_offsets(
+        self, connector: str, topic: str, separate: bool, connector_config: Mapping[str, str]
+    ) -> MemoryOffsetStore:
+        """An exactly-once task's offsets, read once its producer has fenced its
+        predecessors: its own copy of the topic read to the end (high watermarks
+        consumed read_committed), so a transaction its predecessor committed is seen
+        even when the markers were still being written."""
+        if separate:
+            return self._source_offsets(connector, topic, separate, connector_config)
+        store = MemoryOffsetStore()
+        self.clients.read_global_offsets(_offsets_of(connector, store), READ_TIMEOUT_S)
+        return store
+
+    def task_metrics(self, task_id: ConnectorTaskId) -> dict[str, Any] | None:
+        """The metrics of a task running here (None if it does not run here)."""
+        runner = self.tasks.get(task_id)
+        if runner is None:
+            return None
+        loop = runner.loop
+        out: dict[str, Any] = dict(vars(loop.metrics))
+        if isinstance(loop, ExactlyOnceWorkerSourceTask):
+            out.update(loop.transactions.as_dict())
+            out["transactions-aborted"] = loop.aborted_transactions
+        return out
 
     def _run(self, runner: _TaskRunner) -> None:
         try:
@@ -278,6 +414,22 @@ class Worker:
                 task_id.connector, task_id.task, state, self.worker_id, self.generation(), trace
             )
         )
+
+
+def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
+    """Applies the offsets records of ``connector`` to ``store`` (others are skipped)."""
+
+    def apply(record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            decoded = decode_offset(record.key, record.value)
+        except ConnectException:
+            return
+        if decoded.connector == connector:
+            store.commit({partition_key(decoded.partition): decoded.offset})
+
+    return apply
 
 
 def _trace(error: BaseException | None) -> str | None:

@@ -529,7 +529,11 @@ def worker_config_def() -> ConfigDef:
         "disabled",
         ValidString("disabled", "preparing", "enabled", case_sensitive=False),
         Importance.HIGH,
-        "Exactly-once delivery for source connectors (KIP-618).",
+        "Whether to enable exactly-once support for source connectors in the cluster by "
+        "writing source records and their offsets in a Kafka transaction, and by proactively "
+        "fencing out old task generations before bringing up new ones. Permitted values are "
+        '"disabled", "preparing", and "enabled". To enable it safely, first roll every worker '
+        'to "preparing", then to "enabled". Distributed mode only.',
         group=common,
     )
     d.define(
@@ -636,6 +640,9 @@ class WorkerConfig(AbstractConfig):
             if key in SHARED_CLIENT_KEYS or key.startswith(("ssl.", "sasl.")):
                 out[key] = str(value)
         return out
+
+    def exactly_once_source_enabled(self) -> bool:
+        return str(self.get(EXACTLY_ONCE_SOURCE_SUPPORT)).lower() == "enabled"
 
     def override_policy(self) -> str:
         name = policy_name(self.get_str(OVERRIDE_POLICY))

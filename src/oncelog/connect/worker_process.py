@@ -32,6 +32,7 @@ from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app
 from oncelog.connect.rest_herder import HerderResource
 from oncelog.connect.worker_config import (
+    EXACTLY_ONCE_SOURCE_SUPPORT,
     REST_ADVERTISED_HOST,
     REST_ADVERTISED_PORT,
     TASK_SHUTDOWN_TIMEOUT_MS,
@@ -75,6 +76,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     app = create_app(
         plugins,
         override_policy=config.override_policy(),
+        exactly_once_source=str(config.get(EXACTLY_ONCE_SOURCE_SUPPORT)),
         view=herder.state,
         herder_routes=resource.register,
     )

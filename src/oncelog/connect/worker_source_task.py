@@ -10,8 +10,9 @@ and committing replays records, never skips them.
 
 Producing and offset writing go through two small interfaces (:class:`RecordSender`,
 :class:`OffsetWriter`) that the client layer's producer implements, so this loop
-holds no client code. The exactly-once variant (KIP-618, issue 11) will replace the
-commit step by a transaction that holds the records and their offsets.
+holds no client code. The exactly-once variant (``exactly_once_source_task``) reuses
+the conversion and replaces the commit step by a transaction that holds the records
+and their offsets.
 
 Error handling follows ``errors.tolerance``: with ``none`` a failing transform or
 conversion fails the task; with ``all`` the record is skipped (and logged with
@@ -72,6 +73,28 @@ class OffsetWriter(Protocol):
     def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None: ...
 
 
+class OffsetCopier(Protocol):
+    """Copies committed offsets to the worker's global offsets topic, best effort, off
+    the task's thread (for connectors with a separate offsets topic)."""
+
+    def copy(self, records: Sequence[tuple[bytes, bytes | None]]) -> None: ...
+
+    def close(self, timeout_s: float) -> None: ...
+
+
+class CopyingOffsetWriter:
+    """Writes to a connector's separate offsets topic, then queues a copy for the
+    worker's global offsets topic (KIP-618: eases downgrades)."""
+
+    def __init__(self, writer: OffsetWriter, copier: OffsetCopier) -> None:
+        self.writer = writer
+        self.copier = copier
+
+    def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None:
+        self.writer.write(records, timeout_s)
+        self.copier.copy(records)
+
+
 @dataclass
 class SourceTaskMetrics:
     polled: int = 0
@@ -81,6 +104,18 @@ class SourceTaskMetrics:
     skipped_errors: int = 0
     offset_commits: int = 0
     offset_commit_failures: int = 0
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """A source record after the transformation chain and the converters."""
+
+    topic: str
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None
+    headers: list[tuple[str, bytes | None]]
 
 
 def header_bytes(value: Any) -> bytes | None:
@@ -167,18 +202,21 @@ class WorkerSourceTask:
         self.sender.flush(self.flush_timeout_s)
         committed = self.commit_offsets()
         self.chain.close()
+        if isinstance(self.offset_writer, CopyingOffsetWriter):
+            self.offset_writer.copier.close(5.0)
         return committed
 
     # -- records -------------------------------------------------------------------------
 
-    def _send(self, record: SourceRecord) -> None:
+    def _convert(self, record: SourceRecord) -> OutgoingRecord | None:
+        """Transform and convert ``record``; None when a transform filtered it (then
+        ``commit_record`` is called at once) or error tolerance skipped it."""
         try:
             transformed = self.errors.retrying(lambda: self.chain.apply(record))
             if transformed is None:
                 self.metrics.filtered += 1
                 self.task.commit_record(record, None)
-                self._track_dropped(record)
-                return
+                return None
             out = transformed
             key = self.errors.retrying(
                 lambda: self.key_converter.from_connect_data(out.topic, out.key_schema, out.key)
@@ -192,16 +230,29 @@ class WorkerSourceTask:
         except Exception as exc:
             self.errors.tolerate(self.id, exc, record)
             self.metrics.skipped_errors += 1
+            return None
+        return OutgoingRecord(
+            transformed.topic,
+            transformed.kafka_partition,
+            key,
+            value,
+            transformed.timestamp,
+            headers,
+        )
+
+    def _send(self, record: SourceRecord) -> None:
+        out = self._convert(record)
+        if out is None:
             self._track_dropped(record)
             return
         handle = self.submitted.submit(record.source_partition, record.source_offset)
         self.sender.send(
-            transformed.topic,
-            key,
-            value,
-            partition=transformed.kafka_partition,
-            timestamp=transformed.timestamp,
-            headers=headers,
+            out.topic,
+            out.key,
+            out.value,
+            partition=out.partition,
+            timestamp=out.timestamp,
+            headers=out.headers,
             on_delivery=lambda err, meta: self._delivered(record, handle, err, meta),
         )
         self.metrics.sent += 1

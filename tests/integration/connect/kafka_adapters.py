@@ -4,6 +4,7 @@ config, and readers that check what landed in a topic."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -124,3 +125,54 @@ class ConfluentClients:
 
     def dead_letter_sender(self, connector: str, topic: str) -> DeadLetterProducer:
         return ConfluentDeadLetters(self.bootstrap, topic)
+
+
+def read_to_end(
+    bootstrap: str,
+    topic: str,
+    isolation: str = "read_committed",
+    extra: dict[str, Any] | None = None,
+) -> list[Any]:
+    """Every message of ``topic`` (partition by partition) up to the end offsets listed
+    now with ``isolation`` (for read_committed: the last stable offsets)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    level = (
+        IsolationLevel.READ_COMMITTED
+        if isolation == "read_committed"
+        else IsolationLevel.READ_UNCOMMITTED
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(extra or {})})
+    partitions = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    ends = {
+        tp.partition: result.result(15).offset
+        for tp, result in admin.list_offsets(wanted, isolation_level=level).items()
+    }
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            **(extra or {}),
+        }
+    )
+    out: list[Any] = []
+    try:
+        for partition in partitions:
+            end = ends[partition]
+            if end <= 0:
+                continue
+            tp = TopicPartition(topic, partition, 0)
+            consumer.assign([tp])
+            deadline = time.monotonic() + 30
+            while consumer.position([TopicPartition(topic, partition)])[0].offset < end:
+                assert time.monotonic() < deadline, f"{topic}-{partition}: end {end} not reached"
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None and msg.offset() < end:
+                    out.append(msg)
+        return out
+    finally:
+        consumer.close()

@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.api import Config, SourceConnector, SourceRecord, SourceTask, Task
+from oncelog.connect.api import (
+    Config,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    Task,
+)
 from oncelog.connect.config import (
     ConfigDef,
     ConfigType,
@@ -160,6 +167,14 @@ class PostgresSourceConnector(SourceConnector):
 
     def stop(self) -> None:
         return None
+
+    def exactly_once_support(self, config: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        # Each table goes to one task and resumes exactly from its stored offset, except in
+        # ``timestamp`` mode, where rows sharing the last timestamp seen can be missed.
+        mode = config.get(MODE, "")
+        if mode in (MODE_INCREMENTING, MODE_TIMESTAMP_INCREMENTING):
+            return ExactlyOnceSupport.SUPPORTED
+        return ExactlyOnceSupport.UNSUPPORTED
 
 
 def source_partition(table: TableId) -> dict[str, Any]:
