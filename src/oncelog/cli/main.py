@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import acls, connect, topics, transactions, users
+from oncelog.cli import acls, connect, producers, topics, transactions, users
 from oncelog.cli.demo import demo
 from oncelog.cli.logging_setup import configure_logging
 
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(topics.app, name="topics")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(producers.app, name="producers")
 app.add_typer(connect.app, name="connect")
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")
