@@ -151,9 +151,19 @@ def put_fence(worker: WorkerProcess, name: str, headers: dict[str, str]) -> tupl
         return exc.code, json.loads(text) if text else None
 
 
-def task_states(worker: WorkerProcess, name: str) -> list[str]:
-    status = worker.get(f"/connectors/{name}/status")
-    return [t["state"] for t in status["tasks"]]
+def task_states(worker: WorkerProcess, name: str) -> list[str | None]:
+    """The states of the connector's current tasks (statuses of removed tasks linger)."""
+    configured = [t["id"]["task"] for t in worker.get(f"/connectors/{name}/tasks")]
+    states = {t["id"]: t["state"] for t in worker.get(f"/connectors/{name}/status")["tasks"]}
+    return [states.get(task) for task in configured]
+
+
+def wait_states(worker: WorkerProcess, name: str, states: list[str], timeout_s: float = 60) -> None:
+    def check() -> bool:
+        assert task_states(worker, name) == states
+        return True
+
+    wait_for(check, timeout_s, f"{name} tasks {states}")
 
 
 def zombie(bootstrap: str, transactional_id: str, topic: str) -> Producer:
@@ -215,7 +225,7 @@ def test_fence_endpoint_signing_forwarding_and_task_count_records(cluster) -> No
     broker, workers = cluster
     leader, (follower,) = leader_and_followers(workers)
     create_source(follower, "sig", 2, "eos-sig")
-    wait_for(lambda: task_states(leader, "sig") == ["RUNNING", "RUNNING"], 60, "tasks running")
+    wait_states(leader, "sig", ["RUNNING", "RUNNING"])
     # First generation: nothing to fence, a task-count record after the task configs.
     assert fencing_history(config_topic(broker.bootstrap), "sig") == ["commit 2", "count 2"]
 
@@ -244,10 +254,8 @@ def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(c
     broker, workers = cluster
     leader, (follower,) = leader_and_followers(workers)
     name, out, side = "recon", "eos-recon", "eos-zombies"
-    from .kafka_adapters import consume_all  # noqa: F401 - same helpers as the other tests
-
     create_source(leader, name, 3, out)
-    wait_for(lambda: task_states(leader, name) == ["RUNNING"] * 3, 60, "3 tasks")
+    wait_states(leader, name, ["RUNNING"] * 3)
     ids = [f"{GROUP}-{name}-{t}" for t in range(3)]
     zombies = [zombie(broker.bootstrap, tid, side) for tid in ids]
     with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
@@ -263,7 +271,7 @@ def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(c
         60,
         "task count 1",
     )
-    wait_for(lambda: task_states(leader, name) == ["RUNNING"], 60, "1 task")
+    wait_states(leader, name, ["RUNNING"])
     for producer in zombies:
         assert_fenced(producer, side)
     with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
@@ -285,7 +293,7 @@ def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(c
         60,
         "task count 3",
     )
-    wait_for(lambda: task_states(leader, name) == ["RUNNING"] * 3, 60, "3 tasks again")
+    wait_states(leader, name, ["RUNNING"] * 3)
     assert_fenced(single, side)
     with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
         now = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
@@ -305,7 +313,8 @@ def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(c
 
 
 def _task_records(bootstrap: str, topic: str, since_ms: int) -> list[tuple[int, int]]:
-    """(task, timestamp) of the records produced at or after ``since_ms``."""
+    """(task, timestamp) of the records produced at or after ``since_ms``, up to the end
+    offsets of now (the tasks keep producing)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -313,17 +322,25 @@ def _task_records(bootstrap: str, topic: str, since_ms: int) -> list[tuple[int, 
             "enable.auto.commit": False,
         }
     )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        for p in partitions
+    }
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
+    remaining = {p for p in partitions if ends[p] > 0}
     out = []
-    idle = time.monotonic() + 1.5
-    while time.monotonic() < idle:
+    deadline = time.monotonic() + 30
+    while remaining and time.monotonic() < deadline:
         msg = consumer.poll(0.3)
-        if msg is not None and msg.error() is None:
-            idle = time.monotonic() + 1.5
-            if msg.timestamp()[1] >= since_ms:
-                out.append((json.loads(msg.value())["task"], msg.timestamp()[1]))
+        if msg is None or msg.error() is not None:
+            continue
+        if msg.offset() >= ends[msg.partition()] - 1:
+            remaining.discard(msg.partition())
+        if msg.offset() < ends[msg.partition()] and msg.timestamp()[1] >= since_ms:
+            out.append((json.loads(msg.value())["task"], msg.timestamp()[1]))
     consumer.close()
+    assert not remaining, f"read of {topic} stalled"
     return out
 
 
@@ -331,10 +348,10 @@ def test_restart_of_an_exactly_once_source_task(cluster) -> None:
     broker, workers = cluster
     leader, (follower,) = leader_and_followers(workers)
     create_source(leader, "rs", 2, "eos-rs")
-    wait_for(lambda: task_states(leader, "rs") == ["RUNNING"] * 2, 60, "2 tasks")
+    wait_states(leader, "rs", ["RUNNING"] * 2)
     for t in (0, 1):
         assert follower.call("POST", f"/connectors/rs/tasks/{t}/restart") == (204, None)
-    wait_for(lambda: task_states(leader, "rs") == ["RUNNING"] * 2, 60, "restarted")
+    wait_states(leader, "rs", ["RUNNING"] * 2)
     status, body = follower.call("POST", "/connectors/rs/tasks/7/restart")
     assert (status, body["message"]) == (404, "Task rs-7 not found")
     # Restarts start no new generation: nothing more to fence.
@@ -346,7 +363,7 @@ def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
     broker, workers = cluster
     old, (other,) = leader_and_followers(workers)
     create_source(other, "before", 1, "eos-before")
-    wait_for(lambda: task_states(other, "before") == ["RUNNING"], 60, "running")
+    wait_states(other, "before", ["RUNNING"])
     assert old.proc is not None
     generation = roles(workers)[old.url][0]
     old.proc.send_signal(signal.SIGSTOP)
@@ -406,4 +423,4 @@ def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
     # the same records plus nothing a fenced leader could still slip in.
     uncommitted = config_topic(broker.bootstrap, "read_uncommitted")
     assert [k for k, _, _ in uncommitted] == [k for k, _, _ in records]
-    wait_for(lambda: task_states(other, "during") == ["RUNNING"], 60, "new connector runs")
+    wait_states(other, "during", ["RUNNING"])
