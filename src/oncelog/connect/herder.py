@@ -944,17 +944,6 @@ class Herder:
                 if error is not None:
                     log.warning("zombie fencing for %s failed: %s", task, error)
                     self._task_failed(task, error)
-                    continue
-                log.info(
-                    "fencing done for %s (generation %d, latest %s, pending %s, owned %s)",
-                    task,
-                    generation,
-                    snapshot.task_config_generations.get(name),
-                    name in snapshot.pending_fencing,
-                    task in self.owned.tasks,
-                )
-                if False:
-                    pass
                 elif (
                     zombie_fencing.may_start_task(snapshot, name, generation)
                     and task in self.owned.tasks
