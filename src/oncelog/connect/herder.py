@@ -30,9 +30,9 @@ KIP-618 zombie fencing (``zombie_fencing`` decides, this module acts):
   (``Admin.fence_producers`` with the connector's admin settings), then writes the
   task-count record on the herder thread, unless new task configs arrived meanwhile
   (409). Concurrent requests for one connector share one round;
-- after the task's transactional producer is initialized, the task calls the check
-  from :meth:`Herder.task_start_check` (startup steps 6-7): the config topic is read to
-  its end and the task must still be of the latest generation and assigned here.
+- after the task's transactional producer is initialized, the task calls
+  :meth:`Herder.before_first_poll` (startup steps 6-7): the config topic is read to its
+  end and the task must still be of the latest generation and assigned here.
 """
 
 from __future__ import annotations
@@ -260,6 +260,9 @@ class Herder:
         self._awaiting_fencing: dict[ConnectorTaskId, int] = {}
         self._fencing_requests: dict[str, concurrent.futures.Future[None]] = {}
         self._fencings: dict[str, concurrent.futures.Future[None]] = {}
+        # The generation each exactly-once source task was started for (read by
+        # before_first_poll on the task's thread).
+        self._started_generations: dict[ConnectorTaskId, int] = {}
         self._next_claim_at = 0.0
 
     # -- life cycle ------------------------------------------------------------------------
@@ -948,6 +951,7 @@ class Herder:
                     zombie_fencing.may_start_task(snapshot, name, generation)
                     and task in self.owned.tasks
                 ):
+                    self._started_generations[task] = generation
                     self.worker.start_task(
                         task, snapshot.connector_configs[name], dict(running.config), running.state
                     )
@@ -958,13 +962,15 @@ class Herder:
         if abandoned:
             self._apply_plan()
 
-    def task_start_check(self, task: ConnectorTaskId) -> Callable[[], None]:
-        """The check an exactly-once source task runs once its transactional producer is
-        initialized, before its first poll (startup steps 6-7): raises ConnectException if
-        the task may no longer run. Take it when the task starts (it captures the
-        task-config generation then); it may be called from any thread."""
-        generation = self.state.snapshot().task_config_generations.get(task.connector, -1)
-        return lambda: self.verify_task_generation(task, generation)
+    def before_first_poll(self, task: ConnectorTaskId) -> None:
+        """The worker's hook for an exactly-once source task, run on the task's thread
+        once its transactional producer is initialized and before its first poll
+        (startup steps 6-7): raises ConnectException if the task may no longer run (its
+        connector has newer task configs, or it was revoked from this worker)."""
+        generation = self._started_generations.get(task)
+        if generation is None:
+            raise ConnectException(f"Cannot start source task {task}: it was not fenced here")
+        self.verify_task_generation(task, generation)
 
     def verify_task_generation(self, task: ConnectorTaskId, generation: int) -> None:
         """Read the config topic to its end (on the herder thread) and check that
