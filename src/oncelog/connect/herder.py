@@ -46,7 +46,7 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -101,6 +101,7 @@ from oncelog.connect.kafka_io import (
     TransactionalTopicWriter,
     client_config,
 )
+from oncelog.connect.leader_fencing import LeaderFencing
 from oncelog.connect.membership import ConnectGroupMember
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_views import restart_plan
@@ -259,7 +260,15 @@ class Herder:
         # rounds of fencing under way.
         self._awaiting_fencing: dict[ConnectorTaskId, int] = {}
         self._fencing_requests: dict[str, concurrent.futures.Future[None]] = {}
-        self._fencings: dict[str, concurrent.futures.Future[None]] = {}
+        self.fencing = LeaderFencing(
+            self.group_id,
+            self.state.snapshot,
+            self.read_config_to_end,
+            self.configs.write_task_count,
+            lambda fn: self.submit(fn, leader_only=False),
+            self._fence_producers,
+            self._require_leader,
+        )
         # The generation each exactly-once source task was started for (read by
         # before_first_poll on the task's thread).
         self._started_generations: dict[ConnectorTaskId, int] = {}
@@ -647,14 +656,8 @@ class Herder:
         snapshot = self.state.snapshot()
         restarts: list[RestartRequestRecord] = []
         for event in events:
-            if isinstance(event, TasksChanged) and event.connector in self._fencings:
-                self._fencings[event.connector].set_exception(
-                    ConnectRestException(
-                        409,
-                        "Failed to complete zombie fencing because a new set of task configs "
-                        "was generated",
-                    )
-                )
+            if isinstance(event, TasksChanged):
+                self.fencing.cancel(event.connector)
             if isinstance(event, ConnectorChanged):
                 name = event.connector
                 new_config = snapshot.connector_configs.get(name)
@@ -825,75 +828,25 @@ class Herder:
     def fence_zombies(self, name: str) -> concurrent.futures.Future[None]:
         """Leader, on the herder thread (``PUT /connectors/{c}/fence``): make sure the
         connector's previous task generation is fenced out and a task-count record follows
-        its latest task configs. Returns when that is done, or the round under way."""
-        if not self.is_leader:
-            raise NotLeaderError(self.leader_url)
+        its latest task configs (``leader_fencing``). Returns the round's future."""
+        self._require_leader()
         snapshot = self.state.snapshot()
         if not snapshot.contains(name):
             raise ConnectRestException(404, f"Connector {name} not found")
         config = snapshot.connector_configs[name]
         if not self._is_source(config):
             raise ConnectRestException(400, f"Connector {name} is not a source connector")
-        self.read_config_to_end()
-        active = self._fencings.get(name)
-        if active is not None:
-            return active
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        round_ = zombie_fencing.fencing_round(self.state.snapshot(), self.group_id, name)
-        if round_ is None:
-            log.debug("no fencing needed for %s: its tasks are fenced already", name)
-            done.set_result(None)
-        elif not round_.fence_ids:
-            log.info("writing task count %d for %s (nothing to fence)", round_.task_count, name)
-            self.configs.write_task_count(name, round_.task_count)
-            done.set_result(None)
-        else:
-            self._fencings[name] = done
-            done.add_done_callback(lambda f: self._fencings.pop(name, None))
-            threading.Thread(
-                target=self._fence_producers,
-                args=(round_, config, done),
-                name=f"fencing-{name}",
-                daemon=True,
-            ).start()
-        return done
+        return self.fencing.fence_zombies(name, config)
 
-    def _fence_producers(
-        self,
-        round_: zombie_fencing.FencingRound,
-        connector_config: Mapping[str, str],
-        done: concurrent.futures.Future[None],
-    ) -> None:
-        """Off the herder thread: fence, then record the fencing on the herder thread."""
-        try:
-            log.info("fencing out producers %s of %s", list(round_.fence_ids), round_.connector)
-            admin = client_configs.connector_admin_config(
-                self.config, round_.connector, connector_config
-            )
-            ProducerFencer(admin).fence(round_.fence_ids)
-            self.submit(lambda: self._record_fencing(round_, done), leader_only=False).result()
-        except BaseException as exc:
-            if not done.done():
-                done.set_exception(exc)
-
-    def _record_fencing(
-        self, round_: zombie_fencing.FencingRound, done: concurrent.futures.Future[None]
-    ) -> None:
-        if done.done():
-            return  # cancelled by new task configs
-        name = round_.connector
-        self.read_config_to_end()
-        snapshot = self.state.snapshot()
-        if snapshot.task_config_generations.get(name, -1) > round_.generation:
-            raise ConnectRestException(
-                409,
-                "Fencing failed because new task configurations were generated for the connector",
-            )
+    def _require_leader(self) -> None:
         if not self.is_leader:
             raise NotLeaderError(self.leader_url)
-        if name in snapshot.pending_fencing:
-            self.configs.write_task_count(name, round_.task_count)
-        done.set_result(None)
+
+    def _fence_producers(
+        self, connector: str, connector_config: Mapping[str, str], ids: Sequence[str]
+    ) -> None:
+        admin = client_configs.connector_admin_config(self.config, connector, connector_config)
+        ProducerFencer(admin).fence(ids)
 
     def _request_fencing(self, name: str) -> concurrent.futures.Future[None]:
         """Startup step 2: ask the leader for a round of fencing of ``name``."""
@@ -904,27 +857,13 @@ class Herder:
                 failed: concurrent.futures.Future[None] = concurrent.futures.Future()
                 failed.set_exception(exc)
                 return failed
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
         key = self.state.snapshot().session_key
-        leader_url = self.leader_url
-        algorithm = str(self.config.get(SIGNATURE_ALGORITHM))
-
-        def send() -> None:
-            try:
-                if leader_url is None:
-                    raise ConnectException("No leader is known to perform zombie fencing")
-                internal_requests.put_signed(
-                    f"{leader_url.rstrip('/')}/connectors/{name}/fence",
-                    b"",
-                    b"" if key is None else key.key,
-                    algorithm,
-                )
-                future.set_result(None)
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        threading.Thread(target=send, name=f"fence-request-{name}", daemon=True).start()
-        return future
+        return internal_requests.request_fencing(
+            self.leader_url,
+            name,
+            b"" if key is None else key.key,
+            str(self.config.get(SIGNATURE_ALGORITHM)),
+        )
 
     def _start_fenced_tasks(self) -> None:
         """Startup step 3 for the tasks whose fencing request completed: read the config

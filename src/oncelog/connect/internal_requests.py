@@ -5,7 +5,9 @@ cluster's session key (``request_signing``): task configs to the leader
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -34,3 +36,25 @@ def put_signed(
         raise ConnectRestException(exc.code, message) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ConnectException(f"Request to {url} failed: {exc}") from None
+
+
+def request_fencing(
+    leader_url: str | None, connector: str, key: bytes, algorithm: str
+) -> concurrent.futures.Future[None]:
+    """Ask the leader for a round of zombie fencing of ``connector`` (KIP-618 startup
+    step 2), on a thread of its own; the future fails with the leader's answer."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def send() -> None:
+        try:
+            if leader_url is None:
+                raise ConnectException("No leader is known to perform zombie fencing")
+            put_signed(
+                f"{leader_url.rstrip('/')}/connectors/{connector}/fence", b"", key, algorithm
+            )
+            future.set_result(None)
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=send, name=f"fence-request-{connector}", daemon=True).start()
+    return future
