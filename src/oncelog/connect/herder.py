@@ -26,10 +26,10 @@ KIP-618 zombie fencing (``zombie_fencing`` decides, this module acts):
   leader's signed ``PUT /connectors/{c}/fence``), reads the config topic to its end,
   and starts the task if its generation is still the latest; if the request fails the
   task is FAILED with the error as its trace;
-- the leader fences the previous generation's producers off the herder thread
-  (``Admin.fence_producers`` with the connector's admin settings), then writes the
-  task-count record on the herder thread, unless new task configs arrived meanwhile
-  (409). Concurrent requests for one connector share one round;
+- the leader's rounds (``leader_fencing``) fence the previous generation's producers
+  off the herder thread (``Admin.fence_producers`` with the connector's admin
+  settings), then write the task-count record on the herder thread, unless new task
+  configs arrived meanwhile (409). Concurrent requests for one connector share a round;
 - after the task's transactional producer is initialized, the task calls
   :meth:`Herder.before_first_poll` (startup steps 6-7): the config topic is read to its
   end and the task must still be of the latest generation and assigned here.
