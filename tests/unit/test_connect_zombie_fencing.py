@@ -18,12 +18,14 @@ from oncelog.connect.config_state import ClusterConfigSnapshot, ConfigState
 from oncelog.connect.worker_config import WorkerConfig
 from oncelog.connect.worker_plan import LocalState, RunningTask, plan
 from oncelog.connect.zombie_fencing import (
+    STALE_CONFIGURATION,
     ExactlyOnceSourceSupport,
     FencingRound,
     exactly_once_source_support,
     fencing_round,
     leader_transactional_id,
     may_start_task,
+    restart_refusal,
     task_transactional_id,
 )
 
@@ -158,3 +160,26 @@ def test_exactly_once_tasks_restart_on_a_new_generation_with_unchanged_configs()
     # Tasks without a generation (at-least-once) keep running as before.
     plain = LocalState({}, {t0: RunningTask(TargetState.STARTED, config)})
     assert plan(owned, snapshot, plain).is_empty()
+
+
+def test_restart_refusals_after_reading_the_config_topic() -> None:
+    t1 = ConnectorTaskId("src", 1)
+    snapshot = _snapshot(CONNECTOR, *_tasks(2), TaskCountRecord("src", 2))
+    assigned = Work.of(["src"], [ConnectorTaskId("src", 0), t1])
+    assert restart_refusal(snapshot, t1, assigned, rejoin_pending=False) is None
+    # The connector was reconfigured to one task: task 1 is gone.
+    fewer = _snapshot(CONNECTOR, *_tasks(2), TaskCountRecord("src", 2), *_tasks(1))
+    refusal = restart_refusal(fewer, t1, assigned, rejoin_pending=False)
+    assert refusal is not None and (refusal.status, str(refusal)) == (404, "Unknown task: src-1")
+    gone = _snapshot(CONNECTOR, *_tasks(2), ConnectorConfigRecord("src", None))
+    refusal = restart_refusal(gone, t1, assigned, rejoin_pending=False)
+    assert refusal is not None and (refusal.status, str(refusal)) == (
+        404,
+        "Unknown connector: src",
+    )
+    # More tasks than at the last assignment: a rebalance comes first.
+    more = _snapshot(CONNECTOR, *_tasks(2), TaskCountRecord("src", 2), *_tasks(3))
+    refusal = restart_refusal(more, t1, assigned, rejoin_pending=False)
+    assert refusal is not None and (refusal.status, str(refusal)) == (409, STALE_CONFIGURATION)
+    refusal = restart_refusal(snapshot, t1, assigned, rejoin_pending=True)
+    assert refusal is not None and refusal.status == 409

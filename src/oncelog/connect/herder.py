@@ -149,15 +149,6 @@ class RebalanceInProgress(ConnectRestException):
         )
 
 
-class RebalanceNeeded(ConnectRestException):
-    def __init__(self) -> None:
-        super().__init__(
-            409,
-            "Cannot complete request momentarily due to stale configuration (typically caused "
-            "by a concurrent config change)",
-        )
-
-
 @dataclass
 class _Request:
     fn: Callable[[], Any]
@@ -739,13 +730,11 @@ class Herder:
                 f"Failed to read to the end of the config topic before restarting {task}: {exc}",
             ) from exc
         snapshot = self.state.snapshot()
-        if not snapshot.contains(task.connector):
-            raise ConnectRestException(404, f"Unknown connector: {task.connector}")
-        if task not in snapshot.tasks(task.connector):
-            raise ConnectRestException(404, f"Unknown task: {task}")
-        configured = configured_work(snapshot.task_counts_by_connector())
-        if self._need_rejoin or configured != self._configured_at_assignment:
-            raise RebalanceNeeded()
+        refused = zombie_fencing.restart_refusal(
+            snapshot, task, self._configured_at_assignment, self._need_rejoin
+        )
+        if refused is not None:
+            raise refused
         return snapshot
 
     def runs_task(self, task: ConnectorTaskId) -> bool:

@@ -25,7 +25,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from oncelog.connect.assignor import ConnectorTaskId, Work, configured_work
 from oncelog.connect.config_state import ClusterConfigSnapshot
+from oncelog.connect.errors import ConnectRestException
 from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT, WorkerConfig
 
 
@@ -95,3 +97,28 @@ def may_start_task(snapshot: ClusterConfigSnapshot, connector: str, generation: 
         connector not in snapshot.pending_fencing
         and snapshot.task_config_generations.get(connector, -1) == generation
     )
+
+
+STALE_CONFIGURATION = (
+    "Cannot complete request momentarily due to stale configuration (typically caused by a "
+    "concurrent config change)"
+)
+
+
+def restart_refusal(
+    snapshot: ClusterConfigSnapshot,
+    task: ConnectorTaskId,
+    configured_at_assignment: Work,
+    rejoin_pending: bool,
+) -> ConnectRestException | None:
+    """Why an exactly-once source task may not restart on a view of the config topic just
+    read to its end (KIP-618): 404 when its connector or the task is gone, 409 when what
+    was read calls for a rebalance first. None: restart it."""
+    if not snapshot.contains(task.connector):
+        return ConnectRestException(404, f"Unknown connector: {task.connector}")
+    if task not in snapshot.tasks(task.connector):
+        return ConnectRestException(404, f"Unknown task: {task}")
+    configured = configured_work(snapshot.task_counts_by_connector())
+    if rejoin_pending or configured != configured_at_assignment:
+        return ConnectRestException(409, STALE_CONFIGURATION)
+    return None
