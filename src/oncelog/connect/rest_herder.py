@@ -52,7 +52,7 @@ INITIAL_STATES = {
 }
 
 
-_SIGNATURE_HEADERS = frozenset({SIGNATURE_HEADER, ALGORITHM_HEADER})
+_SIGNATURE_HEADERS = frozenset({SIGNATURE_HEADER.lower(), ALGORITHM_HEADER.lower()})
 
 
 class _Forward(Exception):
@@ -106,7 +106,9 @@ class HerderResource:
         url = f"{base_url.rstrip('/')}{request.path}"
         headers = {"Content-Type": "application/json"}
         # An internal request keeps its signature: the body it signs is forwarded as is.
-        headers.update({k: v for k, v in request.headers.items() if k in _SIGNATURE_HEADERS})
+        headers.update(
+            {k: v for k, v in request.headers.items() if k.lower() in _SIGNATURE_HEADERS}
+        )
         async with (
             aiohttp.ClientSession() as session,
             session.request(
