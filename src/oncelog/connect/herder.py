@@ -65,7 +65,6 @@ from oncelog.connect.assignor import (
     AssignorState,
     ConnectorTaskId,
     Work,
-    assign,
     configured_work,
 )
 from oncelog.connect.cluster_view import ClusterState
@@ -87,11 +86,10 @@ from oncelog.connect.connect_protocol import (
     ConnectProtocolVersion,
     WorkerState,
     decode_assignment,
-    decode_metadata,
-    encode_assignment,
     join_protocols,
 )
 from oncelog.connect.errors import ConfigException, ConnectException, ConnectRestException
+from oncelog.connect.group_assignment import leader_assignments
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.kafka_io import (
     ProducerFencer,
@@ -446,51 +444,18 @@ class Herder:
         if result.is_leader:
             self.read_config_to_end()
             snapshot = self.state.snapshot()
-            members = {m: decode_metadata(data)[1] for m, data in result.members}
-            leader_url = members[result.leader_id].url
-            if any(ws.config_offset > snapshot.offset for ws in members.values()):
-                # Someone has read further than the leader can: everyone rejoins.
-                assignments = {
-                    m: encode_assignment(
-                        ConnectAssignment(
-                            int(version),
-                            CONFIG_MISMATCH,
-                            result.leader_id,
-                            leader_url,
-                            snapshot.offset,
-                        )
-                    )
-                    for m in members
-                }
-            else:
-                reported = {
-                    m: ws.assignment.assigned if ws.assignment is not None else EMPTY
-                    for m, ws in members.items()
-                }
-                plans, self._assignor = assign(
-                    self._assignor,
-                    reported,
-                    configured_work(snapshot.task_counts_by_connector()),
-                    now_ms=int(self.clock() * 1000),
-                    max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
-                    generation=result.generation,
-                    last_completed_generation=self._last_generation,
-                )
-                assignments = {
-                    m: encode_assignment(
-                        ConnectAssignment(
-                            int(version),
-                            0,
-                            result.leader_id,
-                            leader_url,
-                            snapshot.offset,
-                            p.start,
-                            p.stop,
-                            p.delay_ms,
-                        )
-                    )
-                    for m, p in plans.items()
-                }
+            assignments, self._assignor = leader_assignments(
+                version,
+                result.leader_id,
+                result.members,
+                snapshot.offset,
+                configured_work(snapshot.task_counts_by_connector()),
+                self._assignor,
+                now_ms=int(self.clock() * 1000),
+                max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
+                generation=result.generation,
+                last_completed_generation=self._last_generation,
+            )
         assignment = decode_assignment(self.member.sync(assignments))
         log.info(
             "generation %d: assigned %s, revoked %s, delay %d ms, config offset %d",
