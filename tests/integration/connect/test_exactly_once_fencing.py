@@ -424,3 +424,43 @@ def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
     uncommitted = config_topic(broker.bootstrap, "read_uncommitted")
     assert [k for k, _, _ in uncommitted] == [k for k, _, _ in records]
     wait_states(other, "during", ["RUNNING"])
+
+
+def test_failed_fencing_fails_the_tasks_with_the_error(cluster) -> None:
+    """The leader cannot fence (the connector's admin settings point nowhere): the
+    tasks of the new generation are FAILED with the leader's 500 as their trace and do
+    not start; once the connector is fixed, the next round fences and they run."""
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    name = "unfenceable"
+    create_source(leader, name, 2, "eos-unfenceable")
+    wait_states(leader, name, ["RUNNING"] * 2)
+    broken = {
+        "connector.class": "VerifiableSource",
+        "throughput": "20",
+        "topic": "eos-unfenceable",
+        "tasks.max": "3",
+        "admin.override.bootstrap.servers": "127.0.0.1:1",
+    }
+    assert leader.call("PUT", f"/connectors/{name}/config", broken)[0] == 200
+    wait_states(leader, name, ["FAILED"] * 3, timeout_s=150)
+    traces = [t["trace"] for t in leader.get(f"/connectors/{name}/status")["tasks"][:3]]
+    assert all("Failed to fence out producers" in t for t in traces), traces[0]
+    assert all(f"{GROUP}-{name}-0" in t and f"{GROUP}-{name}-1" in t for t in traces)
+    # No task-count record for the unfenced generation.
+    assert fencing_history(config_topic(broker.bootstrap), name) == [
+        "commit 2",
+        "count 2",
+        "commit 3",
+    ]
+    fixed = {k: v for k, v in broken.items() if not k.startswith("admin.")}
+    assert follower.call("PUT", f"/connectors/{name}/config", fixed)[0] == 200
+    wait_states(leader, name, ["RUNNING"] * 3, timeout_s=90)
+    assert fencing_history(config_topic(broker.bootstrap), name) == [
+        "commit 2",
+        "count 2",
+        "commit 3",
+        "commit 3",
+        "count 3",
+    ]
+    assert leader.call("DELETE", f"/connectors/{name}")[0] == 204
