@@ -14,6 +14,7 @@ from oncelog.cli import (
     console,
     dump_log,
     groups,
+    producers,
     records,
     topics,
     transactions,
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(topics.app, name="topics")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(producers.app, name="producers")
 app.add_typer(connect.app, name="connect")
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")

@@ -3,10 +3,14 @@
 Metadata, ListOffsets (earliest / latest, read_committed or not), CreateTopics,
 CreatePartitions, DeleteTopics and DescribeConfigs: all of them librdkafka offers, so this
 module only adds typed results, error codes and retries.
+
+``fence_producers`` (KIP-618's ``Admin.fenceProducers``) is the one call librdkafka lacks:
+it goes through the protocol client (FindCoordinator + InitProducerId).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.protocol import ProtocolClient
 from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
 
 TopicPartition = tuple[str, int]
@@ -61,6 +66,7 @@ class Admin:
         self.policy = policy
         self.timeout = timeout
         self._client: Any = None
+        self._protocol: ProtocolClient | None = None
 
     @property
     def client(self) -> Any:
@@ -75,6 +81,9 @@ class Admin:
 
     def close(self) -> None:
         self._client = None  # librdkafka's AdminClient closes when collected
+        if self._protocol is not None:
+            self._protocol.close()
+            self._protocol = None
 
     def __enter__(self) -> Admin:
         return self
@@ -83,7 +92,7 @@ class Admin:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
+        return {**self.__dict__, "_client": None, "_protocol": None}
 
     def await_result(self, future: Any, what: str) -> Any:
         """The result of one of the AdminClient's futures, or its ClientError."""
@@ -294,3 +303,62 @@ class Admin:
             self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
         )
         return {k: v.value for k, v in configs.items() if not v.is_default}
+
+    # -- producers (KIP-618) -----------------------------------------------------------------
+    def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """Fence out every producer of these transactional ids, as Kafka's
+        ``Admin.fenceProducers``: per id, FindCoordinator(TRANSACTION) then InitProducerId
+        with no producer id and epoch. The coordinator bumps the epoch (the current
+        producer's next transactional call fails with PRODUCER_FENCED) and aborts its open
+        transaction. Returns {id: (producer id, new epoch)}.
+
+        NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up again;
+        COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the abort still
+        completing) retry; all within the retry policy's deadline. Any other error
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED, ...) raises
+        :class:`ClientError` at once, naming the id."""
+        pending = sorted(set(transactional_ids))
+        done: dict[str, tuple[int, int]] = {}
+        # The coordinator appends the bumped epoch within this timeout (Kafka: the
+        # admin client's request timeout).
+        timeout = datetime.timedelta(seconds=self.timeout)
+
+        def once() -> dict[str, tuple[int, int]]:
+            protocol = self._protocol_client()
+            retry: ClientError | None = None
+            for tid, found in protocol.find_coordinators(
+                [t for t in pending if t not in done]
+            ).items():
+                try:
+                    if isinstance(found, ErrorCode):
+                        raise ClientError(
+                            f"fencing {tid!r}: no coordinator: {found.name.upper()}", found
+                        )
+                    done[tid] = protocol.init_producer_id_on(found, tid, timeout)
+                except ClientError as exc:
+                    if not exc.retriable:
+                        raise ClientError(
+                            f"fencing producers of transactional id {tid!r} failed: {exc}",
+                            exc.error_code,
+                            retriable=False,
+                        ) from exc
+                    retry = exc
+            if retry is not None:
+                raise retry
+            return done
+
+        def before_retry(exc: BaseException) -> None:
+            if self._protocol is not None:
+                if isinstance(exc, OSError):
+                    self._protocol.close()
+                self._protocol.forget_metadata()
+
+        if not pending:
+            return {}
+        self.policy.call(once, on_retry=before_retry)
+        return {tid: done[tid] for tid in pending}
+
+    def _protocol_client(self) -> ProtocolClient:
+        if self._protocol is None:
+            self._protocol = ProtocolClient(self.config, timeout=self.timeout)
+        return self._protocol

@@ -238,7 +238,23 @@ class ProtocolClient:
     ) -> tuple[int, int]:
         """InitProducerId as a new instance of the producer would: bumps the epoch (fencing
         the current one) and aborts an ongoing transaction."""
-        resp = self.coordinator(transactional_id).request(
+        return self._init_producer_id(
+            self.coordinator(transactional_id), transactional_id, transaction_timeout
+        )
+
+    def init_producer_id_on(
+        self, node_id: int, transactional_id: str, transaction_timeout: datetime.timedelta
+    ) -> tuple[int, int]:
+        """:meth:`init_producer_id` at a coordinator already found (``find_coordinators``)."""
+        return self._init_producer_id(self.node(node_id), transactional_id, transaction_timeout)
+
+    def _init_producer_id(
+        self,
+        coordinator: WireClient,
+        transactional_id: str,
+        transaction_timeout: datetime.timedelta,
+    ) -> tuple[int, int]:
+        resp = coordinator.request(
             ip.InitProducerIdRequest(
                 transactional_id=transactional_id,
                 transaction_timeout=transaction_timeout,

@@ -15,16 +15,30 @@ Each tick it:
 
 Connectors generate their task configs where they run; the leader writes them (a
 follower sends them to the leader's internal ``PUT /connectors/{c}/tasks``, signed
-with the session key).
+with the session key). The leader's writes go through ``config_writer`` (transactional
+from ``exactly.once.source.support=preparing`` on, so a zombie leader cannot write).
 
-Task life cycle, producers and config-topic reading are where KIP-618 (exactly-once
-sources) hooks in next: the config state already tracks task generations and
-fencing records.
+KIP-618 zombie fencing (``zombie_fencing`` decides, this module acts):
+
+- with ``exactly.once.source.support=enabled``, a source task starts only once a
+  task-count record follows its connector's latest task configs. The worker asks the
+  leader for a round of fencing (``fence_zombies`` on the leader itself, else the
+  leader's signed ``PUT /connectors/{c}/fence``), reads the config topic to its end,
+  and starts the task if its generation is still the latest; if the request fails the
+  task is FAILED with the error as its trace;
+- the leader's rounds (``leader_fencing``) fence the previous generation's producers
+  off the herder thread (``Admin.fence_producers`` with the connector's admin
+  settings), then write the task-count record on the herder thread, unless new task
+  configs arrived meanwhile (409). Concurrent requests for one connector share a round;
+- after the task's transactional producer is initialized, the task calls
+  :meth:`Herder.before_first_poll` (startup steps 6-7): the config topic is read to its
+  end and the task must still be of the latest generation and assigned here.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import os
@@ -32,53 +46,60 @@ import queue
 import threading
 import time
 import traceback
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from oncelog.connect import (
-    config_records,
+    client_configs,
+    internal_requests,
     leader_duties,
     offset_records,
     request_signing,
     status_records,
+    zombie_fencing,
 )
+from oncelog.connect.api import SourceConnector
 from oncelog.connect.assignor import (
     EMPTY,
     AssignorState,
     ConnectorTaskId,
     Work,
-    assign,
     configured_work,
 )
 from oncelog.connect.cluster_view import ClusterState
 from oncelog.connect.config_records import (
     ConfigRecord,
-    ConnectorConfigRecord,
     RestartRequestRecord,
     TargetState,
-    TargetStateRecord,
 )
 from oncelog.connect.config_state import (
     ConfigEvent,
     ConnectorChanged,
     RestartRequested,
+    TasksChanged,
 )
+from oncelog.connect.config_writer import ConfigWriter, PrivilegedLogWriter
 from oncelog.connect.connect_protocol import (
     CONFIG_MISMATCH,
     ConnectAssignment,
     ConnectProtocolVersion,
     WorkerState,
     decode_assignment,
-    decode_metadata,
-    encode_assignment,
     join_protocols,
 )
-from oncelog.connect.errors import ConnectException, ConnectRestException
+from oncelog.connect.errors import ConfigException, ConnectException, ConnectRestException
+from oncelog.connect.group_assignment import leader_assignments
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
-from oncelog.connect.kafka_io import TaskClients, TopicLogConsumer, TopicWriter, client_config
+from oncelog.connect.kafka_io import (
+    ProducerFencer,
+    TaskClients,
+    TopicLogConsumer,
+    TopicWriter,
+    TransactionalTopicWriter,
+    client_config,
+)
+from oncelog.connect.leader_fencing import LeaderFencing
 from oncelog.connect.membership import ConnectGroupMember
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_views import restart_plan
@@ -178,7 +199,20 @@ class Herder:
         self.offsets_reader = InternalTopicReader(
             TopicLogConsumer(shared), self.offsets_topic, self._offset_record
         )
-        self.config_writer = TopicWriter(shared, self.config_topic)
+        self.group_id = str(config.get(GROUP_ID))
+        self.exactly_once = zombie_fencing.exactly_once_source_support(config)
+        privileged: Callable[[], PrivilegedLogWriter] | None = None
+        if self.exactly_once.transactional_leader:
+            leader_id = zombie_fencing.leader_transactional_id(self.group_id)
+            privileged = lambda: TransactionalTopicWriter(shared, self.config_topic, leader_id)  # noqa: E731
+        self.configs = ConfigWriter(
+            TopicWriter(shared, self.config_topic),
+            privileged,
+            self._read_config_back,
+            self.state.snapshot,
+            on_write_failure=self._fenced_from_config_topic,
+            timeout_s=READ_TIMEOUT_S,
+        )
         self.status_writer = TopicWriter(shared, self.status_topic)
         self.offsets_writer = TopicWriter(shared, self.offsets_topic)
         self.worker = Worker(
@@ -190,6 +224,10 @@ class Herder:
             self._write_status,
             generation=lambda: self.member.generation,
         )
+        if self.exactly_once.enabled:
+            # KIP-618 startup steps 6-7: re-check the task's generation once its
+            # transactional producer has fenced its predecessors.
+            self.worker.before_first_poll = self.before_first_poll
         self.requests: queue.Queue[_Request] = queue.Queue()
         self.joined = threading.Event()
         self.stopped = threading.Event()
@@ -210,6 +248,24 @@ class Herder:
         self._connector_configs: dict[str, dict[str, str]] = {}
         self._tasks: dict[ConnectorTaskId, RunningTask] = {}
         self._reconfigure: set[str] = set()
+        # KIP-618: source tasks reserved here until their connector is fenced (task ->
+        # generation), this worker's fencing requests per connector, and (leader) the
+        # rounds of fencing under way.
+        self._awaiting_fencing: dict[ConnectorTaskId, int] = {}
+        self._fencing_requests: dict[str, concurrent.futures.Future[None]] = {}
+        self.fencing = LeaderFencing(
+            self.group_id,
+            self.state.snapshot,
+            self.read_config_to_end,
+            self.configs.write_task_count,
+            lambda fn: self.submit(fn, leader_only=False),
+            self._fence_producers,
+            self._require_leader,
+        )
+        # The generation each exactly-once source task was started for (read by
+        # before_first_poll on the task's thread).
+        self._started_generations: dict[ConnectorTaskId, int] = {}
+        self._next_claim_at = 0.0
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -278,6 +334,7 @@ class Herder:
         except Exception:
             log.warning("leaving the group failed", exc_info=True)
         self.member.close()
+        self.configs.relinquish()
         self.status_writer.flush(5)
         while not self.requests.empty():
             self.requests.get().future.set_exception(
@@ -328,8 +385,11 @@ class Herder:
         self.config_reader.poll(0.05)
         if self._events:
             self._handle_events()
+        self._start_fenced_tasks()
         if self.is_leader and not self._need_rejoin:
-            self._leader_duties()
+            self._claim_config_topic()
+            if self.configs.claimed or not self.configs.transactional:
+                self._leader_duties()
         self._reconfigure_connectors()
         self._serve_requests()
 
@@ -360,6 +420,12 @@ class Herder:
     def read_config_to_end(self) -> None:
         self.config_reader.read_to_end(READ_TIMEOUT_S)
 
+    def _read_config_back(self) -> None:
+        """After a write: read it back and act on it."""
+        self.read_config_to_end()
+        if self._events:
+            self._handle_events()
+
     # -- rebalancing -----------------------------------------------------------------------
 
     def _rebalance(self) -> None:
@@ -382,51 +448,18 @@ class Herder:
         if result.is_leader:
             self.read_config_to_end()
             snapshot = self.state.snapshot()
-            members = {m: decode_metadata(data)[1] for m, data in result.members}
-            leader_url = members[result.leader_id].url
-            if any(ws.config_offset > snapshot.offset for ws in members.values()):
-                # Someone has read further than the leader can: everyone rejoins.
-                assignments = {
-                    m: encode_assignment(
-                        ConnectAssignment(
-                            int(version),
-                            CONFIG_MISMATCH,
-                            result.leader_id,
-                            leader_url,
-                            snapshot.offset,
-                        )
-                    )
-                    for m in members
-                }
-            else:
-                reported = {
-                    m: ws.assignment.assigned if ws.assignment is not None else EMPTY
-                    for m, ws in members.items()
-                }
-                plans, self._assignor = assign(
-                    self._assignor,
-                    reported,
-                    configured_work(snapshot.task_counts_by_connector()),
-                    now_ms=int(self.clock() * 1000),
-                    max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
-                    generation=result.generation,
-                    last_completed_generation=self._last_generation,
-                )
-                assignments = {
-                    m: encode_assignment(
-                        ConnectAssignment(
-                            int(version),
-                            0,
-                            result.leader_id,
-                            leader_url,
-                            snapshot.offset,
-                            p.start,
-                            p.stop,
-                            p.delay_ms,
-                        )
-                    )
-                    for m, p in plans.items()
-                }
+            assignments, self._assignor = leader_assignments(
+                version,
+                result.leader_id,
+                result.members,
+                snapshot.offset,
+                configured_work(snapshot.task_counts_by_connector()),
+                self._assignor,
+                now_ms=int(self.clock() * 1000),
+                max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
+                generation=result.generation,
+                last_completed_generation=self._last_generation,
+            )
         assignment = decode_assignment(self.member.sync(assignments))
         log.info(
             "generation %d: assigned %s, revoked %s, delay %d ms, config offset %d",
@@ -469,6 +502,11 @@ class Herder:
             len(self.owned.connectors),
             len(self.owned.tasks),
         )
+        if self.is_leader:
+            self._next_claim_at = 0.0
+            self._claim_config_topic()
+        else:
+            self.configs.relinquish()
         self._apply_plan()
         self.joined.set()
 
@@ -476,7 +514,7 @@ class Herder:
         revoked_tasks = sorted(t for t in revoked.tasks if t in self._tasks)
         self.worker.stop_tasks(revoked_tasks)
         for task in revoked_tasks:
-            del self._tasks[task]
+            self._forget_task(task)
         for name in sorted(revoked.connectors):
             if name in self._connector_targets:
                 self._stop_connector(name)
@@ -492,7 +530,7 @@ class Herder:
             return
         self.worker.stop_tasks(steps.stop_tasks)
         for task in steps.stop_tasks:
-            self._tasks.pop(task, None)
+            self._forget_task(task)
         for name in steps.stop_connectors:
             self._stop_connector(name)
         for name, target in steps.start_connectors:
@@ -509,8 +547,9 @@ class Herder:
                 target,
             )
         for task, target in steps.transition_tasks:
-            self.worker.transition_task(task, target)
-            self._tasks[task] = RunningTask(target, self._tasks[task].config)
+            if task in self.worker.tasks:  # not while it awaits its fencing
+                self.worker.transition_task(task, target)
+            self._tasks[task] = dataclasses.replace(self._tasks[task], state=target)
 
     def _start_connector(self, name: str, config: Mapping[str, str], target: TargetState) -> None:
         self._connector_targets[name] = target
@@ -550,14 +589,35 @@ class Herder:
         task_config: Mapping[str, str],
         target: TargetState,
     ) -> None:
+        if self.exactly_once.enabled and self._is_source(connector_config):
+            # Startup steps 1-3: reserved here, started once the connector is fenced.
+            generation = self.state.snapshot().task_config_generations.get(task.connector, -1)
+            self._tasks[task] = RunningTask(target, dict(task_config), generation)
+            self._awaiting_fencing[task] = generation
+            if task.connector not in self._fencing_requests:
+                self._fencing_requests[task.connector] = self._request_fencing(task.connector)
+            return
         self._tasks[task] = RunningTask(target, dict(task_config))
         self.worker.start_task(task, connector_config, dict(task_config), target)
+
+    def _forget_task(self, task: ConnectorTaskId) -> None:
+        self._tasks.pop(task, None)
+        self._awaiting_fencing.pop(task, None)
+
+    def _is_source(self, connector_config: Mapping[str, str]) -> bool:
+        try:
+            cls = self.plugins.connector_class(connector_config.get("connector.class", ""))
+        except ConfigException:
+            return False
+        return issubclass(cls, SourceConnector)
 
     def _handle_events(self) -> None:
         events, self._events = self._events, []
         snapshot = self.state.snapshot()
         restarts: list[RestartRequestRecord] = []
         for event in events:
+            if isinstance(event, TasksChanged):
+                self.fencing.cancel(event.connector)
             if isinstance(event, ConnectorChanged):
                 name = event.connector
                 new_config = snapshot.connector_configs.get(name)
@@ -612,8 +672,16 @@ class Herder:
                 )
 
     def restart_task(self, task: ConnectorTaskId) -> None:
-        """Restart a task this worker runs (``POST /connectors/{c}/tasks/{t}/restart``)."""
+        """Restart a task this worker runs (``POST /connectors/{c}/tasks/{t}/restart``).
+
+        An exactly-once source task restarts only on an up-to-date view (KIP-618): the
+        config topic is read to its end first (500 if that fails), a task that no longer
+        exists is 404, and new configs that call for a rebalance are 409."""
         snapshot = self.state.snapshot()
+        if self.exactly_once.enabled and self._is_source(
+            snapshot.connector_configs.get(task.connector, {})
+        ):
+            snapshot = self._fresh_snapshot_for_restart(task)
         if task not in self._tasks or task not in snapshot.task_configs:
             raise NotLeaderError(None)
         target = snapshot.target_state(task.connector) or TargetState.STARTED
@@ -621,6 +689,22 @@ class Herder:
         self._start_task(
             task, snapshot.connector_configs[task.connector], snapshot.task_configs[task], target
         )
+
+    def _fresh_snapshot_for_restart(self, task: ConnectorTaskId) -> Any:
+        try:
+            self.read_config_to_end()
+        except ConnectException as exc:
+            raise ConnectRestException(
+                500,
+                f"Failed to read to the end of the config topic before restarting {task}: {exc}",
+            ) from exc
+        snapshot = self.state.snapshot()
+        refused = zombie_fencing.restart_refusal(
+            snapshot, task, self._configured_at_assignment, self._need_rejoin
+        )
+        if refused is not None:
+            raise refused
+        return snapshot
 
     def runs_task(self, task: ConnectorTaskId) -> bool:
         return task in self._tasks
@@ -662,42 +746,185 @@ class Herder:
                 continue
             try:
                 if self.is_leader:
-                    self.write_task_configs(name, configs)
+                    self.configs.write_task_configs(name, configs)
                 else:
                     self._send_task_configs(name, configs)
                 self._reconfigure.discard(name)
             except Exception as exc:
                 log.warning("task configs of %s not written yet: %s", name, exc)
 
-    def write_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        """Leader only: store a connector's task configs (from the connector's worker)."""
-        if not self.state.snapshot().contains(name):
-            raise ConnectRestException(404, f"Connector {name} not found")
-        self.write_config(config_records.task_config_records(name, configs))
-
     def _send_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         key = self.state.snapshot().session_key
         if self.leader_url is None or key is None:
             raise ConnectException("no leader or session key yet")
-        body = json.dumps(configs).encode()
-        headers = {"Content-Type": "application/json"}
-        headers.update(
-            request_signing.sign(key.key, body, str(self.config.get(SIGNATURE_ALGORITHM)))
+        internal_requests.put_signed(
+            f"{self.leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false",
+            json.dumps(configs).encode(),
+            key.key,
+            str(self.config.get(SIGNATURE_ALGORITHM)),
+            timeout_s=30,
         )
-        url = f"{self.leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false"
-        request = urllib.request.Request(url, data=body, headers=headers, method="PUT")
-        with urllib.request.urlopen(request, timeout=30) as response:
-            response.read()
 
-    def verify_signature(self, body: bytes, headers: Mapping[str, str]) -> str | None:
+    def check_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """Refuse an internal request (``/tasks``, ``/fence``) that is not signed with the
+        current session key, with Kafka's status codes (``request_signing.refusal``).
+        Only the ``sessioned`` protocol distributes keys; without it Kafka checks nothing."""
+        if self.protocol is not ConnectProtocolVersion.SESSIONED:
+            return
         key = self.state.snapshot().session_key
-        if key is None:
-            return "No session key yet"
-        return request_signing.verify(
-            key.key, body, headers, self.config.get_list(VERIFICATION_ALGORITHMS)
+        refused = request_signing.refusal(
+            None if key is None else key.key,
+            body,
+            headers,
+            self.config.get_list(VERIFICATION_ALGORITHMS),
+        )
+        if refused is not None:
+            raise ConnectRestException(*refused)
+
+    # -- zombie fencing (KIP-618) ----------------------------------------------------------
+
+    def fence_zombies(self, name: str) -> concurrent.futures.Future[None]:
+        """Leader, on the herder thread (``PUT /connectors/{c}/fence``): make sure the
+        connector's previous task generation is fenced out and a task-count record follows
+        its latest task configs (``leader_fencing``). Returns the round's future."""
+        self._require_leader()
+        snapshot = self.state.snapshot()
+        if not snapshot.contains(name):
+            raise ConnectRestException(404, f"Connector {name} not found")
+        config = snapshot.connector_configs[name]
+        if not self._is_source(config):
+            raise ConnectRestException(400, f"Connector {name} is not a source connector")
+        return self.fencing.fence_zombies(name, config)
+
+    def _require_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeaderError(self.leader_url)
+
+    def _fence_producers(
+        self, connector: str, connector_config: Mapping[str, str], ids: Sequence[str]
+    ) -> None:
+        admin = client_configs.connector_admin_config(self.config, connector, connector_config)
+        ProducerFencer(admin).fence(ids)
+
+    def _request_fencing(self, name: str) -> concurrent.futures.Future[None]:
+        """Startup step 2: ask the leader for a round of fencing of ``name``."""
+        if self.is_leader:
+            try:
+                return self.fence_zombies(name)
+            except Exception as exc:
+                failed: concurrent.futures.Future[None] = concurrent.futures.Future()
+                failed.set_exception(exc)
+                return failed
+        key = self.state.snapshot().session_key
+        return internal_requests.request_fencing(
+            self.leader_url,
+            name,
+            b"" if key is None else key.key,
+            str(self.config.get(SIGNATURE_ALGORITHM)),
+        )
+
+    def _start_fenced_tasks(self) -> None:
+        """Startup step 3 for the tasks whose fencing request completed: read the config
+        topic to its end and start the tasks still of the latest, fenced generation; a
+        failed request fails its tasks; a task of an older generation is dropped (the plan
+        starts it again for the new one)."""
+        finished = [n for n, f in self._fencing_requests.items() if f.done()]
+        abandoned = False
+        for name in finished:
+            error = self._fencing_requests.pop(name).exception()
+            if error is None:
+                try:
+                    self.read_config_to_end()
+                except ConnectException as exc:
+                    error = exc
+            snapshot = self.state.snapshot()
+            for task in sorted(t for t in self._awaiting_fencing if t.connector == name):
+                generation = self._awaiting_fencing.pop(task)
+                running = self._tasks[task]
+                if error is not None:
+                    log.warning("zombie fencing for %s failed: %s", task, error)
+                    self._task_failed(task, error)
+                elif (
+                    zombie_fencing.may_start_task(snapshot, name, generation)
+                    and task in self.owned.tasks
+                ):
+                    self._started_generations[task] = generation
+                    self.worker.start_task(
+                        task, snapshot.connector_configs[name], dict(running.config), running.state
+                    )
+                else:
+                    log.info("not starting %s: its connector has new task configs", task)
+                    del self._tasks[task]
+                    abandoned = True
+        if abandoned:
+            self._apply_plan()
+
+    def before_first_poll(self, task: ConnectorTaskId) -> None:
+        """The worker's hook for an exactly-once source task, run on the task's thread
+        once its transactional producer is initialized and before its first poll
+        (startup steps 6-7): raises ConnectException if the task may no longer run (its
+        connector has newer task configs, or it was revoked from this worker)."""
+        generation = self._started_generations.get(task)
+        if generation is None:
+            raise ConnectException(f"Cannot start source task {task}: it was not fenced here")
+        self.verify_task_generation(task, generation)
+
+    def verify_task_generation(self, task: ConnectorTaskId, generation: int) -> None:
+        """Read the config topic to its end (on the herder thread) and check that
+        ``task`` is still of ``generation`` and assigned to this worker."""
+        if threading.current_thread() is self._thread:
+            self._verify_task_generation(task, generation)
+            return
+        check = self.submit(
+            lambda: self._verify_task_generation(task, generation), leader_only=False
+        )
+        check.result(READ_TIMEOUT_S * 2)
+
+    def _verify_task_generation(self, task: ConnectorTaskId, generation: int) -> None:
+        self.read_config_to_end()
+        current = self.state.snapshot().task_config_generations.get(task.connector, -1)
+        if current != generation:
+            raise ConnectException(
+                f"Cannot start source task {task} with exactly-once support as the connector "
+                "has already generated a new set of task configs"
+            )
+        if task not in self.owned.tasks:
+            raise ConnectException(
+                f"Cannot start source task {task} as it has already been revoked from this worker"
+            )
+
+    def _task_failed(self, task: ConnectorTaskId, error: BaseException) -> None:
+        trace = "".join(traceback.format_exception(error))
+        self._write_status(
+            TaskStatus(
+                task.connector,
+                task.task,
+                status_records.State.FAILED,
+                self.worker_id,
+                self.member.generation,
+                trace,
+            )
         )
 
     # -- the leader ------------------------------------------------------------------------
+
+    def _claim_config_topic(self) -> None:
+        """Leader: take write ownership of the config topic when it writes transactionally
+        (after an election, or after being fenced out while still the leader)."""
+        if not self.configs.transactional or self.configs.claimed:
+            return
+        if time.monotonic() < self._next_claim_at:
+            return
+        try:
+            self.configs.claim()
+        except ConnectException as exc:
+            log.warning("unable to claim write privileges for the config topic: %s", exc)
+            self._next_claim_at = time.monotonic() + 1.0
+
+    def _fenced_from_config_topic(self) -> None:
+        """A leader write failed (fenced by a newer leader, typically): rejoin to learn
+        who leads; the next claim happens if this worker still does."""
+        self._need_rejoin = True
 
     def _leader_duties(self) -> None:
         snapshot = self.state.snapshot()
@@ -715,34 +942,13 @@ class Herder:
                 )
             )
         if records:
-            self.write_config(records)
-
-    def write_config(self, records: list[ConfigRecord]) -> None:
-        """Leader only: write config records and read them back."""
-        self.config_writer.write([config_records.encode(r) for r in records], READ_TIMEOUT_S)
-        self.read_config_to_end()
-        if self._events:
-            self._handle_events()
-
-    def put_connector(
-        self, name: str, config: Mapping[str, str], target: TargetState | None = None
-    ) -> None:
-        records: list[ConfigRecord] = []
-        if target is not None:
-            records.append(TargetStateRecord(name, target))
-        records.append(ConnectorConfigRecord(name, dict(config)))
-        self.write_config(records)
-
-    def set_target_state(self, name: str, target: TargetState) -> None:
-        self.write_config([TargetStateRecord(name, target)])
+            self.configs.write(records)
 
     def delete_connector(self, name: str) -> None:
-        self.write_config(config_records.connector_removal_records(name))
+        """Leader only: config tombstones, then status tombstones."""
+        self.configs.remove_connector(name)
         tombstones = self.state.statuses().remove_connector(name)
         self.status_writer.write([status_records.encode(t) for t in tombstones], READ_TIMEOUT_S)
-
-    def request_restart(self, request: RestartRequestRecord) -> None:
-        self.write_config([request])
 
     def write_source_offsets(
         self, name: str, offsets: Mapping[Any, Mapping[str, Any] | None]

@@ -11,6 +11,11 @@ the client layer prescribes.
   ``client_configs`` assembles (worker prefixes and connector overrides).
 - :class:`TopicLogConsumer` reads an internal topic (``internal_log.LogConsumer``).
 - :class:`TopicWriter` writes config and status records.
+- :class:`TransactionalTopicWriter` is the leader's config-topic writer when exactly-once
+  source support is ``preparing`` or ``enabled`` (KIP-618): one transaction per write,
+  transactional id ``connect-cluster-<group>``, so a zombie leader's writes fail.
+- :class:`ProducerFencer` fences task producers (``Admin.fence_producers``) with the
+  connector's admin settings.
 - :class:`InternalTopicAdmin` creates the internal topics (compacted, with Kafka's
   partition counts) and checks their cleanup policy.
 - :class:`SinkOffsetsAdmin` reads and changes a sink connector's consumer group
@@ -331,6 +336,91 @@ class TopicWriter:
         return int(self.producer.flush(timeout_s))
 
 
+class ProducerFencedError(ConnectException):
+    """Another producer with the same transactional id took over: this one is a zombie."""
+
+
+class TransactionalTopicWriter:
+    """Writes keyed records to one topic, each write in its own transaction.
+
+    ``init`` (InitProducerId) fences out every earlier producer of the transactional id
+    and aborts what it left open; from then on a write by an earlier instance fails. A
+    failed write leaves this writer unusable (librdkafka's errors after a fencing are
+    fatal): close it and create a new one."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str, transactional_id: str) -> None:
+        self.producer = Producer(
+            {
+                **_librdkafka(config),
+                "partitioner": "murmur2_random",
+                "transactional.id": transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+            }
+        )
+        self.topic = topic
+        self.transactional_id = transactional_id
+
+    def init(self, timeout_s: float) -> None:
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise self._error("Initializing", exc) from None
+
+    def write(self, records: Sequence[tuple[bytes | str, bytes | None]], timeout_s: float) -> None:
+        """Write ``records`` in one transaction and wait for its commit."""
+        errors: list[Any] = []
+        try:
+            self.producer.begin_transaction()
+            for key, value in records:
+                while True:
+                    try:
+                        self.producer.produce(
+                            self.topic,
+                            key=key,
+                            value=value,
+                            on_delivery=lambda e, m: errors.append(e) if e else None,
+                        )
+                        break
+                    except BufferError:
+                        self.producer.poll(0.1)
+            self.producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise self._error("Transactional write to", exc) from None
+        if errors:
+            raise ConnectException(f"Transactional write to {self.topic} failed: {errors}")
+
+    def _error(self, what: str, exc: KafkaException) -> ConnectException:
+        error = exc.args[0]
+        fenced = error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+        kind = ProducerFencedError if fenced else ConnectException
+        return kind(
+            f"{what} {self.topic} as {self.transactional_id!r} failed: {error.name()} "
+            f"({error.str()})"
+        )
+
+    def close(self) -> None:
+        # Nothing is left in flight: every write waited for its commit (or failed).
+        self.producer.flush(0)
+
+
+class ProducerFencer:
+    """Fences out producers by transactional id with a connector's admin settings."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = client_config(config)
+
+    def fence(self, transactional_ids: Sequence[str]) -> None:
+        with Admin(self.config) as admin:
+            try:
+                admin.fence_producers(transactional_ids)
+            except ClientError as exc:
+                raise ConnectException(
+                    f"Failed to fence out producers {sorted(transactional_ids)}: {exc}"
+                ) from None
+
+
 class ConsumerSinkSource:
     """A sink task's ``SinkRecordSource``."""
 
@@ -408,7 +498,8 @@ class DeadLetterProducer:
 
 
 class TopicLogConsumer:
-    """``internal_log.LogConsumer``: assigned partitions, no group offsets.
+    """``internal_log.LogConsumer``: assigned partitions, no group offsets; aborted writes of a
+    fenced leader are never applied.
 
     It reads read_committed. Its end offsets are the last stable offsets, or with
     ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
@@ -432,7 +523,8 @@ class TopicLogConsumer:
                 "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
-                # Offsets written by exactly-once tasks count only once their transaction commits.
+                # Offsets written by exactly-once tasks, and config records of a
+                # transactional leader, count only once their transaction commits.
                 "isolation.level": "read_committed",
                 # Listing end offsets waits behind a long-polling fetch on the same connection.
                 "fetch.wait.max.ms": 100,

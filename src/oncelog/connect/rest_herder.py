@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from oncelog.connect.offsets_api import (
     success_message,
 )
 from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.request_signing import ALGORITHM_HEADER, SIGNATURE_HEADER
 from oncelog.connect.rest_app import json_body
 from oncelog.connect.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 
@@ -49,6 +51,9 @@ INITIAL_STATES = {
     "PAUSED": TargetState.PAUSED,
     "STOPPED": TargetState.STOPPED,
 }
+
+
+_SIGNATURE_HEADERS = frozenset({SIGNATURE_HEADER.lower(), ALGORITHM_HEADER.lower()})
 
 
 class _Forward(Exception):
@@ -101,6 +106,10 @@ class HerderResource:
         query["forward"] = "true" if hop is None else "false"
         url = f"{base_url.rstrip('/')}{request.path}"
         headers = {"Content-Type": "application/json"}
+        # An internal request keeps its signature: the body it signs is forwarded as is.
+        headers.update(
+            {k: v for k, v in request.headers.items() if k.lower() in _SIGNATURE_HEADERS}
+        )
         async with (
             aiohttp.ClientSession() as session,
             session.request(
@@ -192,7 +201,7 @@ class HerderResource:
         def create() -> dict[str, Any]:
             if self.herder.state.snapshot().contains(name):
                 raise ConnectRestException(409, f"Connector {name} already exists")
-            self.herder.put_connector(name, config, target)
+            self.herder.configs.put_connector(name, config, target)
             return self._info(name)
 
         return await self._leader(request, create, lambda info: web.json_response(info, status=201))
@@ -211,7 +220,7 @@ class HerderResource:
 
         def put() -> tuple[bool, dict[str, Any]]:
             created = not self.herder.state.snapshot().contains(name)
-            self.herder.put_connector(name, config)
+            self.herder.configs.put_connector(name, config)
             return created, self._info(name)
 
         return await self._leader(
@@ -243,7 +252,7 @@ class HerderResource:
 
         def put() -> dict[str, Any]:
             self._require(name)
-            self.herder.put_connector(name, merged)
+            self.herder.configs.put_connector(name, merged)
             return self._info(name)
 
         return await self._leader(request, put, lambda info: web.json_response(info))
@@ -254,7 +263,7 @@ class HerderResource:
 
             def set_state() -> None:
                 self._require(name)
-                self.herder.set_target_state(name, target)
+                self.herder.configs.set_target_state(name, target)
 
             return await self._leader(request, set_state, lambda _: web.Response(status=status))
 
@@ -278,7 +287,9 @@ class HerderResource:
             self._require(name)
             statuses = self.herder.state.statuses()
             plan = rest_views.restart_plan(statuses, name, include_tasks, only_failed)
-            self.herder.request_restart(RestartRequestRecord(name, include_tasks, only_failed))
+            self.herder.configs.request_restart(
+                RestartRequestRecord(name, include_tasks, only_failed)
+            )
             if not include_tasks and not only_failed:
                 return None
             status = rest_views.connector_status(
@@ -338,19 +349,43 @@ class HerderResource:
         """Internal ``PUT /connectors/{c}/tasks``: a connector's worker hands its task
         configs to the leader, signed with the session key."""
         name = request.match_info["connector"]
-        body = await request.read()
-        refused = self.herder.verify_signature(body, dict(request.headers))
-        if refused is not None:
-            raise ConnectRestException(403, refused)
+        self.herder.check_internal_request(await request.read(), dict(request.headers))
         configs = await json_body(request)
         if not isinstance(configs, list):
             raise ConnectRestException(400, "Task configurations must be a JSON list")
         task_configs = [_string_map(c, "Task configuration") for c in configs]
         return await self._leader(
             request,
-            lambda: self.herder.write_task_configs(name, task_configs),
+            lambda: self.herder.configs.write_task_configs(name, task_configs),
             lambda _: web.Response(status=204),
         )
+
+    async def fence(self, request: web.Request) -> web.Response:
+        """Internal ``PUT /connectors/{c}/fence`` (KIP-618), signed with the session key:
+        the leader fences out the connector's previous task generation and writes a
+        task-count record (read back) before answering 204, as Kafka's void resource
+        does. Served even during a rebalance (KAFKA-15059); a follower forwards it,
+        signature included. 500 with the error when fencing fails, 409 when new task
+        configs arrived meanwhile."""
+        name = request.match_info["connector"]
+        self.herder.check_internal_request(await request.read(), dict(request.headers))
+        try:
+            round_ = await self._on_herder(
+                lambda: self.herder.fence_zombies(name), leader_only=False
+            )
+            await asyncio.wait_for(asyncio.wrap_future(round_), REQUEST_TIMEOUT_S)
+        except (_Forward, NotLeaderError) as exc:
+            url = exc.url if isinstance(exc, _Forward) else exc.leader_url
+            return await self._forward(request, url)
+        except TimeoutError:
+            raise ConnectRestException(500, "Request timed out") from None
+        except ConnectRestException:
+            raise
+        except Exception as exc:
+            raise ConnectRestException(
+                500, "Failed to perform zombie fencing: " + "".join(traceback.format_exception(exc))
+            ) from None
+        return web.Response(status=204)
 
     # -- offsets (KIP-875) -----------------------------------------------------------------
 
@@ -461,6 +496,7 @@ class HerderResource:
         router.add_post("/connectors/{connector}/tasks/{task}/restart", self.restart_task)
         router.add_get("/connectors/{connector}/tasks/{task}/metrics", self.task_metrics)
         router.add_put("/connectors/{connector}/tasks", self.put_task_configs)
+        router.add_put("/connectors/{connector}/fence", self.fence)
         router.add_delete("/connectors/{connector}", self.delete)
         router.add_patch("/connectors/{connector}/offsets", self.alter_offsets)
         router.add_delete("/connectors/{connector}/offsets", self.reset_offsets)

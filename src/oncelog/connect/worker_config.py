@@ -11,6 +11,7 @@ close match, for typos). Client settings pass through under the ``producer.``,
 from __future__ import annotations
 
 import difflib
+import enum
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -642,7 +643,7 @@ class WorkerConfig(AbstractConfig):
         return out
 
     def exactly_once_source_enabled(self) -> bool:
-        return str(self.get(EXACTLY_ONCE_SOURCE_SUPPORT)).lower() == "enabled"
+        return exactly_once_source_support(self).enabled
 
     def override_policy(self) -> str:
         name = policy_name(self.get_str(OVERRIDE_POLICY))
@@ -673,3 +674,24 @@ def read_properties(path: str | Path) -> dict[str, str]:
             return dict(javaproperties.load(fh))
     except FileNotFoundError:
         raise ConfigException(f"Worker configuration file {path} does not exist") from None
+
+
+class ExactlyOnceSourceSupport(enum.Enum):
+    DISABLED = "disabled"
+    PREPARING = "preparing"
+    ENABLED = "enabled"
+
+    @property
+    def transactional_leader(self) -> bool:
+        """The leader writes the config topic transactionally from ``preparing`` on, so
+        that during the rolling upgrade no zombie leader can write either."""
+        return self is not ExactlyOnceSourceSupport.DISABLED
+
+    @property
+    def enabled(self) -> bool:
+        return self is ExactlyOnceSourceSupport.ENABLED
+
+
+def exactly_once_source_support(config: WorkerConfig) -> ExactlyOnceSourceSupport:
+    """The worker's ``exactly.once.source.support`` (validated by the worker config)."""
+    return ExactlyOnceSourceSupport(str(config.get(EXACTLY_ONCE_SOURCE_SUPPORT)).lower())

@@ -4,7 +4,9 @@ calls it after every rebalance and config change and carries out the plan.
 
 - Connectors and tasks it no longer owns, or that were deleted, stop.
 - A task whose stored config changed (the connector was reconfigured) restarts with
-  the new config.
+  the new config. A task started for one task-config generation (exactly-once source
+  tasks, KIP-618) also restarts on a new generation, config changed or not: the
+  leader fences the producers of the old generation before the new one starts.
 - A connector's target state applies to it and its tasks: PAUSED keeps them running
   but paused, STOPPED stops the tasks and leaves the connector in the stopped state.
 - A connector whose task configs are inconsistent runs no tasks until repaired.
@@ -24,6 +26,7 @@ from oncelog.connect.config_state import ClusterConfigSnapshot
 class RunningTask:
     state: TargetState
     config: Mapping[str, str]
+    generation: int | None = None  # the task-config generation it runs, when it matters
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,12 @@ def plan(owned: Work, snapshot: ClusterConfigSnapshot, local: LocalState) -> Pla
         config = snapshot.task_configs.get(task)
         current = local.tasks.get(task)
         assert target is not None or not wanted
+        stale = current is not None and current.generation not in (
+            None,
+            snapshot.task_config_generations.get(task.connector),
+        )
         if current is not None:
-            if not wanted or dict(current.config) != config:
+            if not wanted or dict(current.config) != config or stale:
                 stop_tasks.append(task)
                 if wanted and target is not None:
                     start_tasks.append((task, target))  # restart with the new config

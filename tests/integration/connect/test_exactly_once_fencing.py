@@ -1,0 +1,466 @@
+"""KIP-618 zombie fencing with ``oncelog connect worker`` processes on one broker
+(``exactly.once.source.support=enabled``): the signed internal ``PUT
+/connectors/{c}/fence``, task-count records in the config topic, the fencing of the
+previous generation's task producers on reconfiguration (3 -> 1 -> 3 tasks), restarts,
+and a leader that is paused until another worker leads.
+
+The producers of the previous generations are real transactional producers with the
+transactional ids exactly-once tasks use (``<group>-<connector>-<task>``), each with a
+transaction open, so the tests see exactly whom the leader fenced, and when."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
+from oncelog.connect import config_records, request_signing
+from oncelog.connect.config_records import SessionKeyRecord
+from oncelog.embedded import EmbeddedBroker
+
+from .workers import WorkerProcess, wait_for, worker_settings
+
+GROUP = "eosfence"
+CONFIG_TOPIC = f"{GROUP}-configs"
+JOINED = re.compile(r"joined generation (\d+) as (leader|follower)")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[EmbeddedBroker, list[WorkerProcess]]]:
+    base = Path(tempfile.mkdtemp(prefix="connect-eos-fence-"))
+    broker = EmbeddedBroker(base / "data").start()
+    settings = worker_settings(
+        broker.bootstrap, GROUP, **{"exactly.once.source.support": "enabled"}
+    )
+    workers = [WorkerProcess(settings, base / f"worker{i}.log") for i in range(2)]
+    try:
+        for worker in workers:
+            worker.start()
+        yield broker, workers
+    finally:
+        for worker in workers:
+            worker.kill()
+        broker.stop()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def config_topic(bootstrap: str, isolation: str = "read_committed") -> list[tuple[str, Any, int]]:
+    """Every record of the config topic: (key, decoded value or None, timestamp ms)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(CONFIG_TOPIC, 0), timeout=10)[1]
+        consumer.assign([TopicPartition(CONFIG_TOPIC, 0, 0)])
+        out: list[tuple[str, Any, int]] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                position = consumer.position([TopicPartition(CONFIG_TOPIC, 0)])[0].offset
+                if position >= end:
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            value = None if msg.value() is None else json.loads(msg.value())
+            out.append((msg.key().decode(), value, msg.timestamp()[1]))
+        return out
+    finally:
+        consumer.close()
+
+
+def fencing_history(records: list[tuple[str, Any, int]], name: str) -> list[str]:
+    """The connector's commit and task-count records in topic order."""
+    out = []
+    for key, value, _ in records:
+        if key == f"commit-{name}":
+            out.append(f"commit {value['tasks']}")
+        elif key == f"tasks-fencing-{name}":
+            out.append(f"count {value['task-count']}")
+    return out
+
+
+def session_key(bootstrap: str) -> bytes:
+    keys = [
+        config_records.decode(k, json.dumps(v).encode())
+        for k, v, _ in config_topic(bootstrap)
+        if k == config_records.SESSION_KEY_KEY
+    ]
+    assert keys, "no session key in the config topic"
+    key = keys[-1]
+    assert isinstance(key, SessionKeyRecord)
+    return key.key
+
+
+def roles(workers: list[WorkerProcess]) -> dict[str, tuple[int, str]]:
+    """Each worker's last (generation, role) from its log."""
+    out = {}
+    for worker in workers:
+        found = JOINED.findall(worker.log_path.read_text())
+        if found:
+            out[worker.url] = (int(found[-1][0]), found[-1][1])
+    return out
+
+
+def leader_and_followers(workers: list[WorkerProcess]) -> tuple[WorkerProcess, list[WorkerProcess]]:
+    def settled() -> Any:
+        seen = roles(workers)
+        generations = {g for g, _ in seen.values()}
+        leaders = [w for w in workers if seen.get(w.url, (0, ""))[1] == "leader"]
+        return len(seen) == len(workers) and len(generations) == 1 and len(leaders) == 1 and leaders
+
+    leader = wait_for(settled, 60, "one leader")[0]
+    return leader, [w for w in workers if w is not leader]
+
+
+def put_fence(worker: WorkerProcess, name: str, headers: dict[str, str]) -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{worker.url}/connectors/{name}/fence",
+        data=b"",
+        method="PUT",
+        headers={"Content-Type": "application/json", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=100) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        return exc.code, json.loads(text) if text else None
+
+
+def task_states(worker: WorkerProcess, name: str) -> list[str | None]:
+    """The states of the connector's current tasks (statuses of removed tasks linger)."""
+    configured = [t["id"]["task"] for t in worker.get(f"/connectors/{name}/tasks")]
+    states = {t["id"]: t["state"] for t in worker.get(f"/connectors/{name}/status")["tasks"]}
+    return [states.get(task) for task in configured]
+
+
+def wait_states(worker: WorkerProcess, name: str, states: list[str], timeout_s: float = 60) -> None:
+    def check() -> bool:
+        assert task_states(worker, name) == states
+        return True
+
+    wait_for(check, timeout_s, f"{name} tasks {states}")
+
+
+def zombie(bootstrap: str, transactional_id: str, topic: str) -> Producer:
+    """A producer of an earlier task generation, with a transaction open."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=f"zombie {transactional_id}".encode())
+    producer.flush(10)
+    return producer
+
+
+def assert_fenced(producer: Producer, topic: str) -> None:
+    with pytest.raises(KafkaException) as info:
+        producer.produce(topic, value=b"after fencing")
+        producer.flush(10)
+        producer.commit_transaction(10)
+    error = info.value.args[0]
+    assert error.fatal() and error.code() == KafkaError._FENCED, error
+
+
+def committed_values(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    idle = time.monotonic() + 2
+    while time.monotonic() < idle:
+        msg = consumer.poll(0.3)
+        if msg is not None and msg.error() is None:
+            out.append(msg.value())
+            idle = time.monotonic() + 2
+    consumer.close()
+    return out
+
+
+def create_source(worker: WorkerProcess, name: str, tasks: int, topic: str) -> None:
+    config = {
+        "connector.class": "VerifiableSource",
+        "throughput": "20",
+        "topic": topic,
+        "tasks.max": str(tasks),
+    }
+    status, body = worker.call("PUT", f"/connectors/{name}/config", config)
+    assert status in (200, 201), body
+
+
+# -- tests ---------------------------------------------------------------------------------
+
+
+def test_fence_endpoint_signing_forwarding_and_task_count_records(cluster) -> None:
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    create_source(follower, "sig", 2, "eos-sig")
+    wait_states(leader, "sig", ["RUNNING", "RUNNING"])
+    # First generation: nothing to fence, a task-count record after the task configs.
+    assert fencing_history(config_topic(broker.bootstrap), "sig") == ["commit 2", "count 2"]
+
+    for worker in (leader, follower):
+        assert put_fence(worker, "sig", {}) == (
+            400,
+            {"error_code": 400, "message": "Internal request missing required signature"},
+        )
+        forged = request_signing.sign(b"not the session key" * 2, b"")
+        assert put_fence(worker, "sig", forged) == (
+            403,
+            {"error_code": 403, "message": "Internal request contained invalid signature."},
+        )
+    signed = request_signing.sign(session_key(broker.bootstrap), b"")
+    assert put_fence(leader, "sig", signed) == (204, None)
+    assert put_fence(follower, "sig", signed) == (204, None)  # forwarded, signature kept
+    status, body = put_fence(follower, "missing", signed)
+    assert (status, body["message"]) == (404, "Connector missing not found")
+    # Already fenced: no new record.
+    assert fencing_history(config_topic(broker.bootstrap), "sig") == ["commit 2", "count 2"]
+    status, _ = leader.call("DELETE", "/connectors/sig")
+    assert status == 204
+
+
+def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(cluster) -> None:
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    name, out, side = "recon", "eos-recon", "eos-zombies"
+    create_source(leader, name, 3, out)
+    wait_states(leader, name, ["RUNNING"] * 3)
+    ids = [f"{GROUP}-{name}-{t}" for t in range(3)]
+    zombies = [zombie(broker.bootstrap, tid, side) for tid in ids]
+    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
+        epochs = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
+
+    # 3 -> 1: every producer of the 3-task generation is fenced before the record.
+    create_source(follower, name, 1, out)
+    wait_for(
+        lambda: (
+            fencing_history(config_topic(broker.bootstrap), name)
+            == ["commit 3", "count 3", "commit 1", "count 1"]
+        ),
+        60,
+        "task count 1",
+    )
+    wait_states(leader, name, ["RUNNING"])
+    for producer in zombies:
+        assert_fenced(producer, side)
+    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
+        after = {tid: txns.describe_txn(tid) for tid in ids}
+    # Open transaction aborted (one bump) plus the fencing "instance" (another one).
+    assert {t: s.producer_epoch for t, s in after.items()} == {t: e + 2 for t, e in epochs.items()}
+    assert committed_values(broker.bootstrap, side) == []
+
+    # 1 -> 3: the single task of the 1-task generation is fenced (more than one task now).
+    single = zombie(broker.bootstrap, ids[0], side)
+    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
+        before = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
+    create_source(leader, name, 3, out)
+    wait_for(
+        lambda: (
+            fencing_history(config_topic(broker.bootstrap), name)
+            == ["commit 3", "count 3", "commit 1", "count 1", "commit 3", "count 3"]
+        ),
+        60,
+        "task count 3",
+    )
+    wait_states(leader, name, ["RUNNING"] * 3)
+    assert_fenced(single, side)
+    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
+        now = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
+    assert now == {ids[0]: before[ids[0]] + 2, ids[1]: before[ids[1]], ids[2]: before[ids[2]]}
+
+    # Tasks 1 and 2 did not run in the 1-task generation: their first records of the new
+    # generation come after its task-count record.
+    records = config_topic(broker.bootstrap)
+    last_count_ts = [ts for k, _, ts in records if k == f"tasks-fencing-{name}"][-1]
+    last_commit_ts = [ts for k, _, ts in records if k == f"commit-{name}"][-1]
+    wait_for(lambda: len(_task_records(broker.bootstrap, out, last_commit_ts)) >= 10, 30, "records")
+    new_records = _task_records(broker.bootstrap, out, last_commit_ts)
+    assert {task for task, _ in new_records} >= {1, 2}
+    assert min(ts for task, ts in new_records if task in (1, 2)) >= last_count_ts
+    status, _ = leader.call("DELETE", f"/connectors/{name}")
+    assert status == 204
+
+
+def _task_records(bootstrap: str, topic: str, since_ms: int) -> list[tuple[int, int]]:
+    """(task, timestamp) of the records produced at or after ``since_ms``, up to the end
+    offsets of now (the tasks keep producing)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+        }
+    )
+    partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        for p in partitions
+    }
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
+    remaining = {p for p in partitions if ends[p] > 0}
+    out = []
+    deadline = time.monotonic() + 30
+    while remaining and time.monotonic() < deadline:
+        msg = consumer.poll(0.3)
+        if msg is None or msg.error() is not None:
+            continue
+        if msg.offset() >= ends[msg.partition()] - 1:
+            remaining.discard(msg.partition())
+        if msg.offset() < ends[msg.partition()] and msg.timestamp()[1] >= since_ms:
+            out.append((json.loads(msg.value())["task"], msg.timestamp()[1]))
+    consumer.close()
+    assert not remaining, f"read of {topic} stalled"
+    return out
+
+
+def test_restart_of_an_exactly_once_source_task(cluster) -> None:
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    create_source(leader, "rs", 2, "eos-rs")
+    wait_states(leader, "rs", ["RUNNING"] * 2)
+    for t in (0, 1):
+        assert follower.call("POST", f"/connectors/rs/tasks/{t}/restart") == (204, None)
+    wait_states(leader, "rs", ["RUNNING"] * 2)
+    status, body = follower.call("POST", "/connectors/rs/tasks/7/restart")
+    assert (status, body["message"]) == (404, "Task rs-7 not found")
+    # Restarts start no new generation: nothing more to fence.
+    assert fencing_history(config_topic(broker.bootstrap), "rs") == ["commit 2", "count 2"]
+    assert leader.call("DELETE", "/connectors/rs")[0] == 204
+
+
+def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
+    broker, workers = cluster
+    old, (other,) = leader_and_followers(workers)
+    create_source(other, "before", 1, "eos-before")
+    wait_states(other, "before", ["RUNNING"])
+    assert old.proc is not None
+    generation = roles(workers)[old.url][0]
+    old.proc.send_signal(signal.SIGSTOP)
+    answers: list[tuple[int, Any]] = []
+    try:
+        wait_for(
+            lambda: (
+                roles([other]).get(other.url, (0, ""))[1] == "leader"
+                and roles([other])[other.url][0] > generation
+            ),
+            60,
+            "the other worker leads",
+        )
+        # The new leader claimed the config topic (fencing the paused one) and writes.
+        create_source(other, "during", 1, "eos-during")
+        # A request the paused leader will serve when it wakes up, still believing it leads.
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                old.call(
+                    "PUT",
+                    "/connectors/zombie/config",
+                    {"connector.class": "VerifiableSource", "topic": "z", "throughput": "1"},
+                    retry_rebalance_s=0,
+                )
+            )
+        )
+        caller.start()
+        time.sleep(1)
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+    caller.join(120)
+    leader, _ = leader_and_followers(workers)
+    assert leader is other
+    # The zombie's write failed (fenced: 500), or it learnt first that it no longer leads
+    # (409), or it had rejoined and forwarded the request to the new leader (201).
+    status, body = answers[0]
+    assert status in (201, 409, 500), (status, body)
+    if status == 500:
+        assert "Failed to write to the config topic" in body["message"], body
+        assert "fencable write to the config topic failed" in old.log_path.read_text()
+    # The config topic stays valid: every record decodes, the connectors agree everywhere.
+    records = config_topic(broker.bootstrap)
+    for key, value, _ in records:
+        config_records.decode(key, None if value is None else json.dumps(value).encode())
+    connectors = sorted(
+        k.removeprefix("connector-") for k, v, _ in records if k.startswith("connector-") and v
+    )
+    expected = ["before", "during"] + (["zombie"] if status == 201 else [])
+    assert [c for c in connectors if c in ("before", "during", "zombie")] == expected
+    wait_for(
+        lambda: all(sorted(w.get("/connectors")) == sorted(
+            set(connectors) - {"sig", "recon", "rs"}) for w in workers),
+        60,
+        "workers agree",
+    )  # fmt: skip
+    # Only committed transactions of the leaders are in the topic: read_uncommitted sees
+    # the same records plus nothing a fenced leader could still slip in.
+    uncommitted = config_topic(broker.bootstrap, "read_uncommitted")
+    assert [k for k, _, _ in uncommitted] == [k for k, _, _ in records]
+    wait_states(other, "during", ["RUNNING"])
+
+
+def test_failed_fencing_fails_the_tasks_with_the_error(cluster) -> None:
+    """The leader cannot fence (the connector's admin settings point nowhere): the
+    tasks of the new generation are FAILED with the leader's 500 as their trace and do
+    not start; once the connector is fixed, the next round fences and they run."""
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    name = "unfenceable"
+    create_source(leader, name, 2, "eos-unfenceable")
+    wait_states(leader, name, ["RUNNING"] * 2)
+    broken = {
+        "connector.class": "VerifiableSource",
+        "throughput": "20",
+        "topic": "eos-unfenceable",
+        "tasks.max": "3",
+        "admin.override.bootstrap.servers": "127.0.0.1:1",
+    }
+    assert leader.call("PUT", f"/connectors/{name}/config", broken)[0] == 200
+    wait_states(leader, name, ["FAILED"] * 3, timeout_s=150)
+    traces = [t["trace"] for t in leader.get(f"/connectors/{name}/status")["tasks"][:3]]
+    assert all("Failed to fence out producers" in t for t in traces), traces[0]
+    assert all(f"{GROUP}-{name}-0" in t and f"{GROUP}-{name}-1" in t for t in traces)
+    # No task-count record for the unfenced generation.
+    assert fencing_history(config_topic(broker.bootstrap), name) == [
+        "commit 2",
+        "count 2",
+        "commit 3",
+    ]
+    fixed = {k: v for k, v in broken.items() if not k.startswith("admin.")}
+    assert follower.call("PUT", f"/connectors/{name}/config", fixed)[0] == 200
+    wait_states(leader, name, ["RUNNING"] * 3, timeout_s=90)
+    assert fencing_history(config_topic(broker.bootstrap), name) == [
+        "commit 2",
+        "count 2",
+        "commit 3",
+        "commit 3",
+        "count 3",
+    ]
+    assert leader.call("DELETE", f"/connectors/{name}")[0] == 204
