@@ -4,9 +4,9 @@
 workers are cleanly restarted or SIGKILLed; afterwards a read_committed reader (librdkafka's default isolation) finds, per
 task, seqnos 0, 1, 2, ... with no gap and no duplicate.
 
-Zombie fencing (this branch) keeps the old generations out; the transactional task loop
+Zombie fencing keeps the old generations out; the transactional task loop
 (``oncelog.connect.exactly_once_source_task``) writes records and offsets atomically.
-The test needs both, so it runs where the task loop exists. CI runs two rounds; the
+CI runs two rounds; the
 ``slow`` variant (``make test-slow``) runs four."""
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import consume_all
 from .workers import WorkerProcess, wait_for, worker_settings
-
-pytest.importorskip(
-    "oncelog.connect.exactly_once_source_task",
-    reason="needs the exactly-once source task loop (issue 11, task side)",
-)
 
 TOPIC = "chaos"
 
