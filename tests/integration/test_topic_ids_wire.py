@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
+from kio.schema.delete_topics.v5 import request as d5
+from kio.schema.delete_topics.v6 import request as d6
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v13 import request as f13
@@ -20,6 +22,7 @@ from oncelog.records.builder import iter_records
 from .helpers import create_topic, produce
 
 WAIT = datetime.timedelta(milliseconds=50)
+ZERO = uuid.UUID(int=0)
 
 
 def topic_id(c: WireClient, name: str) -> uuid.UUID:
@@ -147,3 +150,81 @@ def test_a_session_cannot_switch_between_names_and_ids(
         )
         assert by_name.error_code == ErrorCode.fetch_session_topic_id_error
         assert by_name.responses == ()
+
+
+def delete_v6(c: WireClient, *entries: tuple[str | None, uuid.UUID | None]) -> list[Any]:
+    resp = c.request(
+        d6.DeleteTopicsRequest(
+            topics=tuple(d6.DeleteTopicState(name=n, topic_id=i) for n, i in entries),
+            timeout=datetime.timedelta(seconds=10),
+        )
+    )
+    return list(resp.responses)
+
+
+def outcome(result: Any) -> tuple[str | None, uuid.UUID | None, ErrorCode]:
+    topic_id = result.topic_id if result.topic_id != ZERO else None
+    return result.name, topic_id, result.error_code
+
+
+def test_delete_topics_v6_by_id_and_its_invalid_requests(broker: EmbeddedBroker) -> None:
+    for name in ("by-id", "by-name", "both", "twice", "named-and-id"):
+        create_topic(broker.bootstrap, name, 1)
+    with WireClient(broker.bootstrap) as c:
+        ids = {n: topic_id(c, n) for n in ("by-id", "by-name", "both", "twice", "named-and-id")}
+        stranger = uuid.uuid4()
+        results = delete_v6(
+            c,
+            (None, ids["by-id"]),
+            ("by-name", None),
+            ("both", ids["both"]),
+            (None, None),
+            (None, ids["twice"]),
+            (None, ids["twice"]),
+            ("named-and-id", None),
+            (None, ids["named-and-id"]),
+            (None, stranger),
+            ("no-such-topic", None),
+        )
+        assert sorted(map(outcome, results), key=str) == sorted(
+            [
+                ("both", ids["both"], ErrorCode.invalid_request),
+                (None, None, ErrorCode.invalid_request),
+                (None, ids["twice"], ErrorCode.invalid_request),
+                ("named-and-id", ids["named-and-id"], ErrorCode.invalid_request),
+                (None, stranger, ErrorCode.unknown_topic_id),
+                ("no-such-topic", None, ErrorCode.unknown_topic_or_partition),
+                ("by-id", ids["by-id"], ErrorCode.none),
+                ("by-name", ids["by-name"], ErrorCode.none),
+            ],
+            key=str,
+        )
+        messages = {r.error_message for r in results if r.error_code == ErrorCode.invalid_request}
+        assert messages == {
+            "You may not specify both topic name and topic id.",
+            "Neither topic name nor id were specified.",
+            "Duplicate topic id.",
+            "The provided topic name maps to an ID that was already supplied.",
+        }
+        # Only the two valid entries deleted anything.
+        left = c.request(
+            md.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        assert {t.name for t in left.topics} & set(ids) == {"both", "twice", "named-and-id"}
+        # A deleted id is unknown from now on; by name (v5) the same topic is unknown too.
+        assert list(map(outcome, delete_v6(c, (None, ids["by-id"])))) == [
+            (None, ids["by-id"], ErrorCode.unknown_topic_id)
+        ]
+        v5 = c.request(d5.DeleteTopicsRequest(topic_names=("by-id",), timeout=WAIT))
+        assert [(r.name, r.error_code) for r in v5.responses] == [
+            ("by-id", ErrorCode.unknown_topic_or_partition)
+        ]
+        # A name given twice is refused, not deleted.
+        twice = c.request(d5.DeleteTopicsRequest(topic_names=("both", "both"), timeout=WAIT))
+        assert [(r.name, r.error_code, r.error_message) for r in twice.responses] == [
+            ("both", ErrorCode.invalid_request, "Duplicate topic name.")
+        ]
