@@ -108,8 +108,8 @@ def describe_topic_partitions(ctx: RequestContext, req: Any) -> Any:
             ),
             next_cursor=None,
         )
-    authorized = []
-    denied = []
+    authorized: list[str] = []
+    denied: list[str] = []
     for name in names:
         (authorized if ctx.authorized(Op.DESCRIBE, Res.TOPIC, name) else denied).append(name)
     limit = max(
