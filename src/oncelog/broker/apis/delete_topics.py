@@ -20,13 +20,13 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import ZERO_UUID
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
 log = logging.getLogger(__name__)
-ZERO_UUID = uuid.UUID(int=0)
 DISABLED = "Topic deletion is disabled."
 
 

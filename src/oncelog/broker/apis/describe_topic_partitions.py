@@ -12,7 +12,6 @@ whole request with INVALID_REQUEST on every requested topic.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +20,11 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res, authorized_operations
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.wire_values import ZERO_UUID, sole_replica
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import INTERNAL_TOPICS, topic_name_error
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class InvalidRequest(Exception):
@@ -150,15 +148,10 @@ def describe_topic_partitions(ctx: RequestContext, req: Any) -> Any:
                 partitions=tuple(
                     make(
                         r.DescribeTopicPartitionsResponsePartition,
-                        error_code=ErrorCode.none,
                         partition_index=i,
-                        leader_id=node,
-                        leader_epoch=0,
-                        replica_nodes=(node,),
-                        isr_nodes=(node,),
                         eligible_leader_replicas=(),
                         last_known_elr=(),
-                        offline_replicas=(),
+                        **sole_replica(node),
                     )
                     for i in entry.partitions
                 ),
