@@ -42,7 +42,7 @@ def describe_transactions(ctx: RequestContext, req: Any) -> Any:
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=_ms(0),
-                    transaction_start_time=_ts(-1),
+                    transaction_start_time=_ts(0),  # as Kafka: error entries keep defaults
                     producer_id=-1,
                     producer_epoch=-1,
                     topics=(),
