@@ -26,9 +26,8 @@ from oncelog.embedded import EmbeddedBroker  # noqa: E402
 
 
 def fill(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int) -> int:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[
-        topic
-    ].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20, "acks": 1}
     )
