@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -228,3 +230,42 @@ def test_delete_topics_v6_by_id_and_its_invalid_requests(broker: EmbeddedBroker)
         assert [(r.name, r.error_code, r.error_message) for r in twice.responses] == [
             ("both", ErrorCode.invalid_request, "Duplicate topic name.")
         ]
+
+
+def test_a_long_poll_by_topic_id_wakes_on_append(broker: EmbeddedBroker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as c:
+        tid = topic_id(c, topic_name)
+        done: list[tuple[float, Any]] = []
+
+        def poll() -> None:
+            start = time.monotonic()
+            resp = c.request(
+                f17.FetchRequest(
+                    max_wait=datetime.timedelta(seconds=20),
+                    min_bytes=1,
+                    topics=(
+                        f17.FetchTopic(
+                            topic_id=tid,
+                            partitions=(
+                                f17.FetchPartition(
+                                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                                ),
+                            ),
+                        ),
+                    ),
+                    forgotten_topics_data=(),
+                )
+            )
+            done.append((time.monotonic() - start, resp))
+
+        waiter = threading.Thread(target=poll)
+        waiter.start()
+        time.sleep(1.0)
+        assert not done  # still parked: nothing to read yet
+        produce(broker.bootstrap, topic_name, [(None, b"wake", 0)])
+        waiter.join(15)
+        assert done, "the long poll did not wake on the append"
+        elapsed, resp = done[0]
+        assert elapsed < 15
+        assert values(resp.responses[0].partitions[0]) == [b"wake"]
