@@ -39,11 +39,14 @@ from kio.schema.add_partitions_to_txn.v3 import request as ap
 from kio.schema.create_acls.v3 import request as ca
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.delete_topics.v5 import request as dt
+from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.describe_producers.v0 import request as dp
+from kio.schema.describe_topic_partitions.v0 import request as dtp
 from kio.schema.describe_transactions.v0 import request as dtx
 from kio.schema.end_txn.v3 import request as et
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fe
+from kio.schema.fetch.v17 import request as fe17
 from kio.schema.find_coordinator.v3 import request as fc
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.join_group.v7 import request as jg
@@ -726,3 +729,89 @@ def test_admin_api_error_codes_and_sensitive_configs(secured: EmbeddedBroker) ->
     jaas = configs["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     assert jaas.is_sensitive and jaas.value is None
     assert configs["super.users"].value == "User:admin"
+
+
+def test_topic_id_apis_check_topic_acls(secured: EmbeddedBroker) -> None:
+    """Fetch v13+ and DeleteTopics v6 resolve the id, then check the topic's ACL; an id
+    of a topic the caller may not describe never reveals its name. DescribeTopicPartitions
+    needs Topic DESCRIBE per topic and reports the allowed operations."""
+    set_acls(
+        secured,
+        [
+            allow(ResourceType.TOPIC, OUT, AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, TOPIC, AclOperation.READ),
+        ],
+    )
+    with WireClient(secured.bootstrap) as admin_conn:
+        plain_login(admin_conn, "admin", PLAIN_USERS["admin"])
+        ids = {
+            t.name: t.topic_id
+            for t in admin_conn.request(
+                md.MetadataRequest(
+                    topics=None,
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+            ).topics
+        }
+    with WireClient(secured.bootstrap) as c:
+        plain_login(c, "alice", PLAIN_USERS["alice"])
+        fetch = c.request(
+            fe17.FetchRequest(
+                max_wait=datetime.timedelta(milliseconds=10),
+                min_bytes=1,
+                topics=tuple(
+                    fe17.FetchTopic(
+                        topic_id=ids[name],
+                        partitions=(
+                            fe17.FetchPartition(
+                                partition=0, fetch_offset=0, partition_max_bytes=1000
+                            ),
+                        ),
+                    )
+                    for name in (TOPIC, OUT)
+                ),
+                forgotten_topics_data=(),
+            )
+        )
+        assert {t.topic_id: t.partitions[0].error_code for t in fetch.responses} == {
+            ids[TOPIC]: ErrorCode.none,
+            ids[OUT]: ErrorCode.topic_authorization_failed,
+        }
+        deleted = c.request(
+            dt6.DeleteTopicsRequest(
+                topics=(
+                    dt6.DeleteTopicState(name=None, topic_id=ids[TOPIC]),
+                    dt6.DeleteTopicState(name=None, topic_id=ids[OUT]),
+                ),
+                timeout=T,
+            )
+        )
+        # READ implies DESCRIBE on TOPIC, so its name is shown; OUT is only describable.
+        assert sorted((r.name, r.error_code) for r in deleted.responses) == [
+            (TOPIC, ErrorCode.topic_authorization_failed),
+            (OUT, ErrorCode.topic_authorization_failed),
+        ]
+        set_acls(secured, [allow(ResourceType.TOPIC, OUT, AclOperation.DESCRIBE)])
+        hidden = c.request(
+            dt6.DeleteTopicsRequest(
+                topics=(dt6.DeleteTopicState(name=None, topic_id=ids[TOPIC]),), timeout=T
+            )
+        )
+        assert [(r.name, r.topic_id, r.error_code) for r in hidden.responses] == [
+            (None, ids[TOPIC], ErrorCode.topic_authorization_failed)
+        ]
+        described = c.request(
+            dtp.DescribeTopicPartitionsRequest(
+                topics=(dtp.TopicRequest(name=TOPIC), dtp.TopicRequest(name=OUT))
+            )
+        )
+        assert [
+            (t.name, t.error_code, t.topic_id is None, len(t.partitions)) for t in described.topics
+        ] == [
+            (OUT, ErrorCode.none, False, 1),
+            (TOPIC, ErrorCode.topic_authorization_failed, True, 0),
+        ]
+        assert described.topics[0].topic_authorized_operations == 1 << AclOperation.DESCRIBE.value
+        listed = c.request(dtp.DescribeTopicPartitionsRequest(topics=()))
+        assert [t.name for t in listed.topics] == [OUT]

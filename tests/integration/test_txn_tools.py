@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_fetch.v7 import request as of
@@ -184,3 +185,37 @@ def test_admin_abort_on_offsets_partition_releases_pending_txn_offsets(
     # The abort dropped the pending offset 7: the last plain commit (3) is stable again.
     assert _stable_fetch(broker.bootstrap, group, topic_name) == (ErrorCode.none, 3)
     del p
+
+
+def test_describe_reports_minus_one_start_for_a_transaction_not_started(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """Kafka sends TransactionStartTimeMs -1 until a transaction begins; kafka-python reads
+    it as is, our client (whose kio decoder refuses negative timestamps) as None."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    p = txn_producer(broker.bootstrap, "not-started")  # InitProducerId only: Empty
+    kafka_admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        empty = kafka_admin.describe_transactions(["not-started"])["not-started"]
+        assert (empty.state.value, empty.transaction_start_time_ms) == ("Empty", -1)
+        with TxnAdmin(ClientConfig(bootstrap=broker.bootstrap)) as admin:
+            ours = admin.describe_txn("not-started")
+            assert ours is not None
+            assert (ours.transaction_state, ours.transaction_start_time_ms) == ("Empty", -1)
+            assert ours.transaction_start_time is None
+            out = cli("transactions", "describe", "not-started", "-b", broker.bootstrap)
+            assert out.returncode == 0, out.stderr
+            assert "Empty" in out.stdout and "started           -" in out.stdout
+            p.begin_transaction()
+            p.produce(topic_name, value=b"x")
+            p.flush()
+            ongoing = admin.describe_txn("not-started")
+            assert ongoing is not None and ongoing.transaction_state == "Ongoing"
+            started = ongoing.transaction_start_time
+            assert started is not None and ongoing.transaction_start_time_ms > 0
+            assert int(started.timestamp() * 1000) == ongoing.transaction_start_time_ms
+        described = kafka_admin.describe_transactions(["not-started"])["not-started"]
+        assert described.transaction_start_time_ms == ongoing.transaction_start_time_ms
+        p.abort_transaction()
+    finally:
+        kafka_admin.close()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -52,3 +54,25 @@ def test_lru_eviction_and_changed_filter() -> None:
     assert s3.changed(A, 10, 10, 0, False, 0) is False  # nothing new: left out
     assert s3.changed(A, 11, 10, 0, False, 0) is True  # high watermark moved
     assert s3.changed(A, 11, 10, 0, True, 0) is True  # data
+
+
+def test_a_session_keeps_its_topic_naming_across_versions() -> None:
+    """Kafka's FetchManager: a session begun with topic ids (Fetch v13+) continued by
+    name, or the reverse, is FETCH_SESSION_TOPIC_ID_ERROR; the epoch is checked first."""
+    topic_id = uuid.uuid4()
+    cache = FetchSessionCache(10)
+    by_id, parts = cache.resolve(0, 0, [((topic_id, 0), 3, 10)], [], uses_topic_ids=True)
+    assert by_id is not None and by_id.uses_topic_ids and parts == [((topic_id, 0), 3, 10)]
+    with pytest.raises(FetchSessionError) as e:
+        cache.resolve(by_id.id, 1, [], [])
+    assert e.value.code == ErrorCode.fetch_session_topic_id_error
+    with pytest.raises(FetchSessionError) as e:
+        cache.resolve(by_id.id, 2, [], [], uses_topic_ids=True)
+    assert e.value.code == ErrorCode.invalid_fetch_session_epoch
+    _, parts = cache.resolve(by_id.id, 1, [], [], uses_topic_ids=True)
+    assert parts == [((topic_id, 0), 3, 10)]
+    by_name, _ = cache.resolve(0, 0, [(A, 0, 1)], [])
+    assert by_name is not None
+    with pytest.raises(FetchSessionError) as e:
+        cache.resolve(by_name.id, 1, [], [], uses_topic_ids=True)
+    assert e.value.code == ErrorCode.fetch_session_topic_id_error

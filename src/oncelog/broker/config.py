@@ -65,6 +65,8 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
+    # DescribeTopicPartitions (KIP-966): most partitions one response carries.
+    "max.request.partition.size.limit": (int, 2000),
     "cluster.id": (str, "oncelog-cluster-0000000"),
     # Java thread pools and socket buffers: accepted, no meaning for one asyncio process.
     "num.network.threads": (int, 3),

@@ -8,12 +8,16 @@ and receive only partitions whose data or offsets changed.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-PartitionKey = tuple[str, int]
+# A partition as the client names it: (topic name, index) before Fetch v13, (topic id,
+# index) from v13 (KIP-516). An id session keeps ids, so a topic deleted and re-created
+# under the same name is not mistaken for the one the client asked for.
+PartitionKey = tuple[str | uuid.UUID, int]
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
@@ -32,6 +36,7 @@ class SessionPartition:
 class FetchSession:
     id: int
     epoch: int
+    uses_topic_ids: bool = False
     partitions: OrderedDict[PartitionKey, SessionPartition] = field(default_factory=OrderedDict)
 
     def changed(
@@ -70,10 +75,14 @@ class FetchSessionCache:
         epoch: int,
         requested: list[tuple[PartitionKey, int, int]],
         forgotten: list[PartitionKey],
+        *,
+        uses_topic_ids: bool = False,
     ) -> tuple[FetchSession | None, list[tuple[PartitionKey, int, int]]]:
         """Return (session or None for a sessionless fetch, partitions to fetch).
 
-        Raises FetchSessionError for an unknown session or a wrong epoch.
+        Raises FetchSessionError for an unknown session, a wrong epoch, or (as Kafka's
+        FetchManager) a session created with topic ids continued without them or the
+        reverse (the client changed its Fetch version across v13).
         """
         if epoch == FINAL_EPOCH:
             self.sessions.pop(session_id, None)
@@ -85,7 +94,7 @@ class FetchSessionCache:
                 return None, requested  # sessions declined: the client keeps sending full fetches
             while len(self.sessions) >= self.max_slots:
                 self.sessions.popitem(last=False)
-            session = FetchSession(next(self._ids), 1)
+            session = FetchSession(next(self._ids), 1, uses_topic_ids)
             for key, offset, max_bytes in requested:
                 session.partitions[key] = SessionPartition(offset, max_bytes)
             self.sessions[session.id] = session
@@ -96,6 +105,8 @@ class FetchSessionCache:
         session = existing
         if session.epoch != epoch:
             raise FetchSessionError(ErrorCode.invalid_fetch_session_epoch)
+        if session.uses_topic_ids != uses_topic_ids:
+            raise FetchSessionError(ErrorCode.fetch_session_topic_id_error)
         session.epoch += 1
         self.sessions.move_to_end(session_id)
         for key in forgotten:

@@ -84,7 +84,7 @@ def describe(
     console.print(f"state             {s.transaction_state}")
     console.print(f"producer          id {s.producer_id} epoch {s.producer_epoch}")
     console.print(f"timeout           {int(s.transaction_timeout.total_seconds() * 1000)} ms")
-    console.print(f"started           {start.isoformat() if start and start.year > 1970 else '-'}")
+    console.print(f"started           {start.isoformat() if start is not None else '-'}")
     for t in s.topics:
         console.print(f"partitions        {t.topic}: {', '.join(map(str, t.partitions))}")
 

@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from oncelog.client.errors import AuthenticationError
 from oncelog.client.sasl import authenticate, mechanism_for
 from oncelog.client.security import PLAINTEXT, SecurityConfig
+from oncelog.client.tolerant_responses import TOLERANT_RESPONSES
 
 _SIZE = struct.Struct(">i")
 
@@ -113,7 +114,9 @@ class WireClient:
     def decode_response(
         api_key: int, version: int, frame: bytes, correlation_id: int | None = None
     ) -> Any:
-        schema = load_response_schema(api_key, version)
+        schema = TOLERANT_RESPONSES.get((api_key, version)) or load_response_schema(
+            api_key, version
+        )
         header, pos = entity_reader(schema.__header_schema__)(frame, 0)
         if correlation_id is not None and header.correlation_id != correlation_id:
             raise ValueError(f"correlation id {header.correlation_id} != {correlation_id}")

@@ -112,8 +112,8 @@ def is_open(state: Any, pid: int, epoch: int) -> bool:
 
 def _remaining(state: Any) -> datetime.timedelta:
     start = state.transaction_start_time
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=datetime.UTC)
+    if start is None:  # not started (-1): nothing can have run out
+        return state.transaction_timeout  # type: ignore[no-any-return]
     return start + state.transaction_timeout - datetime.datetime.now(datetime.UTC)
 
 

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-from oncelog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from oncelog.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
 
 Op = AclOperation
 Res = ResourceType
@@ -55,6 +55,17 @@ def transactional_id_write_rule(ctx: RequestContext, req: Any) -> Any | None:
     if ctx.authorized(Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
         return None
     return denied(ctx, ErrorCode.transactional_id_authorization_failed)
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+    """Kafka's ``authorizedOperations`` bit field: bit ``op`` set for each operation the
+    resource type supports that the principal may perform (all of them without an
+    authorizer)."""
+    bits = 0
+    for op in VALID_OPERATIONS[resource_type]:
+        if ctx.authorized(op, resource_type, name, log_denied=False):
+            bits |= 1 << op
+    return bits
 
 
 def cluster_rule(operation: AclOperation) -> Any:

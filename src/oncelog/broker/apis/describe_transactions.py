@@ -21,9 +21,10 @@ def _ms(ms: int) -> datetime.timedelta:
 
 
 def _ts(ms: int) -> Any:
-    # Kafka sends -1 for "not started"; kio's decoder (and so our own admin
-    # client) rejects negative timestamps, so the epoch stands in for it.
-    return tz_aware_from_i64(i64(max(ms, 0)))
+    # -1 for a transaction that has not started, as Kafka sends it. kio's decoder
+    # refuses negative timestamps; our client decodes this response with
+    # oncelog.client.describe_transactions_schema instead.
+    return tz_aware_from_i64(i64(ms))
 
 
 def describe_transactions(ctx: RequestContext, req: Any) -> Any:
@@ -41,7 +42,7 @@ def describe_transactions(ctx: RequestContext, req: Any) -> Any:
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=_ms(0),
-                    transaction_start_time=_ts(-1),
+                    transaction_start_time=_ts(0),  # as Kafka: error entries keep defaults
                     producer_id=-1,
                     producer_epoch=-1,
                     topics=(),

@@ -1,8 +1,17 @@
-"""Fetch (API 1): byte ranges straight from segment files, long polling, sessions."""
+"""Fetch (API 1): byte ranges straight from segment files, long polling, sessions.
+
+From v13 (KIP-516) topics are named by id: each id is resolved to its topic on every
+read, so an id no topic has (deleted, or never existed) answers UNKNOWN_TOPIC_ID per
+partition, as Kafka's KafkaApis does. v15 (KIP-903 replica state) and v17 (KIP-853
+directory id) only add follower fields; v16 (KIP-951) adds the current leader and node
+endpoints, which Kafka fills only for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH,
+errors a single-node broker whose leader epoch is 0 never returns.
+"""
 
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +41,13 @@ class PartitionResult:
     aborted: tuple[tuple[int, int], ...] | None = None
 
 
+TOPIC_IDS_VERSION = 13
+
+
 def read_partition(
     broker: Broker,
     key: PartitionKey,
+    name: str | None,
     offset: int,
     max_bytes: int,
     *,
@@ -42,7 +55,9 @@ def read_partition(
     min_one: bool,
     leader_epoch: int,
 ) -> PartitionResult:
-    part = broker.topics.partition(*key)
+    if name is None:
+        return PartitionResult(key, ErrorCode.unknown_topic_id)
+    part = broker.topics.partition(name, key[1])
     if part is None:
         return PartitionResult(key, ErrorCode.unknown_topic_or_partition)
     if leader_epoch > 0:
@@ -62,6 +77,14 @@ def read_partition(
     return result
 
 
+def _topic_name(broker: Broker, ref: str | uuid.UUID) -> str | None:
+    """The topic a request names: a name as is, an id by lookup (None: no such id)."""
+    if isinstance(ref, str):
+        return ref
+    topic = broker.topics.by_id.get(ref)
+    return None if topic is None else topic.name
+
+
 def _fetch_all(
     broker: Broker,
     wanted: list[tuple[PartitionKey, int, int, int]],
@@ -75,6 +98,7 @@ def _fetch_all(
         res = read_partition(
             broker,
             key,
+            _topic_name(broker, key[0]),
             offset,
             min(part_max, max(remaining, 0)),
             committed=committed,
@@ -88,7 +112,7 @@ def _fetch_all(
     return results, total
 
 
-async def _parked(broker: Broker, keys: list[PartitionKey], timeout: float) -> bool:
+async def _parked(broker: Broker, keys: list[tuple[str, int]], timeout: float) -> bool:
     """Wait for an append to one of ``keys``: the fetch purgatory, counted for metrics."""
     broker.stats.fetch_waiting += 1
     try:
@@ -101,26 +125,36 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+    by_ids = ctx.version >= TOPIC_IDS_VERSION
     max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.get_int("fetch.max.bytes"))
     epochs: dict[PartitionKey, int] = {}
     requested = []
     unreadable: list[PartitionKey] = []  # answered TOPIC_AUTHORIZATION_FAILED, never read
     for t in req.topics:
-        readable = ctx.authorized(Op.READ, Res.TOPIC, t.topic)
+        ref = t.topic_id if by_ids else t.topic
+        name = _topic_name(broker, ref)
+        # An unknown id is answered UNKNOWN_TOPIC_ID (by read_partition), before any ACL.
+        readable = name is None or ctx.authorized(Op.READ, Res.TOPIC, name)
         for p in t.partitions:
-            key = (t.topic, p.partition)
+            key: PartitionKey = (ref, p.partition)
             if not readable:
                 unreadable.append(key)
                 continue
             epochs[key] = getattr(p, "current_leader_epoch", -1)
             requested.append((key, p.fetch_offset, p.partition_max_bytes))
-    forgotten = [
-        (t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions
+    forgotten: list[PartitionKey] = [
+        (t.topic_id if by_ids else t.topic, p)
+        for t in getattr(req, "forgotten_topics_data", ())
+        for p in t.partitions
     ]
     session: FetchSession | None = None
     try:
         session, to_fetch = broker.fetch_sessions.resolve(
-            getattr(req, "session_id", 0), getattr(req, "session_epoch", -1), requested, forgotten
+            getattr(req, "session_id", 0),
+            getattr(req, "session_epoch", -1),
+            requested,
+            forgotten,
+            uses_topic_ids=by_ids,
         )
     except FetchSessionError as exc:
         return make(r.FetchResponse, error_code=exc.code, session_id=0, responses=())
@@ -131,15 +165,17 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if total >= req.min_bytes or any(x.error != ErrorCode.none for x in results):
             break
         left = deadline - time.monotonic()
-        if left <= 0 or not await _parked(broker, [k for k, *_ in wanted], left):
+        if left <= 0 or not await _parked(broker, _append_keys(broker, wanted), left):
             results, total = _fetch_all(broker, wanted, max_bytes, committed)
             break
     bytes_out = broker.stats.bytes_out
     for res in results:
         if res.records:
-            bytes_out[res.key[0]] += len(res.records)
+            name = _topic_name(broker, res.key[0])  # v13+: the key holds the topic id
+            if name is not None:
+                bytes_out[name] += len(res.records)
     incremental = session is not None and req.session_epoch > 0
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str | uuid.UUID, list[Any]] = {}
     for res in results:
         if session is not None:
             changed = session.changed(
@@ -189,10 +225,22 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         error_code=ErrorCode.none,
         session_id=session.id if session is not None else 0,
         responses=tuple(
-            make(r.FetchableTopicResponse, topic=name, partitions=tuple(ps))
-            for name, ps in by_topic.items()
+            make(r.FetchableTopicResponse, topic=ref, topic_id=ref, partitions=tuple(ps))
+            for ref, ps in by_topic.items()
         ),
     )
 
 
-API = ApiSpec(ApiKey.FETCH, 4, 12, fetch)
+def _append_keys(
+    broker: Broker, wanted: list[tuple[PartitionKey, int, int, int]]
+) -> list[tuple[str, int]]:
+    """The (name, index) keys appends are announced under, for a long poll."""
+    keys = []
+    for (ref, index), *_ in wanted:
+        name = _topic_name(broker, ref)
+        if name is not None:
+            keys.append((name, index))
+    return keys
+
+
+API = ApiSpec(ApiKey.FETCH, 4, 17, fetch)

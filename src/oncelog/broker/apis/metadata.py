@@ -10,30 +10,20 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.apis.wire_values import OPS_UNKNOWN
+from oncelog.broker.apis.wire_values import OPS_UNKNOWN, ZERO_UUID, sole_replica
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
 log = logging.getLogger(__name__)
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
     r = ctx.response
     node = ctx.broker.node_id
     parts = tuple(
-        make(
-            r.MetadataResponsePartition,
-            error_code=ErrorCode.none,
-            partition_index=i,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
-        )
+        make(r.MetadataResponsePartition, partition_index=i, **sole_replica(node))
         for i in range(len(topic.partitions))
     )
     return make(

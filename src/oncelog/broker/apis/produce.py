@@ -2,6 +2,12 @@
 
 The append path itself (validation, KIP-890 check, append, durable acks) is
 ``broker.partition_writer``; records are never decoded.
+
+v10 (KIP-951) only adds the current leader and node endpoints, which Kafka fills for
+NOT_LEADER_OR_FOLLOWER, an error a single-node broker never returns. v11 is KIP-890's
+TRANSACTION_ABORTABLE for a partition outside the transaction, v12 transaction
+version 2's implicit AddPartitionsToTxn and v13 topic ids on top of v12: they come
+with transaction version 2.
 """
 
 from __future__ import annotations
@@ -156,4 +162,4 @@ def authorize_produce(ctx: RequestContext, req: Any) -> Any | None:
     )
 
 
-API = ApiSpec(ApiKey.PRODUCE, 3, 9, produce, authorize=authorize_produce)
+API = ApiSpec(ApiKey.PRODUCE, 3, 10, produce, authorize=authorize_produce)
