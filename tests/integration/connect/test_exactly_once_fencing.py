@@ -4,9 +4,11 @@
 previous generation's task producers on reconfiguration (3 -> 1 -> 3 tasks), restarts,
 and a leader that is paused until another worker leads.
 
-The producers of the previous generations are real transactional producers with the
-transactional ids exactly-once tasks use (``<group>-<connector>-<task>``), each with a
-transaction open, so the tests see exactly whom the leader fenced, and when."""
+The tasks are real exactly-once VerifiableSource tasks (transactional ids
+``<group>-<connector>-<task>``): the tests follow their producers' epochs
+(DescribeTransactions) to see whom the leader fenced, and when, and check that the
+committed output has each task's seqnos exactly once. Stand-in "zombie" producers only
+take transactional ids that no live task uses."""
 
 from __future__ import annotations
 
@@ -166,16 +168,6 @@ def wait_states(worker: WorkerProcess, name: str, states: list[str], timeout_s: 
     wait_for(check, timeout_s, f"{name} tasks {states}")
 
 
-def zombie(bootstrap: str, transactional_id: str, topic: str) -> Producer:
-    """A producer of an earlier task generation, with a transaction open."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, value=f"zombie {transactional_id}".encode())
-    producer.flush(10)
-    return producer
-
-
 def assert_fenced(producer: Producer, topic: str) -> None:
     with pytest.raises(KafkaException) as info:
         producer.produce(topic, value=b"after fencing")
@@ -251,65 +243,101 @@ def test_fence_endpoint_signing_forwarding_and_task_count_records(cluster) -> No
 
 
 def test_reconfiguration_fences_the_previous_generation_before_new_tasks_start(cluster) -> None:
+    """3 -> 1 -> 3 tasks of a real exactly-once VerifiableSource: each reconfiguration
+    fences the previous generation's task producers (their epochs move past the ones
+    their tasks used) before the task-count record, the new tasks start after it, and
+    the committed output has every (task, seqno) once, each task's seqnos rising by 1."""
     broker, workers = cluster
     leader, (follower,) = leader_and_followers(workers)
-    name, out, side = "recon", "eos-recon", "eos-zombies"
-    create_source(leader, name, 3, out)
-    wait_states(leader, name, ["RUNNING"] * 3)
+    name, out = "recon", "eos-recon"
     ids = [f"{GROUP}-{name}-{t}" for t in range(3)]
-    zombies = [zombie(broker.bootstrap, tid, side) for tid in ids]
-    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
-        epochs = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
-
-    # 3 -> 1: every producer of the 3-task generation is fenced before the record.
-    create_source(follower, name, 1, out)
-    wait_for(
-        lambda: (
-            fencing_history(config_topic(broker.bootstrap), name)
-            == ["commit 3", "count 3", "commit 1", "count 1"]
-        ),
-        60,
-        "task count 1",
-    )
-    wait_states(leader, name, ["RUNNING"])
-    for producer in zombies:
-        assert_fenced(producer, side)
-    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
-        after = {tid: txns.describe_txn(tid) for tid in ids}
-    # Open transaction aborted (one bump) plus the fencing "instance" (another one).
-    assert {t: s.producer_epoch for t, s in after.items()} == {t: e + 2 for t, e in epochs.items()}
-    assert committed_values(broker.bootstrap, side) == []
-
-    # 1 -> 3: the single task of the 1-task generation is fenced (more than one task now).
-    single = zombie(broker.bootstrap, ids[0], side)
-    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
-        before = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
+    history = ["commit 3", "count 3"]
     create_source(leader, name, 3, out)
-    wait_for(
-        lambda: (
-            fencing_history(config_topic(broker.bootstrap), name)
-            == ["commit 3", "count 3", "commit 1", "count 1", "commit 3", "count 3"]
-        ),
-        60,
-        "task count 3",
-    )
-    wait_states(leader, name, ["RUNNING"] * 3)
-    assert_fenced(single, side)
-    with TxnAdmin(ClientConfig.of(broker.bootstrap)) as txns:
-        now = {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
-    assert now == {ids[0]: before[ids[0]] + 2, ids[1]: before[ids[1]], ids[2]: before[ids[2]]}
+    try:
+        wait_states(leader, name, ["RUNNING"] * 3)
+        wait_for(lambda: _tasks_since(broker.bootstrap, out, 0) >= {0, 1, 2}, 30, "3 tasks")
+        running = _epochs(broker.bootstrap, ids)  # the epochs the 3 live tasks produce with
 
-    # Tasks 1 and 2 did not run in the 1-task generation: their first records of the new
-    # generation come after its task-count record.
-    records = config_topic(broker.bootstrap)
-    last_count_ts = [ts for k, _, ts in records if k == f"tasks-fencing-{name}"][-1]
-    last_commit_ts = [ts for k, _, ts in records if k == f"commit-{name}"][-1]
-    wait_for(lambda: len(_task_records(broker.bootstrap, out, last_commit_ts)) >= 10, 30, "records")
-    new_records = _task_records(broker.bootstrap, out, last_commit_ts)
-    assert {task for task, _ in new_records} >= {1, 2}
-    assert min(ts for task, ts in new_records if task in (1, 2)) >= last_count_ts
-    status, _ = leader.call("DELETE", f"/connectors/{name}")
+        # 3 -> 1: the leader fences the producers of tasks 0, 1 and 2, then writes the record.
+        create_source(follower, name, 1, out)
+        history += ["commit 1", "count 1"]
+        count_ts = _wait_history(broker.bootstrap, name, history)
+        wait_states(leader, name, ["RUNNING"])
+        wait_for(lambda: 0 in _tasks_since(broker.bootstrap, out, count_ts), 30, "new task 0")
+        fenced = _epochs(broker.bootstrap, ids)
+        # Task 0's worker stopped its old task before asking for the fencing: one bump for
+        # the fencing, one for the new task's own InitProducerId.
+        assert fenced[ids[0]] == running[ids[0]] + 2
+        # Tasks 1 and 2 run no more: one bump for the fencing, two when the fencing caught
+        # the old task (on the other worker, not stopped yet) with a transaction open.
+        for tid in ids[1:]:
+            assert fenced[tid] in (running[tid] + 1, running[tid] + 2), (tid, running, fenced)
+
+        # Zombies of tasks 1 and 2 (their old tasks are gone, no live task uses the ids):
+        # each holds a transaction with a record that would duplicate the task's seqno 0.
+        zombies = [zombie_task(broker.bootstrap, ids[t], out, t) for t in (1, 2)]
+        before = _epochs(broker.bootstrap, ids)
+        assert before == {**fenced, ids[1]: fenced[ids[1]] + 1, ids[2]: fenced[ids[2]] + 1}
+
+        # 1 -> 3: the leader fences the single producer of the 1-task generation; the new
+        # tasks 1 and 2 fence the zombies themselves (aborting their transactions).
+        create_source(leader, name, 3, out)
+        history += ["commit 3", "count 3"]
+        count_ts = _wait_history(broker.bootstrap, name, history)
+        wait_states(leader, name, ["RUNNING"] * 3)
+        wait_for(
+            lambda: _tasks_since(broker.bootstrap, out, count_ts) >= {0, 1, 2}, 30, "new tasks"
+        )
+        for producer in zombies:
+            assert_fenced(producer, out)
+        assert _epochs(broker.bootstrap, ids) == {tid: before[tid] + 2 for tid in ids}
+
+        # Tasks 1 and 2 did not run in the 1-task generation: their first records of the new
+        # generation come after its task-count record.
+        records = config_topic(broker.bootstrap)
+        last_count_ts = [ts for k, _, ts in records if k == f"tasks-fencing-{name}"][-1]
+        last_commit_ts = [ts for k, _, ts in records if k == f"commit-{name}"][-1]
+        new_records = _task_records(broker.bootstrap, out, last_commit_ts)
+        assert {task for task, _ in new_records} >= {1, 2}
+        assert min(ts for task, ts in new_records if task in (1, 2)) >= last_count_ts
+    finally:
+        status, _ = leader.call("DELETE", f"/connectors/{name}")
     assert status == 204
+    assert fencing_history(config_topic(broker.bootstrap), name) == history
+    # Exactly once across both reconfigurations: per task, seqnos 0, 1, 2, ... in order.
+    seqnos: dict[int, list[int]] = {}
+    for value in committed_values(broker.bootstrap, out):
+        record = json.loads(value)
+        seqnos.setdefault(record["task"], []).append(record["seqno"])
+    assert sorted(seqnos) == [0, 1, 2]
+    for task, seen in seqnos.items():
+        assert seen == list(range(len(seen))), (task, seen)
+
+
+def _epochs(bootstrap: str, ids: list[str]) -> dict[str, int]:
+    with TxnAdmin(ClientConfig.of(bootstrap)) as txns:
+        return {tid: txns.describe_txn(tid).producer_epoch for tid in ids}
+
+
+def _wait_history(bootstrap: str, name: str, history: list[str]) -> int:
+    """Waits for the connector's fencing history; the timestamp of its last record."""
+    wait_for(lambda: fencing_history(config_topic(bootstrap), name) == history, 60, str(history))
+    return [ts for k, _, ts in config_topic(bootstrap) if k == f"tasks-fencing-{name}"][-1]
+
+
+def _tasks_since(bootstrap: str, topic: str, since_ms: int) -> set[int]:
+    return {task for task, _ in _task_records(bootstrap, topic, since_ms)}
+
+
+def zombie_task(bootstrap: str, transactional_id: str, topic: str, task: int) -> Producer:
+    """A producer under an earlier task's transactional id with a transaction open that
+    holds the task's seqno 0 again."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=str(task).encode(), value=json.dumps({"task": task, "seqno": 0}))
+    producer.flush(10)
+    return producer
 
 
 def _task_records(bootstrap: str, topic: str, since_ms: int) -> list[tuple[int, int]]:
@@ -413,12 +441,18 @@ def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
     )
     expected = ["before", "during"] + (["zombie"] if status == 201 else [])
     assert [c for c in connectors if c in ("before", "during", "zombie")] == expected
+    # Every worker lists the connectors the topic holds now (earlier tests' included).
+    live: dict[str, bool] = {}
+    for key, value, _ in records:
+        if key.startswith("connector-"):
+            live[key.removeprefix("connector-")] = value is not None
+    current = sorted(c for c, alive in live.items() if alive)
+    assert {"before", "during"} <= set(current)
     wait_for(
-        lambda: all(sorted(w.get("/connectors")) == sorted(
-            set(connectors) - {"sig", "recon", "rs"}) for w in workers),
+        lambda: [sorted(w.get("/connectors")) for w in workers] == [current] * len(workers),
         60,
-        "workers agree",
-    )  # fmt: skip
+        f"workers agree on {current}",
+    )
     # Only committed transactions of the leaders are in the topic: read_uncommitted sees
     # the same records plus nothing a fenced leader could still slip in.
     uncommitted = config_topic(broker.bootstrap, "read_uncommitted")
