@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 READY = "oncelog broker ready on "
 # Printed before READY when metrics.listener is set.
@@ -89,7 +90,7 @@ class EmbeddedBroker:
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            ready = readable(self.proc.stdout, 0.2)
             if ready:
                 line = self.proc.stdout.readline()
                 if line.startswith(HTTP_READY):
@@ -151,3 +152,11 @@ class EmbeddedBroker:
         self.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def readable(stream: Any, timeout_s: float) -> bool:
+    """Whether ``stream`` has data within ``timeout_s``. poll(), not select(): a long
+    test session may hold file descriptors above select()'s limit of 1024."""
+    poller = select.poll()
+    poller.register(stream, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(timeout_s * 1000))

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.embedded import EmbeddedBroker
+from oncelog.embedded import EmbeddedBroker, readable
 from oncelog.testing import faults
 
 EOS_APP = str(Path(__file__).parent / "spark_eos_app.py")
@@ -173,12 +173,11 @@ class DriverProcess:
 
     def wait_for_progress(self, timeout: float) -> bool:
         """Block until the first 'progress' line (a micro-batch completed)."""
-        import select
 
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            ready = readable(self.proc.stdout, 0.2)
             if ready:
                 line = self.proc.stdout.readline()
                 if not line:
