@@ -166,7 +166,8 @@ def test_write_options() -> None:
         {**BOOT, "topic": "out", "checkpointLocation": "/tmp/x", "kafka.linger.ms": "20"}
     )
     assert o.topic == "out" and o.exactly_once and o.transactional_id_prefix == "oncelog-spark"
-    assert o.transaction_timeout_ms == 900_000 and o.producer_conf == {"linger.ms": "20"}
+    assert o.transaction_timeout_ms == 60_000 and o.producer_conf == {"linger.ms": "20"}
+    assert o.checkpoint == "/tmp/x"
     o = parse_write_options(
         {
             **BOOT,

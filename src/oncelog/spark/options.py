@@ -99,7 +99,10 @@ _WRITE_OWNED = {
 }
 
 DEFAULT_TXN_PREFIX = "oncelog-spark"
-DEFAULT_TXN_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+# Short enough that a transaction nobody can clean up (a deleted checkpoint, another query
+# id) pins the output's LSO for one minute only; long enough for a slow micro-batch and a
+# quick driver restart between deciding and committing (docs/spark.md, "Timeouts").
+DEFAULT_TXN_TIMEOUT_MS = 60_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
 _TXN_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
@@ -434,6 +437,7 @@ class WriteOptions:
     transactional_id_prefix: str = DEFAULT_TXN_PREFIX
     transaction_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     producer_conf: dict[str, str] = field(default_factory=dict)
+    checkpoint: str | None = None  # Spark's checkpointLocation, when given as an option
 
     @property
     def client_config(self) -> ClientConfig:
@@ -467,4 +471,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=timeout,
         producer_conf=producer,
+        checkpoint=opts.get("checkpointlocation") or None,
     )

@@ -223,6 +223,16 @@ def read_range(
         consumer.close()
 
 
+def read_partition(
+    opts: ReadOptions, partition: InputPartition, schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    """Read one planned input partition. When planning found nothing to read (an empty
+    topic, only markers, no matching topic yet) Spark still runs one task with a bare
+    ``InputPartition(None)``: it yields no rows."""
+    if isinstance(partition, KafkaInputPartition):
+        yield from read_range(opts, partition, schema)
+
+
 # -- planning on the driver -----------------------------------------------------------------
 
 
@@ -324,8 +334,7 @@ class OncelogBatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition, self.schema)
+        yield from read_partition(self.opts, partition, self.schema)
 
 
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -391,8 +400,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.plan(from_json(start), from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition, self.schema)
+        yield from read_partition(self.opts, partition, self.schema)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: Spark checkpoints the offsets; no consumer group is used."""

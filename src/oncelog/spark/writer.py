@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from oncelog.client.transactions import TxnAdmin
 from oncelog.spark import commit as protocol
+from oncelog.spark import lifecycle
 from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.decisions import DecisionStore
 from oncelog.spark.hooks import point, trace
@@ -107,6 +108,9 @@ class BatchProducer:
             # Connect to every broker at once: with sparse connections librdkafka often
             # waits for its 500 ms coordinator timer before InitProducerId.
             "enable.sparse.connections": False,
+            # Java's partitioner (murmur2 of the key; null keys spread), as Spark's Kafka
+            # sink and every Java producer use: the same key lands on the same partition.
+            "partitioner": "murmur2_random",
             **opts.producer_conf,
             **conf,
             "bootstrap.servers": opts.bootstrap,
@@ -115,6 +119,7 @@ class BatchProducer:
         }
         self.producer: Any = None
         self.records = 0
+        self.partition_counts: dict[str, int] = {}
         self.on_start: Callable[[], None] | None = None
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
@@ -153,6 +158,7 @@ class BatchProducer:
                 raise WriteError("a row has a null 'topic' and no 'topic' option is set")
             kwargs: dict[str, Any] = {}
             if parts is not None and parts[i] is not None:
+                self.check_partition(topic, parts[i])
                 kwargs["partition"] = parts[i]
             if headers is not None and headers[i]:
                 kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
@@ -164,6 +170,21 @@ class BatchProducer:
                     poll(0.05)
         self.records += n
         poll(0)
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        """A row's ``partition`` must exist: fail the task naming topic, partition and
+        partition count (librdkafka would only report ``_UNKNOWN_PARTITION``)."""
+        count = self.partition_counts.get(topic)
+        if count is None:
+            meta = self.producer.list_topics(topic, timeout=INIT_TIMEOUT_S).topics.get(topic)
+            count = len(meta.partitions) if meta is not None and meta.error is None else 0
+            self.partition_counts[topic] = count
+        if not 0 <= partition < count:
+            raise WriteError(
+                f"column 'partition' is {partition} but topic {topic!r} has {count} partition(s) "
+                f"(0..{count - 1}); drop or fix the 'partition' column (e.g. df.drop('partition') "
+                "when copying between topics of different sizes)"
+            )
 
     def flush(self) -> None:
         if self.producer is None:
@@ -280,6 +301,10 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         validate_input(schema, opts)
         self.opts = opts
+        if opts.exactly_once and lifecycle.in_write_planning():
+            # Spark plans the next micro-batch's write; none of its tasks runs yet, and the
+            # previous batch is committed. Once per query run and planning worker.
+            lifecycle.start_query(opts, opts.checkpoint)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OncelogCommitMessage:
         ctx = _task_context()
@@ -337,7 +362,12 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
-            protocol.abort_batch(self.opts, _ours(messages), batchId)
+            protocol.abort_batch(
+                self.opts,
+                _ours(messages),
+                batchId,
+                lifecycle.checkpoint_query_id(self.opts.checkpoint),
+            )
 
 
 class OncelogBatchWriter(DataSourceArrowWriter):
@@ -348,6 +378,8 @@ class OncelogBatchWriter(DataSourceArrowWriter):
         validate_input(schema, opts)
         self.opts = opts
         self.job_id = uuid.uuid4().hex[:16]
+        if opts.exactly_once and lifecycle.in_write_planning():
+            lifecycle.check_transaction_timeout(opts)
 
     @property
     def txn_prefix(self) -> str:
