@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from typer.testing import CliRunner
 
 from oncelog.cli.main import app
@@ -20,7 +21,6 @@ from oncelog.testing.verify import open_transactions, read_topic, stable
 from .apps.spark_common import (
     DriverProcess,
     create_topic,
-    leave_open_transaction,
     produce_plain,
     spark,
     spark_broker,
@@ -40,6 +40,23 @@ def no_hanging(bootstrap: str) -> None:
     )
     assert out.exit_code == 0, out.output
     assert "no hanging transactions" in out.output, out.output
+
+
+def open_forever(bootstrap: str, topic: str, txn_id: str) -> None:
+    """Like a dead task attempt: a transaction with records, left open (10 min timeout)."""
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 600_000,
+            "enable.sparse.connections": False,
+        }
+    )
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"zombie", partition=0)
+    assert p.flush(30) == 0
+    del p
 
 
 def wait_settled(bootstrap: str, topic: str, id_prefix: str, within: float) -> float:
@@ -119,6 +136,7 @@ def test_a_batch_that_fails_for_good_leaves_no_open_transaction(
     no_hanging(b)
 
 
+@pytest.mark.timeout(900)  # two driver runs, each starting a JVM
 def test_a_restart_after_a_driver_kill_cleans_up_before_writing(
     spark_broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,17 +149,30 @@ def test_a_restart_after_a_driver_kill_cleans_up_before_writing(
     create_topic(b, dst, 2)
     expected = transactional_input(b, src, 2, txns=12, per_txn=50)
     ck, log = tmp_path / "ck", tmp_path / "driver.log"
-    common: dict[str, Any] = {"input": src, "output": dst, "max_offsets": 200}
+    # Long timeouts, so that the coordinator does not abort them first: JVM start-ups on a
+    # loaded machine take longer than the default 60 s.
+    common: dict[str, Any] = {
+        "input": src,
+        "output": dst,
+        "max_offsets": 200,
+        "extra": ["--transaction-timeout-ms", "600000"],
+    }
     d = DriverProcess(b, ck, log, kill_at="task-after-flush@1", **common)
-    assert d.wait(240) == -9, d.tail()
+    try:
+        assert d.wait(300) == -9, d.tail()
+    finally:
+        d.kill()
     query_id = json.loads((ck / "metadata").read_text().splitlines()[0])["id"]
     dead = f"{PREFIX}-{query_id}-7-3"
-    leave_open_transaction(b, dst, dead, [b"zombie"])
+    open_forever(b, dst, dead)
     assert f"{PREFIX}-{query_id}-0-0" in open_transactions(b, PREFIX + "-")
     assert not stable(b, dst)
 
     d = DriverProcess(b, ck, log, available_now=True, **common)
-    assert d.wait(300) == 0, d.tail()
+    try:
+        assert d.wait(400) == 0, d.tail()
+    finally:
+        d.kill()
     text = log.read_text().split("==== ")[-1]
     cleaned = text.index("query start: aborted ")
     line = text[cleaned : text.index("\n", cleaned)]
