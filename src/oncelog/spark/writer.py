@@ -149,7 +149,8 @@ class BatchProducer:
         fixed = self.opts.topic
         topics = None if fixed is not None else col["topic"].to_pylist()
         parts = col["partition"].to_pylist() if "partition" in col else None
-        headers = col["headers"].to_pylist() if "headers" in col else None
+        with_headers = "headers" in col and self.opts.include_headers
+        headers = col["headers"].to_pylist() if with_headers else None
         produce = self.producer.produce
         poll = self.producer.poll
         for i in range(n):
