@@ -57,6 +57,7 @@ from oncelog.spark.options import (
     TimestampSpec,
     display,
 )
+from oncelog.spark.pool import config_key, pooled
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -174,9 +175,14 @@ def read_range(
         return batch
 
     trace(f"read start {topic}-{partition} [{part.start}, {end})")
-    consumer = Consumer(consumer_config(opts))
-    try:
+    conf = consumer_config(opts)
+    # A pooled consumer (reused by the worker's next range of the same configuration),
+    # unassigned before it goes back; closed if the read fails or is abandoned.
+    with pooled(
+        config_key("consumer", conf), lambda: Consumer(conf), _close_consumer, _unassign
+    ) as consumer:
         consumer.assign([KTP(topic, partition, part.start)])
+        position = part.start
         poll_timeout = opts.poll_timeout_ms / 1000.0
         last_progress = time.monotonic()
         done = False
@@ -193,6 +199,8 @@ def read_range(
                 continue
             last_progress = time.monotonic()
             for m in msgs:
+                if m.partition() is not None and (m.topic(), m.partition()) != (topic, partition):
+                    continue  # a stale event of the consumer's previous range
                 err = m.error()
                 offset = m.offset() or 0
                 if err is not None:
@@ -217,6 +225,9 @@ def read_range(
                 if offset >= end:
                     done = True
                     break
+                if offset < position:
+                    continue  # never twice, never before start (a reused consumer's stale fetch)
+                position = offset + 1
                 keys.append(m.key())
                 values.append(m.value())
                 offsets.append(offset)
@@ -231,8 +242,14 @@ def read_range(
         if offsets:
             yield flush()
         trace(f"read done {topic}-{partition}")
-    finally:
-        consumer.close()
+
+
+def _close_consumer(consumer: Any) -> None:
+    consumer.close()
+
+
+def _unassign(consumer: Any) -> None:
+    consumer.unassign()
 
 
 def read_partition(
