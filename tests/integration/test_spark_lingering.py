@@ -246,3 +246,50 @@ def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_start(
         assert sorted(r.value for r in read_topic(b, dst)) == [b"a", b"b"]
     finally:
         broker.stop()
+
+
+def test_stopping_a_query_mid_batch_leaves_no_open_transaction(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """query.stop() while a task is in the middle of its transaction: Spark cancels the
+    batch and calls abort; the interrupted task's transaction is aborted by its id."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
+
+    b, src, dst = spark_broker.bootstrap, unique("src"), unique("dst")
+    prefix = unique("stop")
+    create_topic(b, src, 1)
+    create_topic(b, dst, 1)
+    produce_plain(b, src, [b"s-%04d-" % i + b"x" * 1000 for i in range(400)], 1)
+
+    @F.udf(BinaryType())
+    def slow(value: bytes) -> bytes:
+        time.sleep(0.1)
+        return value
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        q = (
+            spark.readStream.format("oncelog")
+            .option("kafka.bootstrap.servers", b)
+            .option("subscribe", src)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", slow("value").alias("value"))
+            .writeStream.format("oncelog")
+            .option("kafka.bootstrap.servers", b)
+            .option("topic", dst)
+            .option("transactionalIdPrefix", prefix)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not open_transactions(b, prefix + "-"):
+            time.sleep(0.2)
+        assert open_transactions(b, prefix + "-"), "the batch never opened its transaction"
+        q.stop()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    wait_settled(b, dst, prefix + "-", within=10.0)
+    assert read_topic(b, dst) == []
+    no_hanging(b)
