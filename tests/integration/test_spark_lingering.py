@@ -174,7 +174,7 @@ def test_a_restart_after_a_driver_kill_cleans_up_before_writing(
     finally:
         d.kill()
     text = log.read_text().split("==== ")[-1]
-    cleaned = text.index("query start: aborted ")
+    cleaned = text.index("before write: aborted ")
     line = text[cleaned : text.index("\n", cleaned)]
     assert dead in line and f"{PREFIX}-{query_id}-0-0" in line, line
     assert cleaned < text.index("write start"), "the restart wrote before cleaning up"

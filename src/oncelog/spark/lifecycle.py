@@ -1,7 +1,7 @@
 """Query-level housekeeping of the exactly-once sink, on the driver: what must happen when a
 query starts and when a batch is aborted without the tasks' commit messages.
 
-* **Query start.** Check once that the broker accepts ``transactionTimeoutMs``
+* **Before a micro-batch's tasks run** (and so when a query starts). Check once that the broker accepts ``transactionTimeoutMs``
   (``transaction.max.timeout.ms``, read with DescribeConfigs), so a bad setting fails the
   query at once with a message naming both settings instead of failing every task with a
   librdkafka error. Then abort every transaction a previous run of this query left open
@@ -132,32 +132,34 @@ def decided_ids(
     return {tid for tid, e in ids.items() if is_open(states.get(tid), e[2], e[3])}
 
 
-# (bootstrap, prefix, query id or checkpoint) already started in this planning worker.
-_started: set[tuple[str, str, str]] = set()
+# (bootstrap, transactionTimeoutMs) already checked against the broker by this process.
+_checked: set[tuple[str, int]] = set()
 
 
-def start_query(opts: WriteOptions, checkpoint: str | None) -> None:
-    """At query start (Spark plans a micro-batch's write before its tasks run, the previous
-    batch being committed): check the broker's timeout limit, then abort what earlier runs
-    of this query left open, except the last decided batch's transactions. Done once per
-    query in a planning worker (a restarted driver has new workers)."""
+def before_write(opts: WriteOptions, checkpoint: str | None) -> None:
+    """Before the tasks of a micro-batch run (Spark plans its write; the previous batch is
+    committed): check the broker's timeout limit (once per process), then abort what an
+    earlier run of this query left open, except the last decided batch's own transactions.
+    In steady state the previous commit left nothing open, so this costs one
+    ListTransactions; a restarted query (a SIGKILLed driver, a stopped or failed run)
+    cleans up here before it writes."""
+    checked = (opts.bootstrap, opts.transaction_timeout_ms)
+    if checked not in _checked:
+        check_transaction_timeout(opts)
+        _checked.add(checked)
     query_id = checkpoint_query_id(checkpoint)
-    key = (opts.bootstrap, opts.transactional_id_prefix, query_id or str(checkpoint))
-    if key in _started:
-        return
-    check_transaction_timeout(opts)
     if query_id is None:
-        _started.add(key)
         return
-    with (
-        TxnAdmin(opts.client_config) as txns,
-        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
-    ):
-        aborted = abort_open_transactions(
-            opts, query_id, txns, decided_ids(opts, query_id, store, txns)
-        )
-    _started.add(key)
-    trace(f"query start: aborted {len(aborted)} leftover transaction(s) {sorted(aborted)}")
+    prefix = query_prefix(opts, query_id)
+    with TxnAdmin(opts.client_config) as txns:
+        if not any(
+            t.transactional_id.startswith(prefix) for t in txns.list_transactions(("Ongoing",))
+        ):
+            return
+        with DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store:
+            keep = decided_ids(opts, query_id, store, txns)
+        aborted = abort_open_transactions(opts, query_id, txns, keep)
+    trace(f"before write: aborted {len(aborted)} leftover transaction(s) {sorted(aborted)}")
     if aborted:
         log.warning(
             "query %s: aborted %d transaction(s) left open by an earlier run before writing",
@@ -174,5 +176,5 @@ __all__ = [
     "checkpoint_query_id",
     "decided_ids",
     "in_write_planning",
-    "start_query",
+    "before_write",
 ]

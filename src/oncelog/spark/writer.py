@@ -343,9 +343,9 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
         validate_input(schema, opts)
         self.opts = opts
         if opts.exactly_once and lifecycle.in_write_planning():
-            # Spark plans the next micro-batch's write; none of its tasks runs yet, and the
-            # previous batch is committed. Once per query run and planning worker.
-            lifecycle.start_query(opts, opts.checkpoint)
+            # Spark plans the next micro-batch's write: none of its tasks runs yet and the
+            # previous batch is committed, so whatever of this query is open is a leftover.
+            lifecycle.before_write(opts, opts.checkpoint)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OncelogCommitMessage:
         ctx = _task_context()
