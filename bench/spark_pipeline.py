@@ -98,6 +98,32 @@ def throughput(
     return n / (time.perf_counter() - start)
 
 
+def overhead(
+    spark,
+    bootstrap: str,
+    tmp: Path,
+    batches: int,
+    per_batch: int,
+    size: int,
+    exactly_once: bool,
+    tag: str,
+) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Fixed cost of a micro-batch: `batches` small batches (per_batch records each) under
+    Trigger.AvailableNow; (median, mean) of the batches' triggerExecution in ms."""
+    src, dst = f"in-{tag}", f"out-{tag}"
+    topics(bootstrap, src, dst)
+    preload(bootstrap, src, batches * per_batch, size)
+    q = (
+        query(spark, bootstrap, src, dst, str(tmp / f"ck-{tag}"), exactly_once, per_batch)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    ms = [p["durationMs"]["triggerExecution"] for p in q.recentProgress if p["numInputRows"]]
+    ms = ms[1:]  # the first batch pays for worker start-up
+    return statistics.median(ms), statistics.mean(ms)
+
+
 def latency(
     spark,
     bootstrap: str,
@@ -162,6 +188,12 @@ def main() -> None:
     ap.add_argument("--sweep", default="5000,20000,60000", help="maxOffsetsPerTrigger values")
     ap.add_argument("--rate", type=int, default=500, help="records/s for the latency phase")
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument(
+        "--overhead-only",
+        action="store_true",
+        help="only the fixed per-batch cost (ONCELOG_SPARK_POOL_MAX_IDLE=0 disables client reuse)",
+    )
+    ap.add_argument("--overhead-batches", type=int, default=20)
     args = ap.parse_args()
     sweep = [int(x) for x in args.sweep.split(",")]
     with tempfile.TemporaryDirectory(prefix="oncelog-spark-bench-") as tmp_s:
@@ -171,6 +203,30 @@ def main() -> None:
             throughput(
                 spark, b.bootstrap, tmp, 5000, args.record_size, True, 5000, "warmup"
             )  # JVM/JIT warm-up, discarded
+            fixed = {
+                eo: overhead(
+                    spark,
+                    b.bootstrap,
+                    tmp,
+                    args.overhead_batches,
+                    300,
+                    args.record_size,
+                    eo,
+                    f"o{int(eo)}",
+                )
+                for eo in (False, True)
+            }
+            pool = os.environ.get("ONCELOG_SPARK_POOL_MAX_IDLE", "8")
+            print(
+                f"per-batch overhead ({args.overhead_batches} batches of 300 x {args.record_size} B, client pool max idle {pool}):"
+            )
+            for eo in (False, True):
+                print(
+                    f"  exactlyOnce={str(eo).lower():5}  median {fixed[eo][0]:6.0f} ms  mean {fixed[eo][1]:6.0f} ms"
+                )
+            if args.overhead_only:
+                spark.stop()
+                return
             rows = []
             for mo in sweep:
                 for eo in (False, True):  # alternate modes so drift hits both alike

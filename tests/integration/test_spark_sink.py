@@ -255,7 +255,7 @@ def test_failed_and_retried_task_leaves_no_duplicates(
     assert aborted > 0, "attempt 0 should have written (then lost) some records"
 
 
-def test_leftover_transaction_of_a_dead_attempt_is_aborted_by_the_next_commit(
+def test_leftover_transaction_of_a_dead_attempt_is_aborted_by_the_next_batch(
     spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     b, src, dst = spark_broker.bootstrap, unique("src"), unique("dst")
@@ -287,12 +287,16 @@ def test_leftover_transaction_of_a_dead_attempt_is_aborted_by_the_next_commit(
         assert dead in open_transactions(b, f"{PREFIX}-{q.id}-")
         assert not stable(b, dst)
         produce_plain(b, src, [b"b-%d" % i for i in range(50)], 1)
+        # The next micro-batch aborts the leftover before its tasks write (and its commit
+        # would): wait for that batch's rows too before stopping the query.
         while (
-            open_transactions(b, f"{PREFIX}-{q.id}-") or not stable(b, dst)
+            open_transactions(b, f"{PREFIX}-{q.id}-")
+            or not stable(b, dst)
+            or len(read_topic(b, dst)) < 100
         ) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert open_transactions(b, f"{PREFIX}-{q.id}-") == [], (
-            "the next commit did not abort the leftover"
+            "the next micro-batch did not abort the leftover"
         )
         assert stable(b, dst)
     finally:
@@ -345,7 +349,14 @@ def kill_chain(
     create_topic(b, dst, partitions)
     expected = transactional_input(b, src, partitions, txns=txns, per_txn=per_txn)
     ck, log = tmp_path / "ck", tmp_path / "driver.log"
-    common = {"input": src, "output": dst, "max_offsets": max_offsets}
+    # These outages must stay shorter than transactionTimeoutMs (the default, 60 s, is less
+    # than two JVM start-ups on a loaded machine); longer outages are tested below.
+    common = {
+        "input": src,
+        "output": dst,
+        "max_offsets": max_offsets,
+        "extra": ["--transaction-timeout-ms", "600000"],
+    }
     for kill in kills:
         if kill == "random":
             d = DriverProcess(b, ck, log, **common)  # type: ignore[arg-type]

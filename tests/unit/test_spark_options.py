@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from oncelog.spark.offsets import TopicPartition, distribute, from_json, to_json
+from oncelog.spark.offsets import TopicPartition, distribute, from_json, split_ranges, to_json
 from oncelog.spark.options import (
     OncelogOptionError,
     Subscription,
@@ -95,7 +95,25 @@ def test_kafka_options_pass_through_and_owned_ones_are_rejected() -> None:
         ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "maxOffsetsPerTrigger": "many"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
-        ({"subscribe": "a", "minOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
+        (
+            {"subscribe": "a", "fetchOffset.numRetries": "5"},
+            "'fetchOffset.numRetries' is not supported",
+        ),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "above"),
+        ({"subscribe": "a", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+        ({"subscribe": "a", "startingTimestamp": "yesterday"}, "startingTimestamp"),
+        (
+            {"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -5}}'},
+            "startingOffsetsByTimestamp",
+        ),
+        ({"subscribe": "a", "startingOffsetsByTimestamp": '{"b": {"0": 5}}'}, "not in 'subscribe'"),
+        ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "'error' or 'latest'"),
+        ({"subscribe": "a", "endingTimestamp": "5"}, "batch queries only"),
+        ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "x"}, "maxRecordsPerPartition"),
+        ({"subscribe": "a", "kafka.partitioner.class": "x.Y"}, "'kafka.partitioner'"),
+        ({"subscribe": "a", "kafka.max.poll.records": "5"}, "'maxRecordsPerPartition'"),
         ({"subscribe": "a", "startingoffset": "earliest"}, "unknown option 'startingoffset'"),
         ({"subscribe": "a", "topic": "b"}, "'topic' applies to writing"),
     ],
@@ -166,7 +184,8 @@ def test_write_options() -> None:
         {**BOOT, "topic": "out", "checkpointLocation": "/tmp/x", "kafka.linger.ms": "20"}
     )
     assert o.topic == "out" and o.exactly_once and o.transactional_id_prefix == "oncelog-spark"
-    assert o.transaction_timeout_ms == 900_000 and o.producer_conf == {"linger.ms": "20"}
+    assert o.transaction_timeout_ms == 60_000 and o.producer_conf == {"linger.ms": "20"}
+    assert o.checkpoint == "/tmp/x"
     o = parse_write_options(
         {
             **BOOT,
@@ -193,7 +212,7 @@ def test_write_options() -> None:
         ({"transactionTimeoutMs": "-1"}, "transactionTimeoutMs"),
         ({"exactlyOnce": "perhaps"}, "exactlyOnce"),
         ({"subscribe": "a"}, "'subscribe' applies to reading"),
-        ({"includeHeaders": "true"}, "applies to reading"),
+        ({"failOnDataLoss": "true"}, "applies to reading"),
         ({"topik": "a"}, "unknown option 'topik'"),
     ],
 )
@@ -266,3 +285,61 @@ def test_distribute_never_starves_a_partition() -> None:
     for _ in range(13):
         cur = distribute(cur, end, 1)
     assert cur == end
+
+
+def test_spark_kafka_options_with_sparks_semantics() -> None:
+    o = read(
+        subscribe="a",
+        startingTimestamp="1000",
+        startingOffsetsByTimestamp='{"a": {"0": 5}}',
+        startingOffsetsByTimestampStrategy="LATEST",
+        minOffsetsPerTrigger="10",
+        maxOffsetsPerTrigger="20",
+        maxTriggerDelay="3s",
+        minPartitions="4",
+        maxRecordsPerPartition="100",
+        groupIdPrefix="mine",
+        **{"kafka.group.id": "g", "kafka.fetch.max.wait.ms": "50"},
+    )
+    # startingTimestamp takes precedence over startingOffsetsByTimestamp (Spark's order)
+    assert o.starting_by_timestamp is not None and o.starting_by_timestamp.everywhere == 1000
+    assert o.timestamp_strategy == "latest"
+    assert (o.min_offsets_per_trigger, o.max_offsets_per_trigger) == (10, 20)
+    assert o.max_trigger_delay_ms == 3000
+    assert (o.min_partitions, o.max_records_per_partition) == (4, 100)
+    assert o.group_id_prefix == "mine"
+    assert o.consumer_conf["group.id"] == "g" and o.consumer_conf["fetch.wait.max.ms"] == "50"
+    assert read(subscribe="a").max_trigger_delay_ms == 15 * 60_000
+    assert read(subscribe="a", maxTriggerDelay="250").max_trigger_delay_ms == 250
+    b = read(False, subscribe="a", endingOffsetsByTimestamp='{"a": {"0": 7, "1": 9}}')
+    assert b.ending_by_timestamp is not None
+    assert b.ending_by_timestamp.per_partition == {"a": {0: 7, 1: 9}}
+    assert "streaming queries only" in error(read, False, subscribe="a", minOffsetsPerTrigger="5")
+    w = parse_write_options({**BOOT, "includeHeaders": "false"})
+    assert w.include_headers is False and parse_write_options(BOOT).include_headers is True
+
+
+def test_split_ranges_like_sparks_range_calculator() -> None:
+    r = [("a", 0, 0, 100), ("a", 1, 10, 20)]
+    assert split_ranges(r, None, None) == r
+    assert split_ranges(r, None, 40) == [
+        ("a", 0, 0, 40),
+        ("a", 0, 40, 80),
+        ("a", 0, 80, 100),
+        ("a", 1, 10, 20),
+    ]
+    # 110 offsets over >= 4 partitions: a-0 (100) gets ceil(100/110*4) = 4 parts, a-1 one.
+    assert split_ranges(r, 4, None) == [
+        ("a", 0, 0, 25),
+        ("a", 0, 25, 50),
+        ("a", 0, 50, 75),
+        ("a", 0, 75, 100),
+        ("a", 1, 10, 20),
+    ]
+    assert split_ranges(r, 2, None) == r  # already enough partitions
+    assert split_ranges([("a", 0, 0, 3)], 10, None) == [
+        ("a", 0, 0, 1),
+        ("a", 0, 1, 2),
+        ("a", 0, 2, 3),
+    ]
+    assert split_ranges([], 4, 10) == []

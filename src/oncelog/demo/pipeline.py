@@ -236,6 +236,9 @@ def start_queries(spark: SparkSession, cfg: PipelineConfig) -> list[StreamingQue
             .option("kafka.bootstrap.servers", cfg.bootstrap)
             .option("topic", topic)
             .option("exactlyOnce", str(cfg.exactly_once).lower())
+            # The demo SIGKILLs the driver and restarts it: the restart (a JVM start-up)
+            # must come back within the prepared transactions' timeout (docs/spark.md).
+            .option("transactionTimeoutMs", "300000")
             .option("checkpointLocation", f"{cfg.checkpoint.rstrip('/')}/{name}")
         )
         writer = (

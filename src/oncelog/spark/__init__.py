@@ -30,6 +30,8 @@ __all__ = [
     "TransactionsTimedOut",
     "OncelogOptionError",
     "JavaMissingError",
+    "WorkerPythonError",
+    "check_worker_python",
     "require_java",
     "register",
     "spark_session",
@@ -75,38 +77,119 @@ def require_java() -> str:
     return java
 
 
-def register(spark: SparkSession) -> None:
+class WorkerPythonError(RuntimeError):
+    """Spark's Python workers run an interpreter that cannot import the data source."""
+
+
+WORKER_MODULES = ("oncelog", "pyarrow", "confluent_kafka")
+
+
+def check_worker_python(spark: SparkSession) -> None:
+    """Run a one-task job: the interpreter Spark's Python workers run must import oncelog,
+    pyarrow and confluent_kafka. Otherwise raise one WorkerPythonError whose first line
+    names the cause and the fix (PYSPARK_PYTHON, or spark_session())."""
+    modules = WORKER_MODULES
+
+    def probe(_: object) -> tuple[str, str | None]:
+        # Defined here, so cloudpickle ships it by value: the worker needs no oncelog to run it.
+        import importlib
+        import sys as worker_sys
+
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - reported to the driver
+                return worker_sys.executable, f"{type(exc).__name__}: {exc}"
+        return worker_sys.executable, None
+
+    try:
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: nothing to probe
+        return
+    configured = os.environ.get("PYSPARK_PYTHON") or sc.pythonExec or "python3"
+    try:
+        executable, problem = sc.parallelize([0], 1).map(probe).collect()[0]
+    except Exception as exc:  # noqa: BLE001 - the worker did not even start
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        cause = next(
+            (line.strip() for line in lines if "Error" in line and "Traceback" not in line),
+            lines[0] if lines else type(exc).__name__,
+        )
+        raise WorkerPythonError(
+            f"Spark's Python workers ({configured}) failed to run a probe task: {cause[:300]}. "
+            f"Set PYSPARK_PYTHON={sys.executable} (an interpreter with 'oncelog[spark]' installed) "
+            "before creating the SparkSession, or create it with oncelog.spark.spark_session()."
+        ) from None
+    if problem is not None:
+        raise WorkerPythonError(
+            f"Spark's Python workers run {executable}, which cannot import the oncelog data source "
+            f"({problem}). Set PYSPARK_PYTHON={sys.executable} (an interpreter with 'oncelog[spark]' "
+            "installed) before creating the SparkSession, or create it with "
+            "oncelog.spark.spark_session()."
+        )
+
+
+def register(spark: SparkSession, *, check_workers: bool = True) -> None:
+    """Register format "oncelog" with ``spark``. First checks (one tiny job) that Spark's
+    Python workers can import oncelog, pyarrow and confluent_kafka: a clear
+    WorkerPythonError now beats a cloudpickle ModuleNotFoundError deep in a query."""
     from oncelog.spark.source import OncelogDataSource
 
+    if check_workers:
+        check_worker_python(spark)
     spark.dataSource.register(OncelogDataSource)
 
 
+#: What spark_session() sets, each overridable through its ``conf`` argument. Quiet and small
+#: defaults for local runs; none of them is needed by the data source itself.
+SESSION_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",  # no web UI port per session
+    "spark.ui.showConsoleProgress": "false",  # no progress bars on stderr
+    "spark.sql.shuffle.partitions": "4",  # Spark's 200 is far too many for local[2]
+    "spark.sql.session.timeZone": "UTC",  # the `timestamp` column displays in UTC
+    "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",  # JVM start-up logging
+}
+DEFAULT_LOG_LEVEL = "ERROR"
+
+
 def spark_session(
-    app_name: str = "oncelog", master: str | None = "local[2]", conf: dict[str, str] | None = None
+    app_name: str = "oncelog",
+    master: str | None = "local[2]",
+    conf: dict[str, str] | None = None,
+    *,
+    log_level: str | None = DEFAULT_LOG_LEVEL,
+    worker_python: str | None = None,
 ) -> SparkSession:
-    """A SparkSession with the oncelog data source registered. Python workers run this
-    interpreter (so they see pyarrow and confluent-kafka); Java is checked first. Under
-    spark-submit (master None), the master given to spark-submit is kept."""
+    """A SparkSession with the oncelog data source registered.
+
+    What it changes, and how to override each:
+
+    * Java is checked first (:func:`require_java`).
+    * ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON``: the workers run ``worker_python``
+      (default: this interpreter, so they import oncelog, pyarrow and confluent-kafka);
+      a value already in the environment is kept.
+    * :data:`SESSION_DEFAULTS` (UI off, no console progress, 4 shuffle partitions, UTC
+      session time zone, JVM log level WARN): any key in ``conf`` replaces the default.
+    * ``sparkContext.setLogLevel(log_level)``: default ERROR; ``log_level=None`` keeps
+      Spark's own level.
+    * ``master``: default ``local[2]``. Under spark-submit (or ``master=None``) the master
+      given to spark-submit is kept.
+    """
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: the JVM exists
     if not submitted:
         require_java()
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        python = worker_python or sys.executable
+        os.environ.setdefault("PYSPARK_PYTHON", python)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None and not submitted:
         builder = builder.master(master)
-    defaults = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
-    }
-    for key, value in {**defaults, **(conf or {})}.items():
+    for key, value in {**SESSION_DEFAULTS, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if log_level is not None:
+        spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark

@@ -308,16 +308,30 @@ def commit_batch(
 
 
 def abort_batch(
-    opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
+    opts: WriteOptions,
+    messages: Sequence[OncelogCommitMessage | None],
+    batch_id: int,
+    query_id: str | None = None,
 ) -> None:
+    """Abort an undecided batch at once: its tasks' transactions, and every other open
+    transaction of the query (cancelled or failed tasks return no commit message, but their
+    ids are deterministic). ``query_id`` is the fallback when no message names the query."""
     msgs = [m for m in messages if m is not None]
-    if not msgs:
+    if msgs:
+        query_id = _query_id(msgs)
+    if query_id is None:
         log.warning(
-            "batch %d aborted with no commit message: its transactions are cleaned up by the next commit",
+            "batch %d aborted with no commit message and no readable checkpoint: its "
+            "transactions are aborted when the query restarts or by transactionTimeoutMs (%d ms)",
             batch_id,
+            opts.transaction_timeout_ms,
         )
         return
-    with _committer(opts, msgs, batch_id) as c:
+    with (
+        TxnAdmin(opts.client_config) as txns,
+        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+    ):
+        c = BatchCommitter(opts, query_id, batch_id, txns, store)
         try:
             decision = c.store.read(batch_id)
         except SupersededDecision:
@@ -337,7 +351,13 @@ def abort_batch(
                 if m.transactional_id
             ]
         )
-        c.cleanup(set())
+        aborted = c.cleanup(set())
+        log.warning(
+            "batch %d aborted: %d task transaction(s) aborted, %d more fenced",
+            batch_id,
+            sum(1 for m in msgs if m.transactional_id),
+            len(aborted),
+        )
 
 
 # -- batch (non-streaming) writes -------------------------------------------------------------

@@ -68,3 +68,32 @@ def distribute(
     for tp, n in alloc.items():
         out[tp] = start[tp] + n
     return out
+
+
+Range = tuple[str, int, int, int]  # topic, partition, start, end (exclusive)
+
+
+def split_ranges(
+    ranges: list[Range], min_partitions: int | None, max_records: int | None
+) -> list[Range]:
+    """Spark partitions for offset ranges: first cut every range into pieces of at most
+    ``max_records`` offsets (maxRecordsPerPartition); then, while there are fewer pieces
+    than ``min_partitions``, split the ranges in proportion to their size, as Spark's
+    KafkaOffsetRangeCalculator does (a range of size s gets ceil(s / total * minPartitions)
+    parts of near-equal size). Order: by topic, partition, start."""
+    out: list[Range] = []
+    for topic, partition, start, end in ranges:
+        step = max_records or max(1, end - start)
+        out += [(topic, partition, a, min(a + step, end)) for a in range(start, end, step)]
+    if min_partitions is not None and 0 < len(out) < min_partitions:
+        total = sum(end - start for _, _, start, end in out)
+        split: list[Range] = []
+        for topic, partition, start, end in out:
+            size = end - start
+            parts = min(size, max(1, -(-size * min_partitions // total)))
+            bounds = [start + size * i // parts for i in range(parts + 1)]
+            split += [
+                (topic, partition, a, z) for a, z in zip(bounds, bounds[1:], strict=False) if z > a
+            ]
+        out = split
+    return sorted(out)

@@ -44,6 +44,16 @@ _READ_OPTIONS = frozenset(
         "failondataloss",
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
+        "startingoffsetsbytimestamp",
+        "startingtimestamp",
+        "endingoffsetsbytimestamp",
+        "endingtimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "minpartitions",
+        "maxrecordsperpartition",
+        "groupidprefix",
     }
 )
 _WRITE_OPTIONS = frozenset(
@@ -53,20 +63,11 @@ _WRITE_OPTIONS = frozenset(
         "exactlyonce",
         "transactionalidprefix",
         "transactiontimeoutms",
+        "includeheaders",
     }
 )
 # Spark Kafka options we know but do not implement: a clear error beats silently ignoring them.
 _UNSUPPORTED = {
-    "minoffsetspertrigger": "minOffsetsPerTrigger",
-    "maxtriggerdelay": "maxTriggerDelay",
-    "minpartitions": "minPartitions",
-    "maxrecordsperpartition": "maxRecordsPerPartition",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "startingtimestamp": "startingTimestamp",
-    "endingtimestamp": "endingTimestamp",
-    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
-    "groupidprefix": "groupIdPrefix",
     "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
 }
@@ -82,6 +83,36 @@ _DISPLAY = {
     "exactlyonce": "exactlyOnce",
     "transactionalidprefix": "transactionalIdPrefix",
     "transactiontimeoutms": "transactionTimeoutMs",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "startingtimestamp": "startingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "endingtimestamp": "endingTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "minpartitions": "minPartitions",
+    "maxrecordsperpartition": "maxRecordsPerPartition",
+    "groupidprefix": "groupIdPrefix",
+}
+# Java client names users paste from Spark's guide that librdkafka does not know (or knows
+# under another name): mapped when the meaning is the same, refused otherwise.
+_JAVA_RENAMED = {
+    "kafka.fetch.max.wait.ms": "kafka.fetch.wait.max.ms",
+    "kafka.buffer.memory": None,  # bytes in Java, KB in librdkafka: refused below
+}
+_JAVA_REFUSED = {
+    "kafka.partitioner.class": (
+        "Java partitioner classes do not exist in librdkafka; the sink uses Java's murmur2 "
+        "partitioner already (librdkafka 'murmur2_random'); set 'kafka.partitioner' "
+        "(e.g. consistent_random, murmur2_random, fnv1a_random) to choose another"
+    ),
+    "kafka.max.poll.records": (
+        "the source reads whole offset ranges, not polls; bound a micro-batch with "
+        "'maxOffsetsPerTrigger' and a Spark partition with 'maxRecordsPerPartition'"
+    ),
+    "kafka.buffer.memory": "use 'kafka.queue.buffering.max.kbytes' (librdkafka, in KB)",
+    "kafka.interceptor.classes": "Java interceptors cannot run in librdkafka",
+    "kafka.metric.reporters": "Java metric reporters cannot run in librdkafka",
 }
 # kafka.* client settings the data source owns: the user sets them through source options.
 _READ_OWNED = {
@@ -99,8 +130,22 @@ _WRITE_OWNED = {
 }
 
 DEFAULT_TXN_PREFIX = "oncelog-spark"
-DEFAULT_TXN_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+# Short enough that a transaction nobody can clean up (a deleted checkpoint, another query
+# id) pins the output's LSO for one minute only; long enough for a slow micro-batch and a
+# quick driver restart between deciding and committing (docs/spark.md, "Timeouts").
+DEFAULT_TXN_TIMEOUT_MS = 60_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's maxTriggerDelay default (15m)
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|sec|m|min|h|d)?\s*$", re.I)
+_DURATION_UNITS = {
+    "ms": 1,
+    "s": 1000,
+    "sec": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 _TXN_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
@@ -189,6 +234,11 @@ def client_conf(opts: dict[str, str], owned: Mapping[str, str]) -> dict[str, str
             continue
         if key in owned:
             raise OncelogOptionError(f"option '{key}' is not allowed: {owned[key]}")
+        if key in _JAVA_REFUSED:
+            raise OncelogOptionError(
+                f"option '{key}' (a Java client setting): {_JAVA_REFUSED[key]}"
+            )
+        key = _JAVA_RENAMED.get(key) or key
         out[key[len("kafka.") :]] = value
     try:
         return librdkafka_settings(out)
@@ -238,6 +288,90 @@ def parse_offset_spec(raw: str, key: str) -> OffsetSpec:
                 )
             out[topic][int(p)] = off
     return out
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    """Offsets by record timestamp (ListOffsets by timestamp): the first offset whose
+    timestamp is >= the given one. ``everywhere`` (startingTimestamp / endingTimestamp)
+    applies to every partition; otherwise ``per_partition`` must name every partition."""
+
+    everywhere: int | None = None
+    per_partition: dict[str, dict[int, int]] | None = None
+
+    def timestamp(self, topic: str, partition: int) -> int | None:
+        if self.everywhere is not None:
+            return self.everywhere
+        return (self.per_partition or {}).get(topic, {}).get(partition)
+
+
+def _timestamp(opts: dict[str, str], key: str) -> int | None:
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise OncelogOptionError(
+            f"option '{display(key)}' must be a timestamp in milliseconds since the epoch, got {raw!r}"
+        )
+    return value
+
+
+def _timestamp_json(opts: dict[str, str], key: str) -> dict[str, dict[int, int]] | None:
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OncelogOptionError(
+            f'option \'{display(key)}\' must be JSON like {{"topic":{{"0":1700000000000}}}}; '
+            f"cannot parse {raw!r}: {exc.msg}"
+        ) from None
+    out: dict[str, dict[int, int]] = {}
+    if not isinstance(data, dict) or not data:
+        raise OncelogOptionError(
+            f"option '{display(key)}': expected a JSON object of topics, got {raw!r}"
+        )
+    for topic, parts in data.items():
+        if not isinstance(parts, dict) or not parts:
+            raise OncelogOptionError(
+                f"option '{display(key)}': topic {topic!r} must map partitions to timestamps, got {parts!r}"
+            )
+        for p, ts in parts.items():
+            if not str(p).isdigit() or isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise OncelogOptionError(
+                    f"option '{display(key)}': {topic}-{p}: expected a partition number and a "
+                    f"timestamp in ms >= 0, got {p!r}: {ts!r}"
+                )
+            out.setdefault(topic, {})[int(p)] = ts
+    return out
+
+
+def _timestamp_spec(opts: dict[str, str], everywhere: str, per: str) -> TimestampSpec | None:
+    """Spark's precedence: the global timestamp, then the per-partition JSON."""
+    ts = _timestamp(opts, everywhere)
+    table = _timestamp_json(opts, per)
+    if ts is not None:
+        return TimestampSpec(everywhere=ts)
+    if table is not None:
+        return TimestampSpec(per_partition=table)
+    return None
+
+
+def _duration_ms(opts: dict[str, str], key: str, default: int) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    m = _DURATION_RE.match(raw)
+    if not m:
+        raise OncelogOptionError(
+            f"option '{display(key)}' must be a duration like 500ms, 30s, 15m, 1h; got {raw!r}"
+        )
+    return int(m.group(1)) * _DURATION_UNITS[(m.group(2) or "ms").lower()]
 
 
 @dataclass(frozen=True)
@@ -327,6 +461,15 @@ class ReadOptions:
     isolation_level: str = "read_committed"
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     consumer_conf: dict[str, str] = field(default_factory=dict)
+    # Timestamps take precedence over starting / ending (Spark's order).
+    starting_by_timestamp: TimestampSpec | None = None
+    ending_by_timestamp: TimestampSpec | None = None
+    timestamp_strategy: Literal["error", "latest"] = "error"
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    group_id_prefix: str | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -386,8 +529,35 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
             _check_spec_topics(spec, subscription, key)
 
     max_offsets = _positive_int(opts, "maxoffsetspertrigger")
-    if max_offsets is not None and streaming is False:
-        raise OncelogOptionError("option 'maxOffsetsPerTrigger' applies to streaming queries only")
+    min_offsets = _positive_int(opts, "minoffsetspertrigger")
+    if streaming is False:
+        for key in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
+            if key in opts:
+                raise OncelogOptionError(
+                    f"option '{display(key)}' applies to streaming queries only"
+                )
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise OncelogOptionError(
+            f"option 'minOffsetsPerTrigger' ({min_offsets}) is above 'maxOffsetsPerTrigger' ({max_offsets})"
+        )
+    starting_ts = _timestamp_spec(opts, "startingtimestamp", "startingoffsetsbytimestamp")
+    ending_ts = _timestamp_spec(opts, "endingtimestamp", "endingoffsetsbytimestamp")
+    if ending_ts is not None and streaming is True:
+        raise OncelogOptionError(
+            "options 'endingTimestamp' / 'endingOffsetsByTimestamp' are for batch queries only"
+        )
+    for key, ts_spec in (
+        ("startingoffsetsbytimestamp", starting_ts),
+        ("endingoffsetsbytimestamp", ending_ts),
+    ):
+        if ts_spec is not None and ts_spec.per_partition is not None:
+            _check_spec_topics(ts_spec.per_partition, subscription, key)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OncelogOptionError(
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}"
+        )
+    prefix = opts.get("groupidprefix", "").strip() or None
     return ReadOptions(
         bootstrap=bootstrap,
         subscription=subscription,
@@ -400,6 +570,14 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms")
         or DEFAULT_POLL_TIMEOUT_MS,
         consumer_conf=consumer,
+        starting_by_timestamp=starting_ts,
+        ending_by_timestamp=ending_ts,
+        timestamp_strategy="latest" if strategy == "latest" else "error",
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        min_partitions=_positive_int(opts, "minpartitions"),
+        max_records_per_partition=_positive_int(opts, "maxrecordsperpartition"),
+        group_id_prefix=prefix,
     )
 
 
@@ -434,6 +612,8 @@ class WriteOptions:
     transactional_id_prefix: str = DEFAULT_TXN_PREFIX
     transaction_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     producer_conf: dict[str, str] = field(default_factory=dict)
+    checkpoint: str | None = None  # Spark's checkpointLocation, when given as an option
+    include_headers: bool = True  # write the 'headers' column when the input has one
 
     @property
     def client_config(self) -> ClientConfig:
@@ -467,4 +647,6 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=timeout,
         producer_conf=producer,
+        checkpoint=opts.get("checkpointlocation") or None,
+        include_headers=_bool(opts, "includeheaders", True),
     )

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -39,15 +40,24 @@ from oncelog.client.admin import EARLIEST as EARLIEST_OFFSET
 from oncelog.client.admin import LATEST as LATEST_OFFSET
 from oncelog.client.admin import Admin
 from oncelog.spark.hooks import trace
-from oncelog.spark.offsets import Offsets, TopicPartition, distribute, from_json, to_json
+from oncelog.spark.offsets import (
+    Offsets,
+    TopicPartition,
+    distribute,
+    from_json,
+    split_ranges,
+    to_json,
+)
 from oncelog.spark.options import (
     EARLIEST,
     LATEST,
     OffsetSpec,
     OncelogOptionError,
     ReadOptions,
+    TimestampSpec,
     display,
 )
+from oncelog.spark.pool import config_key, pooled
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,8 +113,11 @@ _TS_TYPE = {0: -1, 1: 0, 2: 1}
 
 
 def consumer_config(opts: ReadOptions) -> dict[str, Any]:
+    # Names the reading consumers only (kafka.group.id in consumer_conf wins): they never
+    # join the group nor commit to it; offsets stay in Spark's checkpoint.
+    group = f"{opts.group_id_prefix}-reader" if opts.group_id_prefix else READER_GROUP_ID
     return {
-        "group.id": READER_GROUP_ID,
+        "group.id": group,
         "enable.sparse.connections": False,
         # A range usually ends at the end of the log (the LSO): the EOF event that finishes it
         # needs an empty fetch, which the broker would otherwise hold for 500 ms.
@@ -162,9 +175,14 @@ def read_range(
         return batch
 
     trace(f"read start {topic}-{partition} [{part.start}, {end})")
-    consumer = Consumer(consumer_config(opts))
-    try:
+    conf = consumer_config(opts)
+    # A pooled consumer (reused by the worker's next range of the same configuration),
+    # unassigned before it goes back; closed if the read fails or is abandoned.
+    with pooled(
+        config_key("consumer", conf), lambda: Consumer(conf), _close_consumer, _unassign
+    ) as consumer:
         consumer.assign([KTP(topic, partition, part.start)])
+        position = part.start
         poll_timeout = opts.poll_timeout_ms / 1000.0
         last_progress = time.monotonic()
         done = False
@@ -181,6 +199,8 @@ def read_range(
                 continue
             last_progress = time.monotonic()
             for m in msgs:
+                if m.partition() is not None and (m.topic(), m.partition()) != (topic, partition):
+                    continue  # a stale event of the consumer's previous range
                 err = m.error()
                 offset = m.offset() or 0
                 if err is not None:
@@ -205,6 +225,9 @@ def read_range(
                 if offset >= end:
                     done = True
                     break
+                if offset < position:
+                    continue  # never twice, never before start (a reused consumer's stale fetch)
+                position = offset + 1
                 keys.append(m.key())
                 values.append(m.value())
                 offsets.append(offset)
@@ -219,8 +242,57 @@ def read_range(
         if offsets:
             yield flush()
         trace(f"read done {topic}-{partition}")
-    finally:
-        consumer.close()
+
+
+def _close_consumer(consumer: Any) -> None:
+    consumer.close()
+
+
+def _unassign(consumer: Any) -> None:
+    consumer.unassign()
+
+
+def read_partition(
+    opts: ReadOptions, partition: InputPartition, schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    """Read one planned input partition. When planning found nothing to read (an empty
+    topic, only markers, no matching topic yet) Spark still runs one task with a bare
+    ``InputPartition(None)``: it yields no rows."""
+    if isinstance(partition, KafkaInputPartition):
+        yield from read_range(opts, partition, schema)
+
+
+def list_offsets_for_times(
+    admin: Admin, times: dict[TopicPartition, int], read_committed: bool
+) -> Offsets:
+    """ListOffsets by timestamp (-1 where no record has a timestamp >= the given one)."""
+    from confluent_kafka import IsolationLevel, KafkaException
+    from confluent_kafka import TopicPartition as KTP
+    from confluent_kafka.admin import OffsetSpec
+
+    from oncelog.client.errors import from_kafka_error
+
+    if not times:
+        return {}
+    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+
+    def once() -> Offsets:
+        futures = admin.client.list_offsets(
+            {KTP(t, p): OffsetSpec.for_timestamp(ts) for (t, p), ts in times.items()},
+            isolation_level=isolation,
+            request_timeout=admin.timeout,
+        )
+        out: Offsets = {}
+        for ktp, fut in futures.items():
+            try:
+                out[(ktp.topic, ktp.partition)] = fut.result(admin.timeout).offset
+            except KafkaException as exc:
+                raise from_kafka_error(
+                    exc, f"ListOffsets by timestamp of {ktp.topic}-{ktp.partition}"
+                ) from exc
+        return out
+
+    return admin.policy.call(once)
 
 
 # -- planning on the driver -----------------------------------------------------------------
@@ -270,6 +342,58 @@ class _Planner:
         resolved = {**self.earliest(need_e), **self.latest(need_l)}
         return {tp: resolved.get(tp, o) for tp, o in wanted.items()}
 
+    def by_timestamp(
+        self, spec: TimestampSpec, tps: Sequence[TopicPartition], key: str, *, starting: bool
+    ) -> Offsets:
+        """ListOffsets by timestamp: the first offset whose timestamp is >= the given one.
+        None found: an ending offset is the latest; a starting offset follows
+        startingOffsetsByTimestampStrategy ('error' fails, 'latest' starts at the latest)."""
+        if spec.per_partition is not None:
+            missing = [f"{t}-{p}" for t, p in tps if spec.timestamp(t, p) is None]
+            unknown = [
+                f"{t}-{p}"
+                for t, ps in spec.per_partition.items()
+                for p in ps
+                if (t, p) not in set(tps)
+            ]
+            if missing or unknown:
+                raise OncelogOptionError(
+                    f"option '{display(key)}' must name every partition read and no other "
+                    f"(Spark's rule); missing: {missing or 'none'}, not read: {unknown or 'none'}"
+                )
+        found = list_offsets_for_times(
+            self.admin, {tp: int(spec.timestamp(*tp) or 0) for tp in tps}, self.opts.read_committed
+        )
+        latest = self.latest([tp for tp, o in found.items() if o < 0])
+        out: Offsets = {}
+        for tp, offset in found.items():
+            if offset >= 0:
+                out[tp] = offset
+            elif starting and self.opts.timestamp_strategy == "error":
+                raise OncelogOptionError(
+                    f"option '{display(key)}': {tp[0]}-{tp[1]} has no record with a timestamp at or "
+                    f"after {spec.timestamp(*tp)}; set startingOffsetsByTimestampStrategy=latest to "
+                    "start at the latest offset instead"
+                )
+            else:
+                out[tp] = latest[tp]
+        return out
+
+    def starting(self, tps: Sequence[TopicPartition]) -> Offsets:
+        ts = self.opts.starting_by_timestamp
+        if ts is not None:
+            key = "startingtimestamp" if ts.everywhere is not None else "startingoffsetsbytimestamp"
+            return self.by_timestamp(ts, tps, key, starting=True)
+        return self.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST)
+
+    def ending(self, tps: Sequence[TopicPartition]) -> Offsets:
+        ts = self.opts.ending_by_timestamp
+        if ts is not None:
+            key = "endingtimestamp" if ts.everywhere is not None else "endingoffsetsbytimestamp"
+            return self.by_timestamp(ts, tps, key, starting=False)
+        assert self.opts.ending is not None
+        return self.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
+
     def plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
         """Input partitions for start..end; partitions new in ``end`` start at earliest.
         Checks for data loss against the log start offsets."""
@@ -291,6 +415,14 @@ class _Planner:
                 begin = earliest[tp]
             if stop > begin:
                 out.append(KafkaInputPartition(topic, p, begin, stop))
+        out = [
+            KafkaInputPartition(t, p, a, z)
+            for t, p, a, z in split_ranges(
+                [(x.topic, x.partition, x.start, x.end) for x in out],
+                self.opts.min_partitions,
+                self.opts.max_records_per_partition,
+            )
+        ]
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
                 self._lost(
@@ -315,17 +447,15 @@ class OncelogBatchReader(DataSourceReader):
         planner = _Planner(self.opts, self.schema)
         try:
             tps = planner.discover()
-            assert self.opts.ending is not None
-            start = planner.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST)
-            end = planner.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
+            start = planner.starting(tps)
+            end = planner.ending(tps)
             parts: Sequence[InputPartition] = planner.plan(start, end)
         finally:
             planner.admin.close()
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition, self.schema)
+        yield from read_partition(self.opts, partition, self.schema)
 
 
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -337,6 +467,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planner: _Planner | None = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never read beyond this
         self._latest: Offsets | None = None
+        self._last_batch = time.monotonic()  # maxTriggerDelay counts from here
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -345,6 +476,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "_planner": None,
             "_target": None,
             "_latest": None,
+            "_last_batch": 0.0,
         }
 
     @property
@@ -355,10 +487,13 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         trace("initialOffset")
-        tps = self.planner.discover()
-        return to_json(self.planner.resolve(self.opts.starting, tps, "startingoffsets", EARLIEST))
+        return to_json(self.planner.starting(self.planner.discover()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark 4.3 has no composite limit: ReadMinRows or ReadMaxRows stand for "limited";
+        # latestOffset applies both minOffsetsPerTrigger and maxOffsetsPerTrigger itself.
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -378,10 +513,29 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in available if tp not in begin]
         for tp, offset in available.items():
             end[tp] = max(begin[tp], offset) if tp in begin else offset
+        if isinstance(limit, ReadAllAvailable):
+            return to_json(end)
+        origin = {**self.planner.earliest(new), **begin}
+        if self._target is None and not self._enough(origin, end):
+            return to_json(begin)  # wait for minOffsetsPerTrigger (or maxTriggerDelay)
+        max_rows = self.opts.max_offsets_per_trigger
         if isinstance(limit, ReadMaxRows):
-            origin = {**self.planner.earliest(new), **begin}
-            end = distribute(origin, end, limit.max_rows)
+            max_rows = limit.max_rows
+        if max_rows is not None:
+            end = distribute(origin, end, max_rows)
+        if end != begin:
+            self._last_batch = time.monotonic()
         return to_json(end)
+
+    def _enough(self, origin: Offsets, end: Offsets) -> bool:
+        """minOffsetsPerTrigger: a batch needs that many new offsets, unless maxTriggerDelay
+        passed since the last batch (Spark's rule); an empty batch is never started."""
+        backlog = sum(max(0, end[tp] - origin.get(tp, end[tp])) for tp in end)
+        wanted = self.opts.min_offsets_per_trigger
+        if wanted is None or backlog >= wanted:
+            return True
+        waited_ms = (time.monotonic() - self._last_batch) * 1000
+        return backlog > 0 and waited_ms >= self.opts.max_trigger_delay_ms
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self._latest) if self._latest is not None else None
@@ -391,8 +545,7 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.plan(from_json(start), from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition, self.schema)
+        yield from read_partition(self.opts, partition, self.schema)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: Spark checkpoints the offsets; no consumer group is used."""

@@ -15,11 +15,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from oncelog.spark.options import parse_read_options, parse_write_options
+from oncelog.spark.options import OncelogOptionError, parse_read_options, parse_write_options
 from oncelog.spark.reader import OncelogBatchReader, OncelogStreamReader, kafka_schema
 from oncelog.spark.writer import OncelogBatchWriter, OncelogStreamWriter
 
 FORMAT = "oncelog"
+# Spark's Kafka sink accepts Append and ErrorIfExists (its default); PySpark itself refuses
+# ErrorIfExists and Ignore for every Python data source, before the source is asked.
+SAVE_MODE_ERROR = (
+    "save mode {mode} is not allowed for the oncelog sink: a Kafka topic is appended to, "
+    "never overwritten; use mode('append')"
+)
 
 
 class OncelogDataSource(DataSource):
@@ -41,7 +47,11 @@ class OncelogDataSource(DataSource):
         return OncelogStreamReader(parse_read_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OncelogOptionError(SAVE_MODE_ERROR.format(mode="Overwrite"))
         return OncelogBatchWriter(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite is Spark's Complete output mode here (truncate): each micro-batch is
+        # appended to the topic, as Spark's Kafka sink does; a topic cannot be truncated.
         return OncelogStreamWriter(parse_write_options(self.options), schema)

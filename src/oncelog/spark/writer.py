@@ -35,10 +35,12 @@ from pyspark.sql.types import (
 
 from oncelog.client.transactions import TxnAdmin
 from oncelog.spark import commit as protocol
+from oncelog.spark import lifecycle
 from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.decisions import DecisionStore
 from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
+from oncelog.spark.pool import POOL, config_key, pooled
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,6 +109,9 @@ class BatchProducer:
             # Connect to every broker at once: with sparse connections librdkafka often
             # waits for its 500 ms coordinator timer before InitProducerId.
             "enable.sparse.connections": False,
+            # Java's partitioner (murmur2 of the key; null keys spread), as Spark's Kafka
+            # sink and every Java producer use: the same key lands on the same partition.
+            "partitioner": "murmur2_random",
             **opts.producer_conf,
             **conf,
             "bootstrap.servers": opts.bootstrap,
@@ -114,7 +119,10 @@ class BatchProducer:
             "on_delivery": self._on_delivery,
         }
         self.producer: Any = None
+        self.pooled: tuple[Any, list[Any]] | None = None
+        self.pool_key: Any = None
         self.records = 0
+        self.partition_counts: dict[str, int] = {}
         self.on_start: Callable[[], None] | None = None
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
@@ -124,6 +132,23 @@ class BatchProducer:
     def _start(self) -> None:
         from confluent_kafka import Producer
 
+        if self.txn_id is None:
+            # Idempotent producers are pooled (a transactional one never is: the driver
+            # ends its transaction, after which the instance is stale). Delivery reports
+            # go through a route that points at the current BatchProducer.
+            conf = {k: v for k, v in self.conf.items() if k != "on_delivery"}
+            self.pool_key = config_key("producer", conf)
+
+            def create() -> tuple[Any, list[Any]]:
+                route: list[Any] = [self]
+                return Producer(
+                    {**conf, "on_delivery": lambda e, m: route[0]._on_delivery(e, m)}
+                ), route
+
+            self.pooled = POOL.take(self.pool_key, create)
+            self.pooled[1][0] = self
+            self.producer = self.pooled[0]
+            return
         self.producer = Producer(self.conf)
         if self.txn_id is not None:
             self.producer.init_transactions(INIT_TIMEOUT_S)
@@ -144,7 +169,8 @@ class BatchProducer:
         fixed = self.opts.topic
         topics = None if fixed is not None else col["topic"].to_pylist()
         parts = col["partition"].to_pylist() if "partition" in col else None
-        headers = col["headers"].to_pylist() if "headers" in col else None
+        with_headers = "headers" in col and self.opts.include_headers
+        headers = col["headers"].to_pylist() if with_headers else None
         produce = self.producer.produce
         poll = self.producer.poll
         for i in range(n):
@@ -153,6 +179,7 @@ class BatchProducer:
                 raise WriteError("a row has a null 'topic' and no 'topic' option is set")
             kwargs: dict[str, Any] = {}
             if parts is not None and parts[i] is not None:
+                self.check_partition(topic, parts[i])
                 kwargs["partition"] = parts[i]
             if headers is not None and headers[i]:
                 kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
@@ -164,6 +191,21 @@ class BatchProducer:
                     poll(0.05)
         self.records += n
         poll(0)
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        """A row's ``partition`` must exist: fail the task naming topic, partition and
+        partition count (librdkafka would only report ``_UNKNOWN_PARTITION``)."""
+        count = self.partition_counts.get(topic)
+        if count is None:
+            meta = self.producer.list_topics(topic, timeout=INIT_TIMEOUT_S).topics.get(topic)
+            count = len(meta.partitions) if meta is not None and meta.error is None else 0
+            self.partition_counts[topic] = count
+        if not 0 <= partition < count:
+            raise WriteError(
+                f"column 'partition' is {partition} but topic {topic!r} has {count} partition(s) "
+                f"(0..{count - 1}); drop or fix the 'partition' column (e.g. df.drop('partition') "
+                "when copying between topics of different sizes)"
+            )
 
     def flush(self) -> None:
         if self.producer is None:
@@ -206,6 +248,9 @@ def write_at_least_once(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -
     for batch in batches:
         producer.produce(batch)
     producer.flush()
+    if producer.pooled is not None:  # delivered: the producer can serve the next task
+        entry = producer.pooled
+        POOL.give(producer.pool_key, entry, lambda: entry[0].flush(10))
     return producer.records
 
 
@@ -219,47 +264,64 @@ def prepare_transaction(
     """Produce every row in one open transaction of ``txn_id`` and flush it; return
     (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
     producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
-    txns = TxnAdmin(opts.client_config)
-    initial: list[Any] = []
+    with pooled_txn_admin(opts) as txns:
+        initial: list[Any] = []
 
-    def on_start() -> None:
-        # Our incarnation, right after InitProducerId: whoever holds the id later fenced us.
-        initial.append(txns.describe_txn(txn_id))
+        def on_start() -> None:
+            # Our incarnation, right after InitProducerId: whoever holds the id later fenced us.
+            initial.append(txns.describe_txn(txn_id))
 
-    producer.on_start = on_start
-    try:
-        for batch in batches:
-            producer.produce(batch)
-        if producer.records == 0:
-            return 0, -1, -1
-        producer.flush()
-        state = txns.describe_txn(txn_id)
-        first = initial[0] if initial else None
-        if (
-            state is None
-            or first is None
-            or state.transaction_state != "Ongoing"
-            or (state.producer_id, state.producer_epoch)
-            != (first.producer_id, first.producer_epoch)
-        ):
-            got = (
-                "unknown"
-                if state is None
-                else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
-            )
-            raise WriteError(
-                f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})"
-            )
-        if kill_batch is not None:
-            point("task-after-flush", kill_batch)
-        result = (producer.records, int(state.producer_id), int(state.producer_epoch))
-    except BaseException:
-        producer.abort_quietly()
-        raise
-    finally:
-        txns.close()
+        producer.on_start = on_start
+        try:
+            for batch in batches:
+                producer.produce(batch)
+            if producer.records == 0:
+                return 0, -1, -1
+            producer.flush()
+            state = txns.describe_txn(txn_id)
+            first = initial[0] if initial else None
+            if (
+                state is None
+                or first is None
+                or state.transaction_state != "Ongoing"
+                or (state.producer_id, state.producer_epoch)
+                != (first.producer_id, first.producer_epoch)
+            ):
+                got = (
+                    "unknown"
+                    if state is None
+                    else f"{state.transaction_state} pid={state.producer_id} epoch={state.producer_epoch}"
+                )
+                raise WriteError(
+                    f"transaction {txn_id!r} was fenced or ended by another producer while this task wrote it ({got})"
+                )
+            if kill_batch is not None:
+                point("task-after-flush", kill_batch)
+            result = (producer.records, int(state.producer_id), int(state.producer_epoch))
+        except BaseException:
+            producer.abort_quietly()
+            raise
     producer.drop()
     return result
+
+
+def pooled_txn_admin(opts: WriteOptions) -> Any:
+    return pooled(
+        ("txn-admin", repr(opts.client_config)),
+        lambda: TxnAdmin(opts.client_config),
+        TxnAdmin.close,
+    )
+
+
+def decided_through(opts: WriteOptions, query_id: str) -> int:
+    """The decision store's last decided batch, through a pooled store of the query."""
+    prefix = opts.transactional_id_prefix
+    with pooled(
+        ("decisions", repr(opts.client_config), prefix, query_id),
+        lambda: DecisionStore(opts.client_config, prefix, query_id),
+        DecisionStore.close,
+    ) as store:
+        return store.decided_through()
 
 
 # -- Spark writer classes ---------------------------------------------------------------------
@@ -280,6 +342,10 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         validate_input(schema, opts)
         self.opts = opts
+        if opts.exactly_once and lifecycle.in_write_planning():
+            # Spark plans the next micro-batch's write: none of its tasks runs yet and the
+            # previous batch is committed, so whatever of this query is open is a leftover.
+            lifecycle.before_write(opts, opts.checkpoint)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OncelogCommitMessage:
         ctx = _task_context()
@@ -294,10 +360,7 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
             )
         if query_id is None or batch_id < 0:
             raise WriteError("no streaming query id / batch id in the task's local properties")
-        with DecisionStore(
-            self.opts.client_config, self.opts.transactional_id_prefix, query_id
-        ) as store:
-            decided = store.decided_through()
+        decided = decided_through(self.opts, query_id)
         if decided >= batch_id:
             # A replay of a batch whose decision survived a driver crash: its transactions
             # are prepared and will be rolled forward by commit(); touching the transactional
@@ -337,7 +400,12 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
-            protocol.abort_batch(self.opts, _ours(messages), batchId)
+            protocol.abort_batch(
+                self.opts,
+                _ours(messages),
+                batchId,
+                lifecycle.checkpoint_query_id(self.opts.checkpoint),
+            )
 
 
 class OncelogBatchWriter(DataSourceArrowWriter):
@@ -348,6 +416,8 @@ class OncelogBatchWriter(DataSourceArrowWriter):
         validate_input(schema, opts)
         self.opts = opts
         self.job_id = uuid.uuid4().hex[:16]
+        if opts.exactly_once and lifecycle.in_write_planning():
+            lifecycle.check_transaction_timeout(opts)
 
     @property
     def txn_prefix(self) -> str:
