@@ -16,6 +16,8 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from oncelog.broker.apis.api_versions import unsupported_version_response
 from oncelog.broker.listeners import Listener
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
@@ -26,9 +28,11 @@ from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import Frame, FrameError
 from oncelog.protocol.messages import (
+    InvalidRequestError,
     RequestParseError,
     decode_request,
     encode_response,
+    error_response,
     peek_header,
 )
 
@@ -165,6 +169,8 @@ class Connection:
             header, request = decode_request(frame, api_key, version)
         except RequestParseError as exc:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
+        except InvalidRequestError as exc:
+            return self._invalid_request(spec.key.name, api_key, version, correlation_id, exc)
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         try:
             result = None
@@ -176,16 +182,17 @@ class Connection:
                 result = await result
         except CloseConnection:
             raise
+        except InvalidRequestError as exc:
+            return self._invalid_request(spec.key.name, api_key, version, correlation_id, exc)
         except Exception as exc:
-            log.exception("handler for %s v%d failed", spec.key.name, version)
-            raise CloseConnection(f"internal error: {exc!r}") from exc
+            raise self._bug("handler", spec.key.name, version, exc) from exc
         if isinstance(result, Deferred):
             return asyncio.ensure_future(
                 self._finish(result, spec.key.name, api_key, version, correlation_id)
             )
         if result is NO_RESPONSE:
             return None
-        return encode_response(api_key, version, correlation_id, result)
+        return self._encode(spec.key.name, api_key, version, correlation_id, result)
 
     async def _finish(
         self, deferred: Deferred, name: str, api_key: int, version: int, correlation_id: int
@@ -195,8 +202,36 @@ class Connection:
         except CloseConnection:
             raise
         except Exception as exc:
-            log.exception("handler for %s v%d failed", name, version)
-            raise CloseConnection(f"internal error: {exc!r}") from exc
+            raise self._bug("handler", name, version, exc) from exc
         if result is NO_RESPONSE:
             return None
-        return encode_response(api_key, version, correlation_id, result)
+        return self._encode(name, api_key, version, correlation_id, result)
+
+    def _encode(
+        self, name: str, api_key: int, version: int, correlation_id: int, result: object
+    ) -> bytes:
+        try:
+            return encode_response(api_key, version, correlation_id, result)
+        except Exception as exc:
+            raise self._bug("response encoder", name, version, exc) from exc
+
+    def _invalid_request(
+        self, name: str, api_key: int, version: int, correlation_id: int, exc: Exception
+    ) -> bytes:
+        """Kafka's answer to a request that breaks its schema's rules: INVALID_REQUEST in
+        the response's top-level error field, or a closed connection when it has none.
+        The client's bytes are at fault, so no traceback is logged."""
+        log.info("invalid %s v%d request on connection %s from %s: %s",
+                 name, version, self.id, self.peer, exc)  # fmt: skip
+        out = error_response(api_key, version, correlation_id, ErrorCode.invalid_request)
+        if out is None:
+            raise CloseConnection(f"INVALID_REQUEST: {exc}")
+        return out
+
+    def _bug(self, where: str, name: str, version: int, exc: Exception) -> CloseConnection:
+        """An exception the client's input should never cause: logged as a bug."""
+        log.error(
+            "BUG: %s for %s v%d failed on connection %s from %s",
+            where, name, version, self.id, self.peer, exc_info=exc,
+        )  # fmt: skip
+        return CloseConnection(f"internal error: {exc!r}")

@@ -14,7 +14,7 @@ from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.protocol.messages import make
+from oncelog.protocol.messages import InvalidRequestError, make
 
 log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
@@ -80,6 +80,10 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
             if ctx.authorized(Op.DESCRIBE, Res.TOPIC, t.name, log_denied=False)
         ]
     else:
+        if ctx.version < 12 and any(getattr(item, "name", "") is None for item in requested):
+            # Kafka: topic ids in requests and null names start at v12; before that the
+            # response cannot even carry a null name.
+            raise InvalidRequestError(f"null topic name in a v{ctx.version} request")
         for item in requested:
             name = getattr(item, "name", None)
             topic_id = getattr(item, "topic_id", None)
