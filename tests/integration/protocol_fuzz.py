@@ -309,6 +309,7 @@ class Canary(threading.Thread):
         self.latencies: list[float] = []
         self.acked: dict[int, bytes] = {}  # offset -> value
         self.errors: list[str] = []
+        self.stalls: list[str] = []  # wall-clock time and length of round trips over 0.5 s
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -340,7 +341,10 @@ class Canary(threading.Thread):
                 except Exception as exc:
                     self.errors.append(repr(exc))
                     return
-                self.latencies.append(time.perf_counter() - start)
+                took = time.perf_counter() - start
+                self.latencies.append(took)
+                if took > 0.5:
+                    self.stalls.append(f"{time.strftime('%H:%M:%S')} {took * 1000:.0f} ms")
                 part = resp.responses[0].partition_responses[0]
                 if part.error_code != ErrorCode.none:
                     self.errors.append(f"produce error {part.error_code!r}")

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -46,6 +47,9 @@ _conn_ids = itertools.count(1)
 # Responses a connection may owe while dispatching further requests (librdkafka keeps
 # up to 5 produce requests in flight).
 MAX_OWED_RESPONSES = 8
+
+# A handler running longer than this without yielding is logged: it stalled every client.
+SLOW_HANDLER_S = 0.2
 
 # What a SASL listener serves before authentication (and after KIP-368 expiry).
 _AUTHENTICATION_APIS = frozenset(
@@ -85,6 +89,11 @@ class Connection:
     async def serve(self) -> None:
         try:
             while True:
+                if self.protocol.parser.queued:
+                    # Fair service: the next request is already here, so let every other
+                    # connection run one request first (a pipelining client gets one
+                    # request per turn of the event loop, not the whole loop).
+                    await asyncio.sleep(0)
                 frame = await self.protocol.next_frame()
                 if frame is None:
                     break
@@ -113,6 +122,7 @@ class Connection:
                 self._writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
+            self.protocol.parser.release()
 
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0
@@ -172,12 +182,17 @@ class Connection:
         except InvalidRequestError as exc:
             return self._invalid_request(spec.key.name, api_key, version, correlation_id, exc)
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
+        started = time.perf_counter()
         try:
             result = None
             if spec.authorize is not None and self.broker.authorizer.enabled:
                 result = spec.authorize(ctx, request)  # a denial answers in the handler's place
             if result is None:
                 result = spec.handler(ctx, request)
+            held = time.perf_counter() - started
+            if held > SLOW_HANDLER_S:  # the event loop was held: every client waited
+                log.warning("%s v%d held the event loop for %.0f ms (connection %s from %s)",
+                            spec.key.name, version, held * 1000, self.id, self.peer)  # fmt: skip
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:

@@ -3,8 +3,13 @@
 No sockets and no asyncio here (``frame_protocol`` adds those). The parser owns
 the receive memory so a BufferedProtocol can recv straight into it: small frames
 are cut out of a rolling buffer, and a large frame (a produce request) is
-received directly into a bytearray of its exact size, so its bytes are not
-copied again on the way to the handler.
+received directly into a bytearray of its own, so its bytes are not copied again
+on the way to the handler.
+
+Memory follows the bytes that arrived, never a size prefix alone: a large frame's
+buffer starts at ``LARGE_STEP`` at most and doubles as it fills (a 100 MiB prefix
+followed by silence costs 1 MiB), and the rolling buffer is borrowed from a small
+shared pool only while it holds bytes, so an idle connection holds none.
 """
 
 from __future__ import annotations
@@ -16,6 +21,19 @@ from collections import deque
 SIZE_PREFIX = struct.Struct(">i")
 ROLLING = 256 * 1024
 LARGE = 64 * 1024  # frames above this get a buffer of their own
+LARGE_STEP = 1024 * 1024  # a large frame's first allocation; then it doubles as bytes come
+_POOL_SIZE = 16
+_pool: list[bytearray] = []  # free rolling buffers (one event loop thread uses them)
+
+
+def _borrow() -> bytearray:
+    return _pool.pop() if _pool else bytearray(ROLLING)
+
+
+def _give_back(buf: bytearray) -> None:
+    if len(_pool) < _POOL_SIZE:
+        _pool.append(buf)
+
 
 Frame = bytes | bytearray
 
@@ -33,11 +51,12 @@ class FrameParser:
 
     def __init__(self, max_size: int) -> None:
         self.max_size = max_size
-        self._buf = bytearray(ROLLING)
-        self._view = memoryview(self._buf)
+        self._buf: bytearray | None = None  # borrowed while it holds bytes
+        self._view = memoryview(b"")
         self._start = self._end = 0
         self._large: bytearray | None = None
         self._large_got = 0
+        self._large_size = 0
         self._frames: deque[Frame] = deque()
         self.error: FrameError | None = None
 
@@ -46,6 +65,9 @@ class FrameParser:
         """Writable memory for the next received bytes (the BufferedProtocol contract)."""
         if self._large is not None:
             return memoryview(self._large)[self._large_got :]
+        if self._buf is None:
+            self._buf = _borrow()
+            self._view = memoryview(self._buf)
         if self.error is not None:
             return self._view  # the stream is dead: whatever arrives is dropped
         if self._end == len(self._buf):
@@ -57,11 +79,18 @@ class FrameParser:
         if self._large is not None:
             self._large_got += nbytes
             if self._large_got == len(self._large):
-                self._frames.append(self._large)
-                self._large = None
+                if self._large_got == self._large_size:
+                    self._frames.append(self._large)
+                    self._large = None
+                else:  # grow with the bytes that came, never ahead of them
+                    grown = bytearray(min(self._large_size, 2 * len(self._large)))
+                    grown[: self._large_got] = self._large
+                    self._large = grown
         elif self.error is None:
             self._end += nbytes
             self._cut_frames()
+        if self._buf is not None and self._start == self._end:
+            self._release()
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in through ``get_buffer`` (for tests and non-buffered transports)."""
@@ -95,6 +124,7 @@ class FrameParser:
 
     # -- parsing -------------------------------------------------------------------
     def _cut_frames(self) -> None:
+        assert self._buf is not None
         while self.error is None and self._end - self._start >= SIZE_PREFIX.size:
             (size,) = SIZE_PREFIX.unpack_from(self._buf, self._start)
             if size < 0:
@@ -112,15 +142,32 @@ class FrameParser:
                 self._start = body + size
                 continue
             if size > LARGE:
-                self._large = bytearray(size)
+                self._large = bytearray(min(size, max(LARGE_STEP, have)))
                 self._large[:have] = self._view[body : self._end]
                 self._large_got = have
+                self._large_size = size
                 self._start = self._end = 0
             elif self._start > 0 and len(self._buf) - self._start < SIZE_PREFIX.size + size:
                 self._compact()
             return
 
+    def _release(self) -> None:
+        """Hand the empty rolling buffer back: an idle connection holds no memory."""
+        assert self._buf is not None
+        _give_back(self._buf)  # never resized, so views the event loop still holds are safe
+        self._buf = None
+        self._view = memoryview(b"")
+        self._start = self._end = 0
+
+    def release(self) -> None:
+        """The connection closed: drop every buffer it held."""
+        if self._buf is not None:
+            self._release()
+        self._large = None
+        self._frames.clear()
+
     def _compact(self) -> None:
+        assert self._buf is not None
         pending = self._end - self._start
         self._buf[:pending] = self._buf[self._start : self._end]
         self._start, self._end = 0, pending
