@@ -207,3 +207,16 @@ def test_a_null_in_every_non_nullable_array_gets_kafkas_answer(broker: EmbeddedB
     assert_other_client_works(broker)
     log_text = broker.log_path.read_text()
     assert "Traceback" not in log_text and "BUG:" not in log_text
+
+
+# -- further crash sites the fuzzer found ----------------------------------------------------------
+def test_find_coordinator_v4_with_no_keys_gets_an_empty_answer(broker: EmbeddedBroker) -> None:
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    response = answer(broker, encode(FindCoordinatorRequest(key_type=0, coordinator_keys=()), 1))
+    assert isinstance(response, bytes)
+    schema = load_response_schema(10, 4)
+    _, pos = entity_reader(schema.__header_schema__)(response, 0)
+    body, _ = entity_reader(schema)(response, pos)
+    assert body.coordinators == ()
+    assert "BUG:" not in broker.log_path.read_text()
