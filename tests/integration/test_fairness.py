@@ -1,0 +1,99 @@
+"""Fair service: one client pipelining 20,000 requests and 50 clients that never read
+their responses cannot starve a canary producer on another connection."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+import uuid
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from oncelog.embedded import EmbeddedBroker
+
+from .helpers import create_topic
+from .protocol_fuzz import Canary, encode, read_topic
+
+PIPELINED = 20_000
+NON_READERS = 50
+PER_NON_READER = 2_000
+# The issue's goal is 50 ms; the shared 2-core test machine runs other suites at the same
+# time, so the test asserts a looser bound (override with ONCELOG_FAIRNESS_P99_MS) and
+# prints the measured figure.
+P99_BOUND_MS = float(os.environ.get("ONCELOG_FAIRNESS_P99_MS", "250"))
+
+
+def _frames(n: int) -> bytes:
+    """The issue's load: ApiVersions requests, cheap to serve, so the test measures the
+    scheduling and not the cost of the requests themselves."""
+    api_versions = ApiVersionsRequest(client_software_name="pipe", client_software_version="1")
+    return encode(api_versions, 1) * n
+
+
+def _read_responses(sock: socket.socket, count: int, got: list[int]) -> None:
+    buf = bytearray()
+    while got[0] < count:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            return
+        buf += chunk
+        pos = 0
+        while len(buf) - pos >= 4:
+            (size,) = struct.unpack_from(">i", buf, pos)
+            if len(buf) - pos < 4 + size:
+                break
+            pos += 4 + size
+            got[0] += 1
+        del buf[:pos]
+
+
+def test_pipelining_and_non_reading_clients_do_not_starve_a_producer(
+    broker: EmbeddedBroker,
+) -> None:
+    topic = f"canary-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic)
+    address = ("127.0.0.1", broker.port)
+    canary = Canary(broker.bootstrap, topic, interval=0.005)
+    canary.start()
+    time.sleep(0.5)  # a baseline before the load
+
+    # 50 connections that pipeline 2,000 requests each and never read a response
+    silent = [socket.create_connection(address) for _ in range(NON_READERS)]
+    silent_frames = _frames(PER_NON_READER)
+    for s in silent:
+        s.setblocking(False)
+        try:
+            s.send(silent_frames)  # as much as the socket takes; the rest is never sent
+        except BlockingIOError:
+            pass
+
+    # one connection pipelining 20,000 requests at once, read by another thread
+    pipe = socket.create_connection(address)
+    got = [0]
+    reader = threading.Thread(target=_read_responses, args=(pipe, PIPELINED, got), daemon=True)
+    reader.start()
+    started = time.monotonic()
+    pipe.sendall(_frames(PIPELINED))
+    reader.join(120)
+    pipelined_s = time.monotonic() - started
+    time.sleep(0.5)
+    canary.stop()
+    for s in silent:
+        s.close()
+    pipe.close()
+
+    assert got[0] == PIPELINED
+    assert not canary.errors, canary.errors
+    during = canary.latencies[50:]  # round trips overlapping the load
+    p99_ms = sorted(during)[int(len(during) * 0.99)] * 1000
+    print(
+        f"\nfairness: {PIPELINED} pipelined requests answered in {pipelined_s:.1f} s; canary "
+        f"{len(canary.latencies)} produces, p99 {p99_ms:.1f} ms, "
+        f"max {max(canary.latencies) * 1000:.1f} ms"
+    )
+    assert p99_ms <= P99_BOUND_MS
+    found = read_topic(broker.bootstrap, topic, max(canary.acked) + 1)
+    assert found == canary.acked  # nothing lost
