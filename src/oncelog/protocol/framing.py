@@ -8,8 +8,9 @@ on the way to the handler.
 
 Memory follows the bytes that arrived, never a size prefix alone: a large frame's
 buffer starts at ``LARGE_STEP`` at most and doubles as it fills (a 100 MiB prefix
-followed by silence costs 1 MiB), and the rolling buffer is borrowed from a small
-shared pool only while it holds bytes, so an idle connection holds none.
+followed by silence costs 1 MiB), a connection's first read goes to a 4 KiB buffer,
+and the 256 KiB rolling buffer is borrowed from a small shared pool only while it
+holds bytes, so an idle connection holds none.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import deque
 SIZE_PREFIX = struct.Struct(">i")
 ROLLING = 256 * 1024
 LARGE = 64 * 1024  # frames above this get a buffer of their own
+SMALL = 4 * 1024  # a connection's first receive buffer; ROLLING once bytes keep coming
 LARGE_STEP = 1024 * 1024  # a large frame's first allocation; then it doubles as bytes come
 _POOL_SIZE = 16
 _pool: list[bytearray] = []  # free rolling buffers (one event loop thread uses them)
@@ -66,13 +68,23 @@ class FrameParser:
         if self._large is not None:
             return memoryview(self._large)[self._large_got :]
         if self._buf is None:
-            self._buf = _borrow()
-            self._view = memoryview(self._buf)
+            # A fresh read starts in a small buffer: a connection that sends a few bytes
+            # and stops (or a thousand of them) holds little.
+            self._set_buffer(bytearray(SMALL))
+            assert self._buf is not None
         if self.error is not None:
             return self._view  # the stream is dead: whatever arrives is dropped
         if self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):  # full of one frame's bytes: grow to ROLLING
+                small = self._buf
+                self._set_buffer(_borrow())
+                self._buf[: self._end] = small
         return self._view[self._end :]
+
+    def _set_buffer(self, buf: bytearray) -> None:
+        self._buf = buf
+        self._view = memoryview(buf)
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the last ``get_buffer()``."""
@@ -154,7 +166,8 @@ class FrameParser:
     def _release(self) -> None:
         """Hand the empty rolling buffer back: an idle connection holds no memory."""
         assert self._buf is not None
-        _give_back(self._buf)  # never resized, so views the event loop still holds are safe
+        if len(self._buf) == ROLLING:  # never resized, so views the loop still holds are safe
+            _give_back(self._buf)
         self._buf = None
         self._view = memoryview(b"")
         self._start = self._end = 0
