@@ -69,6 +69,22 @@ class Topic:
         return self.name in INTERNAL_TOPICS
 
 
+@dataclass(slots=True)
+class TopicCreation:
+    """A planned topic whose partition logs are not open yet (see ``plan_create``)."""
+
+    topic: Topic
+    indexes: range
+    config: LogConfig
+    now: int
+
+
+def drop_partitions(partitions: list[PartitionLog]) -> None:
+    """Delete detached partitions' files (disk work, safe off the loop)."""
+    for part in partitions:
+        part.delete()
+
+
 class TopicRegistry:
     def __init__(
         self,
@@ -86,6 +102,7 @@ class TopicRegistry:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self._creating: set[str] = set()  # names whose partitions are being opened
 
     # -- persistence -------------------------------------------------------
     def load(self) -> None:
@@ -164,10 +181,32 @@ class TopicRegistry:
         *,
         validate_only: bool = False,
     ) -> Topic | None:
+        plan = self.plan_create(name, num_partitions, configs, validate_only=validate_only)
+        if plan is None:
+            return None
+        try:
+            plan.topic.partitions.extend(self.open_partitions(plan))
+        finally:
+            self._creating.discard(name)
+        return self.commit_create(plan)
+
+    # A create in three steps, so the disk work of thousands of partitions can run off
+    # the event loop: ``plan_create`` validates and reserves the name (on the loop),
+    # ``open_partitions`` creates the directories and files (any thread), and
+    # ``commit_create`` makes the topic visible (on the loop); ``abandon_create``
+    # releases the name if opening failed.
+    def plan_create(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicCreation | None:
         problem = topic_name_error(name)
         if problem:
             raise TopicError(ErrorCode.invalid_topic_exception, problem)
-        if name in self.topics:
+        if name in self.topics or name in self._creating:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise TopicError(
@@ -176,13 +215,34 @@ class TopicRegistry:
         cfg = self.log_config(configs)
         if validate_only:
             return None
+        self._creating.add(name)
         topic = Topic(name, uuid.uuid4(), dict(configs))
-        now = self._clock()
-        for p in range(num_partitions):
-            topic.partitions.append(self._open_partition(name, p, cfg, now))
-        self._index(topic)
+        return TopicCreation(topic, range(num_partitions), cfg, self._clock())
+
+    def open_partitions(self, plan: TopicCreation) -> list[PartitionLog]:
+        """Create and open the planned partitions' logs: disk work, safe off the loop."""
+        return [
+            self._open_partition(plan.topic.name, p, plan.config, plan.now) for p in plan.indexes
+        ]
+
+    def commit_create(self, plan: TopicCreation) -> Topic:
+        self._creating.discard(plan.topic.name)
+        self._index(plan.topic)
         self._save()
-        return topic
+        return plan.topic
+
+    def abandon_create(self, plan: TopicCreation) -> None:
+        self._creating.discard(plan.topic.name)
+
+    def detach(self, name: str) -> list[PartitionLog]:
+        """Topic deletion on the loop: the topic is gone from the registry and its
+        metadata; the caller drops the returned logs (disk work, safe off the loop)."""
+        topic = self._existing(name)
+        _refuse_internal(topic, "delete")
+        del self.topics[name]
+        del self.by_id[topic.topic_id]
+        self._save()  # metadata first: a crash now leaves orphans, removed on start
+        return topic.partitions
 
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
@@ -208,13 +268,7 @@ class TopicRegistry:
         return topic.partitions
 
     def delete(self, name: str) -> None:
-        topic = self._existing(name)
-        _refuse_internal(topic, "delete")
-        del self.topics[name]
-        del self.by_id[topic.topic_id]
-        self._save()  # metadata first: a crash now leaves orphans, removed on start
-        for part in topic.partitions:
-            part.delete()
+        drop_partitions(self.detach(name))
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         topic = self._existing(name)

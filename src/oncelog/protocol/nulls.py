@@ -29,7 +29,8 @@ Checker = Callable[[Any], str | None]
 
 def forbidden_null(entity: Any) -> str | None:
     """The path (``topics[2].name``) of the first null the schema forbids, or None."""
-    return _checker(type(entity))(entity)
+    cls: Any = type(entity)
+    return _checker(cls)(entity)
 
 
 @cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -10,14 +11,14 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
-from oncelog.broker.topics import TopicError
+from oncelog.broker.topics import TopicError, drop_partitions
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
 log = logging.getLogger(__name__)
 
 
-def delete_topics(ctx: RequestContext, req: Any) -> Any:
+async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     names = getattr(req, "topic_names", None)
@@ -31,7 +32,8 @@ def delete_topics(ctx: RequestContext, req: Any) -> Any:
                 raise TopicError(ErrorCode.topic_authorization_failed, "Topic DELETE denied")
             if not broker.config.get_bool("delete.topic.enable"):
                 raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-            broker.topics.delete(name)
+            # gone from the registry at once; its files are removed off the event loop
+            await asyncio.to_thread(drop_partitions, broker.topics.detach(name))
             log.info("deleted topic %s", name)
         except TopicError as exc:
             code, message = exc.code, exc.message
