@@ -24,6 +24,7 @@ from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.protocol.request_budget import RequestBudget
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
@@ -161,10 +162,16 @@ class Broker:
         self.txn.start()
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")
+        budget = RequestBudget(
+            self.config.get_int("queued.max.requests"),
+            self.config.get_int("queued.max.request.bytes"),
+        )
         for listener in self.listeners:
 
             def factory(listener: Listener = listener) -> FrameProtocol:
-                return FrameProtocol(max_size, lambda p: self._on_connect(p, listener))
+                return FrameProtocol(
+                    max_size, lambda p: self._on_connect(p, listener), budget=budget
+                )
 
             server = await loop.create_server(
                 factory,

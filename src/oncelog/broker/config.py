@@ -35,6 +35,8 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "auto.create.topics.enable": (parse_bool, True),
     "delete.topic.enable": (parse_bool, True),
     "socket.request.max.bytes": (int, 104857600),
+    "queued.max.requests": (int, 500),
+    "queued.max.request.bytes": (int, -1),
     "message.max.bytes": (int, 1048588),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, -1),

@@ -122,7 +122,7 @@ class Connection:
                 self._writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
-            self.protocol.parser.release()
+            self.protocol.release()
 
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0

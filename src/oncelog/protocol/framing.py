@@ -60,6 +60,7 @@ class FrameParser:
         self._large_got = 0
         self._large_size = 0
         self._frames: deque[Frame] = deque()
+        self.queued_bytes = 0  # total size of the frames in ``_frames``
         self.error: FrameError | None = None
 
     # -- bytes in ------------------------------------------------------------------
@@ -93,6 +94,7 @@ class FrameParser:
             if self._large_got == len(self._large):
                 if self._large_got == self._large_size:
                     self._frames.append(self._large)
+                    self.queued_bytes += self._large_size
                     self._large = None
                 else:  # grow with the bytes that came, never ahead of them
                     grown = bytearray(min(self._large_size, 2 * len(self._large)))
@@ -119,7 +121,9 @@ class FrameParser:
         """The next complete frame, None if none is complete yet; raises FrameError
         once the queued frames are gone and the stream is broken."""
         if self._frames:
-            return self._frames.popleft()
+            frame = self._frames.popleft()
+            self.queued_bytes -= len(frame)
+            return frame
         if self.error is not None:
             raise self.error
         return None
@@ -151,6 +155,7 @@ class FrameParser:
             have = self._end - body
             if have >= size:
                 self._frames.append(bytes(self._view[body : body + size]))
+                self.queued_bytes += size
                 self._start = body + size
                 continue
             if size > LARGE:
@@ -178,6 +183,7 @@ class FrameParser:
             self._release()
         self._large = None
         self._frames.clear()
+        self.queued_bytes = 0
 
     def _compact(self) -> None:
         assert self._buf is not None
