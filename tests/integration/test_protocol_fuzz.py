@@ -152,12 +152,14 @@ def _seconds(default: float) -> float:
     return float(os.environ.get("ONCELOG_FUZZ_SECONDS", default))
 
 
+@pytest.mark.timeout(_seconds(120) + 300)
 def test_protocol_fuzz(tmp_path: Path) -> None:
     stats = run_fuzz(tmp_path, _seconds(120))
     assert stats["frames"] > 1000 and stats["responses"] > 100
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(_seconds(1800) + 300)
 @pytest.mark.skipif(not SLOW, reason="30-minute soak: make test-slow (ONCELOG_SLOW=1)")
 def test_protocol_fuzz_long(tmp_path: Path) -> None:
     stats = run_fuzz(tmp_path, _seconds(1800))
