@@ -180,7 +180,10 @@ class TopicRegistry:
         configs: dict[str, str],
         *,
         validate_only: bool = False,
+        save: bool = True,
     ) -> Topic | None:
+        """``save=False`` leaves writing the metadata to the caller (``save()``), so a
+        request auto-creating hundreds of topics rewrites it once, not once per topic."""
         plan = self.plan_create(name, num_partitions, configs, validate_only=validate_only)
         if plan is None:
             return None
@@ -188,7 +191,7 @@ class TopicRegistry:
             plan.topic.partitions.extend(self.open_partitions(plan))
         finally:
             self._creating.discard(name)
-        return self.commit_create(plan)
+        return self.commit_create(plan, save=save)
 
     # A create in three steps, so the disk work of thousands of partitions can run off
     # the event loop: ``plan_create`` validates and reserves the name (on the loop),
@@ -225,11 +228,16 @@ class TopicRegistry:
             self._open_partition(plan.topic.name, p, plan.config, plan.now) for p in plan.indexes
         ]
 
-    def commit_create(self, plan: TopicCreation) -> Topic:
+    def commit_create(self, plan: TopicCreation, *, save: bool = True) -> Topic:
         self._creating.discard(plan.topic.name)
         self._index(plan.topic)
-        self._save()
+        if save:
+            self._save()
         return plan.topic
+
+    def save(self) -> None:
+        """Write the topic metadata (after creates with ``save=False``)."""
+        self._save()
 
     def abandon_create(self, plan: TopicCreation) -> None:
         self._creating.discard(plan.topic.name)

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import config_entries
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.topic_creation import create_topic
 from oncelog.broker.request import RequestContext
-from oncelog.broker.topics import Topic, TopicError
+from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
-
-if TYPE_CHECKING:
-    from oncelog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -53,24 +50,6 @@ def _denied_topic(r: Any, name: str) -> Any:
 # Creating more partitions than this opens their logs in a worker thread: thousands of
 # directories and files would otherwise hold the event loop for seconds.
 OFF_LOOP_PARTITIONS = 32
-
-
-async def _create(
-    broker: Broker, name: str, num: int, configs: dict[str, str], validate_only: bool
-) -> Topic | None:
-    if num <= OFF_LOOP_PARTITIONS:
-        return broker.topics.create(name, num, configs, validate_only=validate_only)
-    registry = broker.topics
-    plan = registry.plan_create(name, num, configs, validate_only=validate_only)
-    if plan is None:
-        return None
-    try:
-        partitions = await asyncio.to_thread(registry.open_partitions, plan)
-    except BaseException:
-        registry.abandon_create(plan)
-        raise
-    plan.topic.partitions.extend(partitions)
-    return registry.commit_create(plan)
 
 
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
@@ -120,7 +99,14 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                         f"Null value not supported for topic configs: {c.name}",
                     )
                 configs[c.name] = c.value
-            topic = await _create(broker, t.name, num, configs, req.validate_only)
+            topic = await create_topic(
+                broker.topics,
+                t.name,
+                num,
+                configs,
+                validate_only=req.validate_only,
+                off_loop_above=OFF_LOOP_PARTITIONS,
+            )
             if topic:
                 log.info("created topic %s with %d partitions", t.name, num)
             results.append(
