@@ -72,6 +72,7 @@ class Broker:
             config.topic_defaults(),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
             clock=now_ms,
+            max_partitions=config.get_int("oncelog.max.partitions"),
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.notifier = AppendNotifier()

@@ -93,6 +93,7 @@ class TopicRegistry:
         *,
         producer_id_expiration_ms: int,
         clock: Clock = now_ms,
+        max_partitions: int = 10_000,
     ) -> None:
         self.data_dir = data_dir
         self._clock = clock
@@ -103,6 +104,10 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self._creating: set[str] = set()  # names whose partitions are being opened
+        # Every partition holds open files: a request for millions would exhaust the
+        # process's descriptors (the fuzzer did), so the broker caps its total.
+        self.max_partitions = max_partitions
+        self._planned = 0  # partitions of creates in progress
 
     # -- persistence -------------------------------------------------------
     def load(self) -> None:
@@ -189,8 +194,9 @@ class TopicRegistry:
             return None
         try:
             plan.topic.partitions.extend(self.open_partitions(plan))
-        finally:
-            self._creating.discard(name)
+        except BaseException:
+            self.abandon_create(plan)
+            raise
         return self.commit_create(plan, save=save)
 
     # A create in three steps, so the disk work of thousands of partitions can run off
@@ -215,10 +221,12 @@ class TopicRegistry:
             raise TopicError(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
             )
+        self._check_room(num_partitions)
         cfg = self.log_config(configs)
         if validate_only:
             return None
         self._creating.add(name)
+        self._planned += num_partitions
         topic = Topic(name, uuid.uuid4(), dict(configs))
         return TopicCreation(topic, range(num_partitions), cfg, self._clock())
 
@@ -228,8 +236,18 @@ class TopicRegistry:
             self._open_partition(plan.topic.name, p, plan.config, plan.now) for p in plan.indexes
         ]
 
+    def _check_room(self, more: int) -> None:
+        total = sum(len(t.partitions) for t in self.topics.values()) + self._planned
+        if total + more > self.max_partitions:
+            raise TopicError(
+                ErrorCode.policy_violation,
+                f"{more} more partitions would exceed the broker's limit of "
+                f"{self.max_partitions} (oncelog.max.partitions); it has {total}",
+            )
+
     def commit_create(self, plan: TopicCreation, *, save: bool = True) -> Topic:
         self._creating.discard(plan.topic.name)
+        self._planned -= len(plan.indexes)
         self._index(plan.topic)
         if save:
             self._save()
@@ -241,6 +259,7 @@ class TopicRegistry:
 
     def abandon_create(self, plan: TopicCreation) -> None:
         self._creating.discard(plan.topic.name)
+        self._planned -= len(plan.indexes)
 
     def detach(self, name: str) -> list[PartitionLog]:
         """Topic deletion on the loop: the topic is gone from the registry and its
@@ -291,6 +310,7 @@ class TopicRegistry:
             raise TopicError(
                 ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
             )
+        self._check_room(total - current)
         if validate_only:
             return
         cfg = self.log_config(topic.configs)
