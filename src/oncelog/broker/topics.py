@@ -93,7 +93,7 @@ class TopicRegistry:
         *,
         producer_id_expiration_ms: int,
         clock: Clock = now_ms,
-        max_partitions: int = 10_000,
+        max_partitions: int = 4_000,
     ) -> None:
         self.data_dir = data_dir
         self._clock = clock
