@@ -109,6 +109,13 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
         conn.reset()
         canary.stop()
         exit_code = broker.stop()
+    stats["responses"] = conn.responses
+    stats["closes"] = conn.closes
+    stats["slow_closes"] = conn.slow_closes
+    stats["canary_records"] = len(canary.acked)
+    stats["canary_p99_ms"] = int(canary.p99() * 1000)
+    stats["canary_max_ms"] = int(max(canary.latencies) * 1000)
+    print(f"\nprotocol fuzz: {stats}")
     log_text = broker.log_path.read_text()
     assert exit_code == 0, broker.tail_log()
     assert "Traceback" not in log_text and "BUG:" not in log_text, _first_bug(log_text)
@@ -121,13 +128,6 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
     finally:
         broker.stop()
     assert found == canary.acked
-    stats["responses"] = conn.responses
-    stats["closes"] = conn.closes
-    stats["slow_closes"] = conn.slow_closes
-    stats["canary_records"] = len(canary.acked)
-    stats["canary_p99_ms"] = int(canary.p99() * 1000)
-    stats["canary_max_ms"] = int(max(canary.latencies) * 1000)
-    print(f"\nprotocol fuzz: {stats}")
     return stats
 
 
