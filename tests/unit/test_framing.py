@@ -150,3 +150,29 @@ def test_frames_out_as_bytes() -> None:
     parser = FrameParser(MAX)
     parser.feed(framed)
     assert parser.next_frame() == b"headerbody"
+
+
+def test_a_forged_large_size_reserves_memory_only_as_bytes_arrive() -> None:
+    from oncelog.protocol.framing import LARGE_STEP
+
+    parser = FrameParser(200 * 1024 * 1024)
+    parser.feed(struct.pack(">i", 100 * 1024 * 1024) + b"x" * 10)
+    assert len(parser.get_buffer()) == LARGE_STEP - 10  # not 100 MiB
+    body = payload(3 * LARGE_STEP + 123, 9)
+    frame = encode_frame(body)
+    parser = FrameParser(200 * 1024 * 1024)
+    parser.feed(frame[: LARGE_STEP + 50])
+    assert len(parser.get_buffer()) == LARGE_STEP - 50 + 4  # doubled once, to 2 MiB
+    parser.feed(frame[LARGE_STEP + 50 :])
+    assert drain(parser) == [body]
+
+
+def test_an_idle_parser_holds_no_rolling_buffer() -> None:
+    parser = FrameParser(MAX)
+    assert parser._buf is None
+    parser.feed(encode_frame(b"abc") + encode_frame(b"de"))
+    assert parser._buf is None  # every byte was cut into frames: the buffer went back
+    parser.feed(b"\x00\x00")  # half a size prefix is kept
+    assert parser._buf is not None and parser.inside_frame
+    parser.feed(b"\x00\x01z")
+    assert drain(parser) == [b"abc", b"de", b"z"] and parser._buf is None

@@ -86,3 +86,26 @@ def test_load_removes_only_orphaned_partition_directories(tmp_path: Path) -> Non
         assert again.partition_count("my-topic") == 2
     finally:
         again.close()
+
+
+def test_the_broker_wide_partition_limit_refuses_creates_and_growth(tmp_path: Path) -> None:
+    reg = TopicRegistry(
+        tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW, max_partitions=10
+    )
+    reg.load()
+    reg.create("a", 6, {})
+    with pytest.raises(TopicError) as too_many:
+        reg.create("b", 5, {})
+    assert too_many.value.code == ErrorCode.policy_violation
+    assert reg.get("b") is None and not (tmp_path / "b-0").exists()
+    with pytest.raises(TopicError) as grown:
+        reg.add_partitions("a", 11)
+    assert grown.value.code == ErrorCode.policy_violation
+    plan = reg.plan_create("c", 3, {})  # a create in progress holds its share
+    assert plan is not None
+    with pytest.raises(TopicError):
+        reg.create("d", 2, {})
+    reg.abandon_create(plan)  # released: the room is back
+    reg.create("d", 4, {})
+    assert reg.partition_count("d") == 4
+    reg.close()

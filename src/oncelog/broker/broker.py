@@ -28,6 +28,7 @@ from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.protocol.request_budget import RequestBudget
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
@@ -75,6 +76,7 @@ class Broker:
             config.topic_defaults(),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
             clock=now_ms,
+            max_partitions=config.get_int("oncelog.max.partitions"),
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.stats = RequestStats()
@@ -176,10 +178,16 @@ class Broker:
         self.txn.start()
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")
+        budget = RequestBudget(
+            self.config.get_int("queued.max.requests"),
+            self.config.get_int("queued.max.request.bytes"),
+        )
         for listener in self.listeners:
 
             def factory(listener: Listener = listener) -> FrameProtocol:
-                return FrameProtocol(max_size, lambda p: self._on_connect(p, listener))
+                return FrameProtocol(
+                    max_size, lambda p: self._on_connect(p, listener), budget=budget
+                )
 
             try:
                 server = await loop.create_server(

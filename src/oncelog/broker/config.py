@@ -41,6 +41,10 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "auto.create.topics.enable": (parse_bool, True),
     "delete.topic.enable": (parse_bool, True),
     "socket.request.max.bytes": (int, 104857600),
+    "queued.max.requests": (int, 500),
+    "queued.max.request.bytes": (int, -1),
+    # oncelog's own: the most partitions one broker holds (each keeps ~4 files open)
+    "oncelog.max.partitions": (int, 4000),
     "message.max.bytes": (int, 1048588),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, -1),

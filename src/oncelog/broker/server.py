@@ -17,6 +17,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from oncelog.broker.apis.api_versions import unsupported_version_response
 from oncelog.broker.listeners import Listener
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
@@ -28,9 +30,11 @@ from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import Frame, FrameError
 from oncelog.protocol.messages import (
+    InvalidRequestError,
     RequestParseError,
     decode_request,
     encode_response,
+    error_response,
     peek_header,
 )
 
@@ -47,6 +51,9 @@ _conn_ids = itertools.count(1)
 # Responses a connection may owe while dispatching further requests (librdkafka keeps
 # up to 5 produce requests in flight).
 MAX_OWED_RESPONSES = 8
+
+# A handler running longer than this without yielding is logged: it stalled every client.
+SLOW_HANDLER_S = 0.2
 
 # What a SASL listener serves before authentication (and after KIP-368 expiry).
 _AUTHENTICATION_APIS = frozenset(
@@ -86,6 +93,11 @@ class Connection:
     async def serve(self) -> None:
         try:
             while True:
+                if self.protocol.parser.queued:
+                    # Fair service: the next request is already here, so let every other
+                    # connection run one request first (a pipelining client gets one
+                    # request per turn of the event loop, not the whole loop).
+                    await asyncio.sleep(0)
                 frame = await self.protocol.next_frame()
                 if frame is None:
                     break
@@ -114,6 +126,7 @@ class Connection:
                 self._writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
+            self.protocol.release()
 
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0
@@ -170,6 +183,8 @@ class Connection:
             header, request = decode_request(frame, api_key, version)
         except RequestParseError as exc:
             raise CloseConnection(f"INVALID_REQUEST: {exc}") from exc
+        except InvalidRequestError as exc:
+            return self._invalid_request(spec.key.name, api_key, version, correlation_id, exc)
         ctx = RequestContext(self.broker, header, self.id, self.peer, session)
         stats = self.broker.stats
         started = time.perf_counter()
@@ -194,15 +209,21 @@ class Connection:
                 result = spec.authorize(ctx, request)  # a denial answers in the handler's place
             if result is None:
                 result = spec.handler(ctx, request)
+            held = time.perf_counter() - started
+            if held > SLOW_HANDLER_S:  # the event loop was held: every client waited
+                log.warning("%s v%d held the event loop for %.0f ms (connection %s from %s)",
+                            spec.key.name, version, held * 1000, self.id, self.peer)  # fmt: skip
             if inspect.isawaitable(result):
                 result = await result
         except CloseConnection:
             stats.request_done(spec.key.name, time.perf_counter() - started, {"CLOSED"})
             raise
+        except InvalidRequestError as exc:
+            stats.request_done(spec.key.name, time.perf_counter() - started, {"INVALID_REQUEST"})
+            return self._invalid_request(spec.key.name, api_key, version, correlation_id, exc)
         except Exception as exc:
-            log.exception("handler for %s v%d failed", spec.key.name, version)
             stats.request_done(spec.key.name, time.perf_counter() - started, {"INTERNAL"})
-            raise CloseConnection(f"internal error: {exc!r}") from exc
+            raise self._bug("handler", spec.key.name, version, exc) from exc
         if isinstance(result, Deferred):
             return asyncio.ensure_future(
                 self._finish(result, spec.key.name, api_key, version, correlation_id, started)
@@ -211,7 +232,7 @@ class Connection:
             stats.request_done(spec.key.name, time.perf_counter() - started)
             return None
         stats.request_done(spec.key.name, time.perf_counter() - started, response_errors(result))
-        return encode_response(api_key, version, correlation_id, result)
+        return self._encode(spec.key.name, api_key, version, correlation_id, result)
 
     async def _finish(
         self,
@@ -230,13 +251,41 @@ class Connection:
             stats.request_done(name, time.perf_counter() - started, {"CLOSED"})
             raise
         except Exception as exc:
-            log.exception("handler for %s v%d failed", name, version)
             stats.request_done(name, time.perf_counter() - started, {"INTERNAL"})
-            raise CloseConnection(f"internal error: {exc!r}") from exc
+            raise self._bug("handler", name, version, exc) from exc
         finally:
             stats.produce_waiting -= 1
         if result is NO_RESPONSE:
             stats.request_done(name, time.perf_counter() - started)
             return None
         stats.request_done(name, time.perf_counter() - started, response_errors(result))
-        return encode_response(api_key, version, correlation_id, result)
+        return self._encode(name, api_key, version, correlation_id, result)
+
+    def _encode(
+        self, name: str, api_key: int, version: int, correlation_id: int, result: object
+    ) -> bytes:
+        try:
+            return encode_response(api_key, version, correlation_id, result)
+        except Exception as exc:
+            raise self._bug("response encoder", name, version, exc) from exc
+
+    def _invalid_request(
+        self, name: str, api_key: int, version: int, correlation_id: int, exc: Exception
+    ) -> bytes:
+        """Kafka's answer to a request that breaks its schema's rules: INVALID_REQUEST in
+        the response's top-level error field, or a closed connection when it has none.
+        The client's bytes are at fault, so no traceback is logged."""
+        log.info("invalid %s v%d request on connection %s from %s: %s",
+                 name, version, self.id, self.peer, exc)  # fmt: skip
+        out = error_response(api_key, version, correlation_id, ErrorCode.invalid_request)
+        if out is None:
+            raise CloseConnection(f"INVALID_REQUEST: {exc}")
+        return out
+
+    def _bug(self, where: str, name: str, version: int, exc: Exception) -> CloseConnection:
+        """An exception the client's input should never cause: logged as a bug."""
+        log.error(
+            "BUG: %s for %s v%d failed on connection %s from %s",
+            where, name, version, self.id, self.peer, exc_info=exc,
+        )  # fmt: skip
+        return CloseConnection(f"internal error: {exc!r}")

@@ -69,6 +69,22 @@ class Topic:
         return self.name in INTERNAL_TOPICS
 
 
+@dataclass(slots=True)
+class TopicCreation:
+    """A planned topic whose partition logs are not open yet (see ``plan_create``)."""
+
+    topic: Topic
+    indexes: range
+    config: LogConfig
+    now: int
+
+
+def drop_partitions(partitions: list[PartitionLog]) -> None:
+    """Delete detached partitions' files (disk work, safe off the loop)."""
+    for part in partitions:
+        part.delete()
+
+
 class TopicRegistry:
     def __init__(
         self,
@@ -77,6 +93,7 @@ class TopicRegistry:
         *,
         producer_id_expiration_ms: int,
         clock: Clock = now_ms,
+        max_partitions: int = 4_000,
     ) -> None:
         self.data_dir = data_dir
         self._clock = clock
@@ -86,6 +103,11 @@ class TopicRegistry:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self._creating: set[str] = set()  # names whose partitions are being opened
+        # Every partition holds open files: a request for millions would exhaust the
+        # process's descriptors (the fuzzer did), so the broker caps its total.
+        self.max_partitions = max_partitions
+        self._planned = 0  # partitions of creates in progress
 
     # -- persistence -------------------------------------------------------
     def load(self) -> None:
@@ -163,26 +185,91 @@ class TopicRegistry:
         configs: dict[str, str],
         *,
         validate_only: bool = False,
+        save: bool = True,
     ) -> Topic | None:
+        """``save=False`` leaves writing the metadata to the caller (``save()``), so a
+        request auto-creating hundreds of topics rewrites it once, not once per topic."""
+        plan = self.plan_create(name, num_partitions, configs, validate_only=validate_only)
+        if plan is None:
+            return None
+        try:
+            plan.topic.partitions.extend(self.open_partitions(plan))
+        except BaseException:
+            self.abandon_create(plan)
+            raise
+        return self.commit_create(plan, save=save)
+
+    # A create in three steps, so the disk work of thousands of partitions can run off
+    # the event loop: ``plan_create`` validates and reserves the name (on the loop),
+    # ``open_partitions`` creates the directories and files (any thread), and
+    # ``commit_create`` makes the topic visible (on the loop); ``abandon_create``
+    # releases the name if opening failed.
+    def plan_create(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicCreation | None:
         problem = topic_name_error(name)
         if problem:
             raise TopicError(ErrorCode.invalid_topic_exception, problem)
-        if name in self.topics:
+        if name in self.topics or name in self._creating:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise TopicError(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
             )
+        self._check_room(num_partitions)
         cfg = self.log_config(configs)
         if validate_only:
             return None
+        self._creating.add(name)
+        self._planned += num_partitions
         topic = Topic(name, uuid.uuid4(), dict(configs))
-        now = self._clock()
-        for p in range(num_partitions):
-            topic.partitions.append(self._open_partition(name, p, cfg, now))
-        self._index(topic)
+        return TopicCreation(topic, range(num_partitions), cfg, self._clock())
+
+    def open_partitions(self, plan: TopicCreation) -> list[PartitionLog]:
+        """Create and open the planned partitions' logs: disk work, safe off the loop."""
+        return [
+            self._open_partition(plan.topic.name, p, plan.config, plan.now) for p in plan.indexes
+        ]
+
+    def _check_room(self, more: int) -> None:
+        total = sum(len(t.partitions) for t in self.topics.values()) + self._planned
+        if total + more > self.max_partitions:
+            raise TopicError(
+                ErrorCode.policy_violation,
+                f"{more} more partitions would exceed the broker's limit of "
+                f"{self.max_partitions} (oncelog.max.partitions); it has {total}",
+            )
+
+    def commit_create(self, plan: TopicCreation, *, save: bool = True) -> Topic:
+        self._creating.discard(plan.topic.name)
+        self._planned -= len(plan.indexes)
+        self._index(plan.topic)
+        if save:
+            self._save()
+        return plan.topic
+
+    def save(self) -> None:
+        """Write the topic metadata (after creates with ``save=False``)."""
         self._save()
-        return topic
+
+    def abandon_create(self, plan: TopicCreation) -> None:
+        self._creating.discard(plan.topic.name)
+        self._planned -= len(plan.indexes)
+
+    def detach(self, name: str) -> list[PartitionLog]:
+        """Topic deletion on the loop: the topic is gone from the registry and its
+        metadata; the caller drops the returned logs (disk work, safe off the loop)."""
+        topic = self._existing(name)
+        _refuse_internal(topic, "delete")
+        del self.topics[name]
+        del self.by_id[topic.topic_id]
+        self._save()  # metadata first: a crash now leaves orphans, removed on start
+        return topic.partitions
 
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
@@ -208,13 +295,7 @@ class TopicRegistry:
         return topic.partitions
 
     def delete(self, name: str) -> None:
-        topic = self._existing(name)
-        _refuse_internal(topic, "delete")
-        del self.topics[name]
-        del self.by_id[topic.topic_id]
-        self._save()  # metadata first: a crash now leaves orphans, removed on start
-        for part in topic.partitions:
-            part.delete()
+        drop_partitions(self.detach(name))
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         topic = self._existing(name)
@@ -229,6 +310,7 @@ class TopicRegistry:
             raise TopicError(
                 ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
             )
+        self._check_room(total - current)
         if validate_only:
             return
         cfg = self.log_config(topic.configs)

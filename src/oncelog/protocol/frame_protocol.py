@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from oncelog.protocol.framing import Frame, FrameError, FrameParser
+from oncelog.protocol.request_budget import RequestBudget
 
 
 class FrameProtocol(asyncio.BufferedProtocol):
@@ -20,8 +21,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         max_size: int,
         on_connect: Callable[[FrameProtocol], None],
         max_queued: int = 64,
+        budget: RequestBudget | None = None,
     ) -> None:
         self.parser = FrameParser(max_size)
+        self.budget = budget if budget is not None else RequestBudget()
         self.on_connect = on_connect
         self.max_queued = max_queued
         self.transport: asyncio.Transport | None = None
@@ -40,15 +43,23 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return self.parser.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.parser.buffer_updated(nbytes)
-        self._wake()
-        if (
-            self.parser.queued >= self.max_queued
-            and not self._paused
-            and self.transport is not None
-        ):
-            self._paused = True
-            self.transport.pause_reading()
+        parser = self.parser
+        frames, size = parser.queued, parser.queued_bytes
+        parser.buffer_updated(nbytes)
+        if parser.error is not None:
+            self._wake()  # the stream is broken: the connection must learn it
+        if parser.queued != frames:
+            self.budget.take(parser.queued - frames, parser.queued_bytes - size)
+            self._wake()
+            if (
+                (parser.queued >= self.max_queued or self.budget.spent)
+                and not self._paused
+                and self.transport is not None
+            ):
+                # Muted while its own requests wait, as Kafka mutes a channel; it reads
+                # again once it has served them (see ``next_frame``).
+                self._paused = True
+                self.transport.pause_reading()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -80,9 +91,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         while True:
             frame = self.parser.next_frame()  # raises FrameError once the stream is broken
             if frame is not None:
+                self.budget.give(1, len(frame))
+                queued = self.parser.queued
                 if (
                     self._paused
-                    and self.parser.queued < self.max_queued // 2
+                    and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
                     and self.transport is not None
                 ):
                     self._paused = False
@@ -111,3 +124,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+    def release(self) -> None:
+        """The connection is done: return its unserved frames to the budget and drop
+        every receive buffer."""
+        self.budget.give(self.parser.queued, self.parser.queued_bytes)
+        self.parser.release()

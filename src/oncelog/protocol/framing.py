@@ -3,8 +3,14 @@
 No sockets and no asyncio here (``frame_protocol`` adds those). The parser owns
 the receive memory so a BufferedProtocol can recv straight into it: small frames
 are cut out of a rolling buffer, and a large frame (a produce request) is
-received directly into a bytearray of its exact size, so its bytes are not
-copied again on the way to the handler.
+received directly into a bytearray of its own, so its bytes are not copied again
+on the way to the handler.
+
+Memory follows the bytes that arrived, never a size prefix alone: a large frame's
+buffer starts at ``LARGE_STEP`` at most and doubles as it fills (a 100 MiB prefix
+followed by silence costs 1 MiB), a connection's first read goes to a 4 KiB buffer,
+and the 256 KiB rolling buffer is borrowed from a small shared pool only while it
+holds bytes, so an idle connection holds none.
 """
 
 from __future__ import annotations
@@ -16,6 +22,20 @@ from collections import deque
 SIZE_PREFIX = struct.Struct(">i")
 ROLLING = 256 * 1024
 LARGE = 64 * 1024  # frames above this get a buffer of their own
+SMALL = 4 * 1024  # a connection's first receive buffer; ROLLING once bytes keep coming
+LARGE_STEP = 1024 * 1024  # a large frame's first allocation; then it doubles as bytes come
+_POOL_SIZE = 16
+_pool: list[bytearray] = []  # free rolling buffers (one event loop thread uses them)
+
+
+def _borrow() -> bytearray:
+    return _pool.pop() if _pool else bytearray(ROLLING)
+
+
+def _give_back(buf: bytearray) -> None:
+    if len(_pool) < _POOL_SIZE:
+        _pool.append(buf)
+
 
 Frame = bytes | bytearray
 
@@ -33,12 +53,14 @@ class FrameParser:
 
     def __init__(self, max_size: int) -> None:
         self.max_size = max_size
-        self._buf = bytearray(ROLLING)
-        self._view = memoryview(self._buf)
+        self._buf: bytearray | None = None  # borrowed while it holds bytes
+        self._view = memoryview(b"")
         self._start = self._end = 0
         self._large: bytearray | None = None
         self._large_got = 0
+        self._large_size = 0
         self._frames: deque[Frame] = deque()
+        self.queued_bytes = 0  # total size of the frames in ``_frames``
         self.error: FrameError | None = None
 
     # -- bytes in ------------------------------------------------------------------
@@ -46,22 +68,43 @@ class FrameParser:
         """Writable memory for the next received bytes (the BufferedProtocol contract)."""
         if self._large is not None:
             return memoryview(self._large)[self._large_got :]
+        if self._buf is None:
+            # A fresh read starts in a small buffer: a connection that sends a few bytes
+            # and stops (or a thousand of them) holds little.
+            self._set_buffer(bytearray(SMALL))
+            assert self._buf is not None
         if self.error is not None:
             return self._view  # the stream is dead: whatever arrives is dropped
         if self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):  # full of one frame's bytes: grow to ROLLING
+                small = self._buf
+                self._set_buffer(_borrow())
+                self._buf[: self._end] = small
         return self._view[self._end :]
+
+    def _set_buffer(self, buf: bytearray) -> None:
+        self._buf = buf
+        self._view = memoryview(buf)
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the last ``get_buffer()``."""
         if self._large is not None:
             self._large_got += nbytes
             if self._large_got == len(self._large):
-                self._frames.append(self._large)
-                self._large = None
+                if self._large_got == self._large_size:
+                    self._frames.append(self._large)
+                    self.queued_bytes += self._large_size
+                    self._large = None
+                else:  # grow with the bytes that came, never ahead of them
+                    grown = bytearray(min(self._large_size, 2 * len(self._large)))
+                    grown[: self._large_got] = self._large
+                    self._large = grown
         elif self.error is None:
             self._end += nbytes
             self._cut_frames()
+        if self._buf is not None and self._start == self._end:
+            self._release()
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in through ``get_buffer`` (for tests and non-buffered transports)."""
@@ -78,7 +121,9 @@ class FrameParser:
         """The next complete frame, None if none is complete yet; raises FrameError
         once the queued frames are gone and the stream is broken."""
         if self._frames:
-            return self._frames.popleft()
+            frame = self._frames.popleft()
+            self.queued_bytes -= len(frame)
+            return frame
         if self.error is not None:
             raise self.error
         return None
@@ -95,6 +140,7 @@ class FrameParser:
 
     # -- parsing -------------------------------------------------------------------
     def _cut_frames(self) -> None:
+        assert self._buf is not None
         while self.error is None and self._end - self._start >= SIZE_PREFIX.size:
             (size,) = SIZE_PREFIX.unpack_from(self._buf, self._start)
             if size < 0:
@@ -109,18 +155,38 @@ class FrameParser:
             have = self._end - body
             if have >= size:
                 self._frames.append(bytes(self._view[body : body + size]))
+                self.queued_bytes += size
                 self._start = body + size
                 continue
             if size > LARGE:
-                self._large = bytearray(size)
+                self._large = bytearray(min(size, max(LARGE_STEP, have)))
                 self._large[:have] = self._view[body : self._end]
                 self._large_got = have
+                self._large_size = size
                 self._start = self._end = 0
             elif self._start > 0 and len(self._buf) - self._start < SIZE_PREFIX.size + size:
                 self._compact()
             return
 
+    def _release(self) -> None:
+        """Hand the empty rolling buffer back: an idle connection holds no memory."""
+        assert self._buf is not None
+        if len(self._buf) == ROLLING:  # never resized, so views the loop still holds are safe
+            _give_back(self._buf)
+        self._buf = None
+        self._view = memoryview(b"")
+        self._start = self._end = 0
+
+    def release(self) -> None:
+        """The connection closed: drop every buffer it held."""
+        if self._buf is not None:
+            self._release()
+        self._large = None
+        self._frames.clear()
+        self.queued_bytes = 0
+
     def _compact(self) -> None:
+        assert self._buf is not None
         pending = self._end - self._start
         self._buf[:pending] = self._buf[self._start : self._end]
         self._start, self._end = 0, pending

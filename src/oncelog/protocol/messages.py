@@ -24,6 +24,7 @@ from kio.static.constants import EntityType
 
 from oncelog.protocol.framing import begin_frame, end_frame
 from oncelog.protocol.guard import FrameShapeError, check_request
+from oncelog.protocol.nulls import forbidden_null
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 ZERO_MS = datetime.timedelta(0)
@@ -31,6 +32,11 @@ ZERO_MS = datetime.timedelta(0)
 
 class RequestParseError(Exception):
     """The frame is not a valid request of the version it claims."""
+
+
+class InvalidRequestError(Exception):
+    """The request decodes but breaks its schema or the API's rules (a null where the
+    schema forbids one): Kafka's INVALID_REQUEST."""
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -70,6 +76,9 @@ def decode_request(
         body, _ = body_reader(frame, pos)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise RequestParseError(f"malformed {api_key}v{version} request: {exc}") from exc
+    null = forbidden_null(body)
+    if null is not None:
+        raise InvalidRequestError(f"non-nullable field {null} is null")
     return (
         RequestHeader(api_key, version, header.correlation_id, getattr(header, "client_id", None)),
         body,
@@ -96,6 +105,26 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     header_writer(buf, header_schema(correlation_id=correlation_id))
     body_writer(buf, response)
     return end_frame(buf)
+
+
+@cache
+def _has_top_level_error(api_key: int, version: int) -> bool:
+    return has_field(load_response_schema(api_key, version), "error_code")
+
+
+def error_response(
+    api_key: int, version: int, correlation_id: int, code: ErrorCode
+) -> bytes | None:
+    """A response carrying ``code`` in its top-level error field, or None when the API
+    has no such field (or its other fields cannot be left empty): then Kafka closes the
+    connection instead."""
+    if not _has_top_level_error(api_key, version):
+        return None
+    try:
+        response = make(load_response_schema(api_key, version), error_code=code)
+        return encode_response(api_key, version, correlation_id, response)
+    except Exception:  # a non-nullable field without a neutral value
+        return None
 
 
 @cache

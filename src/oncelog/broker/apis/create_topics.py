@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import config_entries
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.topic_creation import create_topic
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
@@ -46,7 +47,12 @@ def _denied_topic(r: Any, name: str) -> Any:
     )
 
 
-def create_topics(ctx: RequestContext, req: Any) -> Any:
+# Creating more partitions than this opens their logs in a worker thread: thousands of
+# directories and files would otherwise hold the event loop for seconds.
+OFF_LOOP_PARTITIONS = 32
+
+
+async def create_topics(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     counts = Counter(t.name for t in req.topics)
@@ -93,7 +99,14 @@ def create_topics(ctx: RequestContext, req: Any) -> Any:
                         f"Null value not supported for topic configs: {c.name}",
                     )
                 configs[c.name] = c.value
-            topic = broker.topics.create(t.name, num, configs, validate_only=req.validate_only)
+            topic = await create_topic(
+                broker.topics,
+                t.name,
+                num,
+                configs,
+                validate_only=req.validate_only,
+                off_loop_above=OFF_LOOP_PARTITIONS,
+            )
             if topic:
                 log.info("created topic %s with %d partitions", t.name, num)
             results.append(

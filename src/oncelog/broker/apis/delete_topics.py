@@ -12,6 +12,7 @@ Kafka builds them (request errors first), which no client relies on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -22,7 +23,7 @@ from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import ZERO_UUID
 from oncelog.broker.request import RequestContext
-from oncelog.broker.topics import TopicError
+from oncelog.broker.topics import TopicError, drop_partitions
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
@@ -38,7 +39,7 @@ def _requested(req: Any) -> list[tuple[str | None, uuid.UUID]]:
     return [(t.name, t.topic_id or ZERO_UUID) for t in req.topics]
 
 
-def delete_topics(ctx: RequestContext, req: Any) -> Any:
+async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results: list[Any] = []
@@ -149,7 +150,8 @@ def delete_topics(ctx: RequestContext, req: Any) -> Any:
     for topic_id, name in to_delete.items():
         code, message = ErrorCode.none, None
         try:
-            broker.topics.delete(name)
+            # gone from the registry at once; its files are removed off the event loop
+            await asyncio.to_thread(drop_partitions, broker.topics.detach(name))
             log.info("deleted topic %s (%s)", name, topic_id)
         except TopicError as exc:
             code, message = exc.code, exc.message

@@ -20,7 +20,9 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     key_type = getattr(req, "key_type", KEY_GROUP)
     host, port = ctx.advertised_address
-    keys = getattr(req, "coordinator_keys", None) or (getattr(req, "key", None),)
+    # v4+ batches keys (an empty batch gets an empty answer); v0-v3 carry one key
+    batched = hasattr(req, "coordinator_keys")
+    keys = req.coordinator_keys if batched else (req.key,)
     code = ErrorCode.none if key_type in (KEY_GROUP, KEY_TXN) else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown key type {key_type}"
     if code == ErrorCode.none and key_type == KEY_TXN and not broker.txn.loaded:
@@ -34,7 +36,7 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     denied_keys = {
         k for k in keys if k is not None and not ctx.authorized(Op.DESCRIBE, resource, k)
     }
-    if code == ErrorCode.none and keys[0] in denied_keys and not hasattr(r, "Coordinator"):
+    if code == ErrorCode.none and not batched and keys[0] in denied_keys:
         code = auth_code
     if hasattr(r, "Coordinator"):  # v4+: batched
         return make(

@@ -10,11 +10,12 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.topic_creation import create_topic
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN, ZERO_UUID, sole_replica
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import Topic, TopicError, topic_name_error
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.protocol.messages import make
+from oncelog.protocol.messages import InvalidRequestError, make
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _error_entry(
     )
 
 
-def metadata(ctx: RequestContext, req: Any) -> Any:
+async def metadata(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     registry = broker.topics
@@ -70,6 +71,11 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
             if ctx.authorized(Op.DESCRIBE, Res.TOPIC, t.name, log_denied=False)
         ]
     else:
+        if ctx.version < 12 and any(getattr(item, "name", "") is None for item in requested):
+            # Kafka: topic ids in requests and null names start at v12; before that the
+            # response cannot even carry a null name.
+            raise InvalidRequestError(f"null topic name in a v{ctx.version} request")
+        auto_created = False
         for item in requested:
             name = getattr(item, "name", None)
             topic_id = getattr(item, "topic_id", None)
@@ -98,15 +104,27 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
                 continue
             if topic is None and allow_auto:
                 try:
-                    topic = registry.create(name, broker.config.get_int("num.partitions"), {})
+                    # its logs open off the loop; metadata is written once, below
+                    topic = await create_topic(
+                        registry, name, broker.config.get_int("num.partitions"), {}, save=False
+                    )
+                    auto_created = True
                     log.info("auto-created topic %s", name)
                 except TopicError as exc:
-                    entries.append(_error_entry(ctx, name, exc.code))
+                    # another request is creating it right now: Kafka's retriable answer
+                    code = (
+                        ErrorCode.leader_not_available
+                        if exc.code == ErrorCode.topic_already_exists
+                        else exc.code
+                    )
+                    entries.append(_error_entry(ctx, name, code))
                     continue
             if topic is None:
                 entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
                 entries.append(_topic_entry(ctx, topic))
+        if auto_created:
+            registry.save()  # once for the whole request
     host, port = ctx.advertised_address
     return make(
         r.MetadataResponse,

@@ -1,0 +1,39 @@
+"""Create a topic with its disk work off the event loop (CreateTopics, Metadata auto-create).
+
+Opening a partition's log creates a directory and files; thousands of them, or
+hundreds of auto-created topics in one Metadata request, would hold the loop for
+seconds. The registry plans and commits on the loop; the logs open in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from oncelog.broker.topics import Topic, TopicRegistry
+
+
+async def create_topic(
+    registry: TopicRegistry,
+    name: str,
+    num_partitions: int,
+    configs: dict[str, str],
+    *,
+    validate_only: bool = False,
+    save: bool = True,
+    off_loop_above: int = 0,
+) -> Topic | None:
+    """Like ``registry.create``; partitions beyond ``off_loop_above`` open in a thread."""
+    if num_partitions <= off_loop_above:
+        return registry.create(
+            name, num_partitions, configs, validate_only=validate_only, save=save
+        )
+    plan = registry.plan_create(name, num_partitions, configs, validate_only=validate_only)
+    if plan is None:
+        return None
+    try:
+        partitions = await asyncio.to_thread(registry.open_partitions, plan)
+    except BaseException:
+        registry.abandon_create(plan)
+        raise
+    plan.topic.partitions.extend(partitions)
+    return registry.commit_create(plan, save=save)
