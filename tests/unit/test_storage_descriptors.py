@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from oncelog.storage.checkpoint import CLEAN_SHUTDOWN_FILE
 from oncelog.storage.compaction import compact_log
 
 from .test_storage_support import NOW, append, config, open_log
@@ -59,9 +60,27 @@ def test_recovery_releases_the_descriptors_of_dropped_segments(tmp_path: Path) -
     for n in os.listdir(d):
         if n.startswith(first[:-4]) and n.endswith((".index", ".timeindex")):
             os.unlink(d / n)
-    (d / ".clean_shutdown").unlink(missing_ok=True)
+    (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
     before = _open_fds()
     log = open_log(d, CFG)
     assert len(log.segments) == 1
     log.close()
     assert _open_fds() - before == set()
+
+
+def test_abandon_releases_the_files_without_a_clean_shutdown(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    before = _open_fds()
+    log = open_log(d, CFG)
+    for i in range(20):
+        append(log, 3, tag=i)
+    segments = len(log.segments)
+    assert segments > 1
+    log.abandon()
+    assert log.closed
+    assert _open_fds() - before == set()
+    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
+    log.abandon()  # a second time is a no-op
+    again = open_log(d, CFG)
+    assert (again.log_end_offset, len(again.segments)) == (60, segments)
+    again.close()
