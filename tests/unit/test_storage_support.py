@@ -62,8 +62,24 @@ def config(**props: object) -> LogConfig:
     return LogConfig.from_props({k.replace("_", "."): str(v) for k, v in props.items()})
 
 
+# Every log open_log returned during the running test; conftest's autouse fixture
+# releases them at teardown, so logs a test never closes (or "crashes" on purpose by
+# dropping them) do not hold their segments' descriptors for the rest of the session.
+_opened: list[PartitionLog] = []
+
+
 def open_log(path: Path, cfg: LogConfig | None = None, now: int = NOW) -> PartitionLog:
-    return PartitionLog.open(path, cfg or LogConfig(), now_ms=now)
+    log = PartitionLog.open(path, cfg or LogConfig(), now_ms=now)
+    _opened.append(log)
+    return log
+
+
+def release_opened_logs() -> None:
+    """Teardown: give back the files of every log open_log returned and nobody closed.
+    No flush (``abandon``), like the crash a dropped log stands for: a later instance may
+    have recovered the same directory since."""
+    while _opened:
+        _opened.pop().abandon()
 
 
 def append(log: PartitionLog, count: int = 1, now: int = NOW, **kw: object) -> AppendResult:

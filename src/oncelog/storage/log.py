@@ -423,6 +423,13 @@ class PartitionLog:
         self._release()
 
     @_locked
+    def abandon(self) -> None:
+        """Release the files without flushing or marking a clean shutdown, as a crash
+        would (the next open recovers): for a log whose owner gives up on it."""
+        if not self._closed:
+            self._release()
+
+    @_locked
     def delete(self) -> None:
         """Topic deletion: drop the files, no flushing."""
         if not self._closed:
