@@ -77,6 +77,7 @@ def test_streaming_copy_over_sasl_ssl_is_exactly_once(
     assert stable(plain, dst)
 
 
+@pytest.mark.slow  # over a minute of waiting: make test-slow runs it
 def test_wrong_password_fails_instead_of_falling_back(
     spark: Any, secured_broker: tuple[EmbeddedBroker, dict[str, str]]
 ) -> None:

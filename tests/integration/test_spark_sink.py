@@ -421,6 +421,7 @@ def test_streaming_exactly_once_survives_many_driver_kills(
     )
 
 
+@pytest.mark.slow  # over a minute of waiting: make test-slow runs it
 def test_driver_outage_longer_than_the_transaction_timeout(
     spark_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:

@@ -460,6 +460,7 @@ def test_paused_leader_is_fenced_out_of_the_config_topic(cluster) -> None:
     wait_states(other, "during", ["RUNNING"])
 
 
+@pytest.mark.slow  # over a minute of waiting: make test-slow runs it
 def test_failed_fencing_fails_the_tasks_with_the_error(cluster) -> None:
     """The leader cannot fence (the connector's admin settings point nowhere): the
     tasks of the new generation are FAILED with the leader's 500 as their trace and do
