@@ -91,10 +91,12 @@ _admins: list[Admin] = []
 
 
 def admin(bootstrap: str, config_file: Path | None) -> Admin:
-    """The client layer's Admin for a command, after checking the cluster is reachable."""
+    """The client layer's Admin for a command, after checking its settings (a bad
+    --command-config is a usage error) and that the cluster is reachable."""
+    config = client_config(bootstrap, config_file)
     ensure_reachable(bootstrap)
     a = Admin(
-        client_config(bootstrap, config_file),
+        config,
         policy=RetryPolicy(deadline_s=TIMEOUT_S),
         timeout=TIMEOUT_S,
     )
