@@ -357,6 +357,37 @@ def test_fetch_slice_stays_valid_across_a_swap(tmp_path: Path) -> None:
     assert data_records(log)[:2] == [(38, b"k0", b"38"), (39, b"k1", b"39")]
 
 
+def test_a_segment_cleaned_twice_within_the_delete_delay_keeps_both_pending_sets(
+    tmp_path: Path,
+) -> None:
+    """Two swaps of base offset 0 before file.delete.delay.ms: the second ``*.deleted``
+    set must not overwrite the first, or the first's delayed unlink removes the second."""
+    log = open_log(tmp_path / "t-0", CFG)
+    w = Writer(log)
+    for i in range(40):
+        w.put([(f"k{i % 2}".encode(), str(i).encode())])
+    w.roll()
+    compact_log(log, now_ms=w.now, dedupe_buffer_bytes=DEDUPE)
+    first = log.read(0, 1 << 20)
+    assert first is not None and log.segments[0].base_offset == 0
+    first_bytes = first.read()
+    for i in range(40, 80):
+        w.put([(f"k{i % 2}".encode(), str(i).encode())])
+    w.roll()
+    compact_log(log, now_ms=w.now, dedupe_buffer_bytes=DEDUPE)
+    assert log.segments[0].base_offset == 0
+    d = tmp_path / "t-0"
+    pending = sorted(p.name for p in d.glob("00000000000000000000.log*.deleted"))
+    assert pending == ["00000000000000000000.log.1.deleted", "00000000000000000000.log.deleted"]
+    assert first.read() == first_bytes
+    expected = expected_after_cleaning(w, log.segments[-1].base_offset)
+    log.maybe_flush(w.now)  # the cleaner's sets get their due time now
+    log.maybe_flush(w.now + 10 * 60_000)  # past file.delete.delay.ms: both sets go
+    assert not list(d.glob("*.deleted"))
+    assert (d / "00000000000000000000.log").exists()
+    assert data_records(log) == expected
+
+
 # -- the model test ---------------------------------------------------------------------
 
 KEYS = [f"key-{i}".encode() for i in range(6)]

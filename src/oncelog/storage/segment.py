@@ -78,6 +78,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.rolling_base_ms = now_ms  # segment.ms counts from here
         self.deleted = False
+        self._deleted_suffix = DELETED_SUFFIX
         self.configure(config)
         self.offset_index = OffsetIndex(self.path(INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), base_offset)
@@ -115,7 +116,7 @@ class LogSegment:
 
     def path(self, suffix: str) -> Path:
         name = offset_file_name(self.base_offset, suffix)
-        return self.directory / (name + DELETED_SUFFIX if self.deleted else name)
+        return self.directory / (name + self._deleted_suffix if self.deleted else name)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -126,6 +127,15 @@ class LogSegment:
         """Rename the files to ``*.deleted``; the fd stays open for in-flight reads."""
         old = {suffix: self.path(suffix) for suffix in SEGMENT_SUFFIXES}
         self.deleted = True
+        # The cleaner can replace a segment by one with the same base offset, and that one
+        # can be replaced again before file.delete.delay.ms frees the first: a plain
+        # ``*.deleted`` name would overwrite the pending one, whose delayed unlink would then
+        # remove the newer files early. A numbered suffix keeps each pending set apart;
+        # it still ends in ``.deleted`` so recovery removes it.
+        generation = 0
+        while any(self.path(suffix).exists() for suffix in SEGMENT_SUFFIXES):
+            generation += 1
+            self._deleted_suffix = f".{generation}{DELETED_SUFFIX}"
         for suffix, path in old.items():
             with contextlib.suppress(FileNotFoundError):
                 os.rename(path, self.path(suffix))
