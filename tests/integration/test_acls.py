@@ -40,6 +40,8 @@ from kio.schema.create_acls.v3 import request as ca
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.delete_topics.v5 import request as dt
 from kio.schema.delete_topics.v6 import request as dt6
+from kio.schema.describe_cluster.v1 import request as dc
+from kio.schema.describe_groups.v5 import request as dg
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.describe_topic_partitions.v0 import request as dtp
 from kio.schema.describe_transactions.v0 import request as dtx
@@ -52,6 +54,7 @@ from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.join_group.v7 import request as jg
 from kio.schema.list_offsets.v7 import request as lo
 from kio.schema.list_transactions.v0 import request as lt
+from kio.schema.metadata.v10 import request as md10
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_fetch.v7 import request as of
 from kio.schema.txn_offset_commit.v3 import request as tc
@@ -815,3 +818,56 @@ def test_topic_id_apis_check_topic_acls(secured: EmbeddedBroker) -> None:
         assert described.topics[0].topic_authorized_operations == 1 << AclOperation.DESCRIBE.value
         listed = c.request(dtp.DescribeTopicPartitionsRequest(topics=()))
         assert [t.name for t in listed.topics] == [OUT]
+
+
+def bits(*ops: AclOperation) -> int:
+    return sum(1 << op.value for op in ops)
+
+
+def test_authorized_operations_when_asked(secured: EmbeddedBroker) -> None:
+    """KIP-430: Metadata v8-10, DescribeCluster and DescribeGroups v3+ report the caller's
+    allowed operations as a bit field when asked (implied DESCRIBE included), and
+    Integer.MIN_VALUE when not."""
+    set_acls(
+        secured,
+        [
+            allow(ResourceType.TOPIC, OUT, AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, TOPIC, AclOperation.READ),
+            allow(ResourceType.TOPIC, TOPIC, AclOperation.WRITE),
+            allow(ResourceType.GROUP, GROUP, AclOperation.READ),
+            allow(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        ],
+    )
+    unknown = -(2**31)
+    with WireClient(secured.bootstrap) as c:
+        plain_login(c, "alice", PLAIN_USERS["alice"])
+
+        def metadata(asked: bool) -> Any:
+            return c.request(
+                md10.MetadataRequest(
+                    topics=None,
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=asked,
+                    include_topic_authorized_operations=asked,
+                )
+            )
+
+        asked = metadata(True)
+        assert sorted((t.name, t.topic_authorized_operations) for t in asked.topics) == [
+            (TOPIC, bits(AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)),
+            (OUT, bits(AclOperation.DESCRIBE)),
+        ]
+        assert asked.cluster_authorized_operations == bits(AclOperation.DESCRIBE)
+        not_asked = metadata(False)
+        assert {t.topic_authorized_operations for t in not_asked.topics} == {unknown}
+        assert not_asked.cluster_authorized_operations == unknown
+        cluster = c.request(
+            dc.DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1)
+        )
+        assert cluster.cluster_authorized_operations == bits(AclOperation.DESCRIBE)
+        groups = c.request(
+            dg.DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=True)
+        )
+        assert [(g.group_id, g.error_code, g.authorized_operations) for g in groups.groups] == [
+            (GROUP, ErrorCode.none, bits(AclOperation.READ, AclOperation.DESCRIBE))
+        ]

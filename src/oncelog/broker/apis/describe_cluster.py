@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.broker.apis.acl_checks import CLUSTER_NAME, Res, authorized_operations
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
@@ -42,7 +43,11 @@ def describe_cluster(ctx: RequestContext, req: Any) -> Any:
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=OPS_UNKNOWN,
+        cluster_authorized_operations=(
+            authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
+            if req.include_cluster_authorized_operations
+            else OPS_UNKNOWN
+        ),
     )
 
 

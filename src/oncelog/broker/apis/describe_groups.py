@@ -6,7 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.apis.acl_checks import Op, Res
+from oncelog.broker.apis.acl_checks import Op, Res, authorized_operations
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN
 from oncelog.broker.request import RequestContext
@@ -19,6 +19,7 @@ def describe_groups(ctx: RequestContext, req: Any) -> Any:
     allowed = [g for g in req.groups if ctx.authorized(Op.DESCRIBE, Res.GROUP, g)]
     described = ctx.broker.groups.describe_groups(tuple(allowed), ctx.version)
     denied = [g for g in req.groups if g not in allowed]
+    with_ops = bool(getattr(req, "include_authorized_operations", False))  # v3+
     return make(
         r.DescribeGroupsResponse,
         groups=tuple(
@@ -41,7 +42,9 @@ def describe_groups(ctx: RequestContext, req: Any) -> Any:
                     )
                     for m in g.members
                 ),
-                authorized_operations=OPS_UNKNOWN,
+                authorized_operations=(
+                    authorized_operations(ctx, Res.GROUP, g.group_id) if with_ops else OPS_UNKNOWN
+                ),
             )
             for g in described
         )

@@ -8,7 +8,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
+from oncelog.broker.apis.acl_checks import (
+    CLUSTER_NAME,
+    Op,
+    Res,
+    authorized_operations,
+    cluster_authorized,
+)
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.topic_creation import create_topic
 from oncelog.broker.apis.wire_values import OPS_UNKNOWN, ZERO_UUID, sole_replica
@@ -20,7 +26,7 @@ from oncelog.protocol.messages import InvalidRequestError, make
 log = logging.getLogger(__name__)
 
 
-def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
+def _topic_entry(ctx: RequestContext, topic: Topic, with_operations: bool) -> Any:
     r = ctx.response
     node = ctx.broker.node_id
     parts = tuple(
@@ -34,7 +40,9 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=parts,
-        topic_authorized_operations=OPS_UNKNOWN,
+        topic_authorized_operations=(
+            authorized_operations(ctx, Res.TOPIC, topic.name) if with_operations else OPS_UNKNOWN
+        ),
     )
 
 
@@ -63,10 +71,12 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     allow_auto = getattr(req, "allow_auto_topic_creation", True) and broker.config.get_bool(
         "auto.create.topics.enable"
     )
+    # v8+: the bit fields are computed only when asked for (KIP-430), else Integer.MIN_VALUE.
+    with_ops = bool(getattr(req, "include_topic_authorized_operations", False))
     entries = []
     if requested is None:
         entries = [
-            _topic_entry(ctx, t)
+            _topic_entry(ctx, t, with_ops)
             for t in registry.topics.values()
             if ctx.authorized(Op.DESCRIBE, Res.TOPIC, t.name, log_denied=False)
         ]
@@ -88,7 +98,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                         _error_entry(ctx, None, ErrorCode.topic_authorization_failed, topic_id)
                     )
                 else:
-                    entries.append(_topic_entry(ctx, topic))
+                    entries.append(_topic_entry(ctx, topic, with_ops))
                 continue
             topic = registry.get(name)
             if topic is None and topic_name_error(name) is not None:
@@ -122,7 +132,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             if topic is None:
                 entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(ctx, topic))
+                entries.append(_topic_entry(ctx, topic, with_ops))
         if auto_created:
             registry.save()  # once for the whole request
     host, port = ctx.advertised_address
@@ -134,7 +144,12 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=OPS_UNKNOWN,
+        # only v8-v10 carry it; DescribeCluster replaced it from v11 on
+        cluster_authorized_operations=(
+            authorized_operations(ctx, Res.CLUSTER, CLUSTER_NAME)
+            if getattr(req, "include_cluster_authorized_operations", False)
+            else OPS_UNKNOWN
+        ),
     )
 
 
