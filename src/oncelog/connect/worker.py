@@ -116,6 +116,10 @@ class _TaskRunner:
     stopping: threading.Event = field(default_factory=threading.Event)
     state_changed: threading.Event = field(default_factory=threading.Event)
     failure: str | None = None
+    # Guards ``target`` and ``started`` so the thread's first status and a concurrent
+    # transition cannot be reported out of order.
+    status_lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
 
 
 class Worker:
@@ -159,9 +163,7 @@ class Worker:
         if not instance.start(connector_config):
             self._connector_status(name, State.FAILED, _trace(instance.failure))
             return False
-        self._connector_status(
-            name, State.PAUSED if target is TargetState.PAUSED else State.RUNNING
-        )
+        self._connector_status(name, _status_of(target))
         return True
 
     def connector_task_configs(self, name: str, max_tasks: int) -> list[Config]:
@@ -169,9 +171,7 @@ class Worker:
 
     def transition_connector(self, name: str, target: TargetState) -> None:
         """PAUSED <-> STARTED: the connector instance keeps running, as in Kafka."""
-        self._connector_status(
-            name, State.PAUSED if target is TargetState.PAUSED else State.RUNNING
-        )
+        self._connector_status(name, _status_of(target))
 
     def stop_connector(self, name: str) -> None:
         instance = self.connectors.pop(name, None)
@@ -199,10 +199,12 @@ class Worker:
         task_config: Config,
         target: TargetState,
     ) -> bool:
-        """Build the task's loop and start its thread; False (status FAILED) if it cannot start."""
+        """Build the task's loop and start its thread; False (status FAILED) if it cannot
+        be built (unknown class, bad converter). The task's own start runs on its thread,
+        as in Kafka: an exactly-once task's producer initialization can wait for its
+        predecessor's transaction, which must not hold the herder."""
         try:
             loop = self._build_loop(task_id, connector_config, task_config)
-            loop.start()
         except Exception as exc:
             self._task_status(task_id, State.FAILED, _trace(exc))
             return False
@@ -211,8 +213,6 @@ class Worker:
         runner.thread = threading.Thread(
             target=self._run, args=(runner,), name=f"task-{task_id}", daemon=True
         )
-        # Reported before the thread runs, so a task that fails at once is RUNNING then FAILED.
-        self._task_status(task_id, State.PAUSED if target is TargetState.PAUSED else State.RUNNING)
         runner.thread.start()
         return True
 
@@ -348,6 +348,16 @@ class Worker:
 
     def _run(self, runner: _TaskRunner) -> None:
         try:
+            runner.loop.start()
+        except Exception as exc:
+            if not runner.stopping.is_set():  # a start cut short by a stop is no failure
+                runner.failure = _trace(exc)
+                self._task_status(runner.id, State.FAILED, runner.failure)
+            return
+        with runner.status_lock:
+            runner.started = True
+            self._task_status(runner.id, _status_of(runner.target))
+        try:
             while not runner.stopping.is_set():
                 paused = runner.target is TargetState.PAUSED
                 if isinstance(runner.loop, WorkerSinkTask):
@@ -371,9 +381,11 @@ class Worker:
 
     def transition_task(self, task_id: ConnectorTaskId, target: TargetState) -> None:
         runner = self.tasks[task_id]
-        runner.target = target
+        with runner.status_lock:
+            runner.target = target
+            if runner.started:  # else the thread reports it once the task has started
+                self._task_status(task_id, _status_of(target))
         runner.state_changed.set()
-        self._task_status(task_id, State.PAUSED if target is TargetState.PAUSED else State.RUNNING)
 
     def stop_task(self, task_id: ConnectorTaskId) -> bool:
         """Stop a task and wait for it up to the graceful timeout; False if abandoned."""
@@ -430,6 +442,10 @@ def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord
             store.commit({partition_key(decoded.partition): decoded.offset})
 
     return apply
+
+
+def _status_of(target: TargetState) -> State:
+    return State.PAUSED if target is TargetState.PAUSED else State.RUNNING
 
 
 def _trace(error: BaseException | None) -> str | None:

@@ -5,6 +5,7 @@ the worker config, and VerifiableSource seqnos without gaps."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import defaultdict
 
@@ -55,6 +56,27 @@ class BoomConnector(SourceConnector):
 
     def stop(self) -> None:
         pass
+
+
+SLOW_START_RELEASE = threading.Event()
+
+
+class SlowStartTask(BoomTask):
+    """Its start() waits until the test releases it, then it fails on demand."""
+
+    def start(self, config: dict[str, str]) -> None:
+        assert SLOW_START_RELEASE.wait(30), "never released"
+        if config.get("fail.on.start") == "true":
+            raise RuntimeError("start failed")
+
+    def poll(self) -> list[SourceRecord] | None:
+        time.sleep(0.05)
+        return None
+
+
+class SlowStartConnector(BoomConnector):
+    def task_class(self) -> type[SourceTask]:
+        return SlowStartTask
 
 
 def _worker(broker: EmbeddedBroker, statuses: list[StatusRecord]) -> Worker:
@@ -181,3 +203,45 @@ def test_failing_task_reports_its_trace(broker: EmbeddedBroker) -> None:
         and last.state is State.FAILED
         and "no.such.Task could not be found" in (last.trace or "")
     )
+
+
+def test_task_start_runs_on_the_task_thread(broker: EmbeddedBroker) -> None:
+    """start_task returns at once even while the task's start() blocks (Kafka starts a
+    task on its own thread: the herder must not wait for it). RUNNING is reported once
+    start() returned, a pause meanwhile is reported as PAUSED, a failing start is FAILED
+    with its trace, and a task stopped during start() is not reported FAILED."""
+    statuses: list[StatusRecord] = []
+    worker = _worker(broker, statuses)
+    config = {"name": "slow", "connector.class": f"{__name__}.SlowStartConnector"}
+    assert worker.start_connector("slow", config, TargetState.STARTED)
+    [task_config] = worker.connector_task_configs("slow", 1)
+    SLOW_START_RELEASE.clear()
+    began = time.monotonic()
+    ok, bad, cut = (ConnectorTaskId("slow", i) for i in range(3))
+    assert worker.start_task(ok, config, task_config, TargetState.STARTED)
+    assert worker.start_task(
+        bad, config, {**task_config, "fail.on.start": "true"}, TargetState.STARTED
+    )
+    assert worker.start_task(
+        cut, config, {**task_config, "fail.on.start": "true"}, TargetState.STARTED
+    )
+    assert time.monotonic() - began < 2
+    time.sleep(0.5)
+    assert [s for s in statuses if isinstance(s, TaskStatus)] == []  # none has started yet
+    worker.transition_task(ok, TargetState.PAUSED)
+    stopper = threading.Thread(target=worker.stop_task, args=(cut,))
+    stopper.start()
+    time.sleep(0.2)
+    SLOW_START_RELEASE.set()
+    stopper.join(10)
+    _wait(lambda: worker.task_failure(bad) is not None)
+
+    def states(task: ConnectorTaskId) -> list[State]:
+        return [s.state for s in statuses if isinstance(s, TaskStatus) and s.task == task.task]
+
+    _wait(lambda: states(ok) == [State.PAUSED])
+    assert states(bad) == [State.FAILED]
+    assert "RuntimeError: start failed" in (worker.task_failure(bad) or "")
+    assert states(cut) == [State.UNASSIGNED]
+    worker.stop_tasks([ok, bad])
+    worker.stop_connector("slow")
