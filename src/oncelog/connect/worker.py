@@ -356,7 +356,8 @@ class Worker:
             return
         with runner.status_lock:
             runner.started = True
-            self._task_status(runner.id, _status_of(runner.target))
+            if not runner.stopping.is_set():  # a stop during start() reports UNASSIGNED
+                self._task_status(runner.id, _status_of(runner.target))
         try:
             while not runner.stopping.is_set():
                 paused = runner.target is TargetState.PAUSED
