@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from oncelog.connect.errors import ConnectException
-from oncelog.connect.kafka_io import client_config
+from oncelog.connect.kafka_io.settings import client_config
 
 
 def test_client_config_keeps_connection_settings_and_checks_security() -> None:

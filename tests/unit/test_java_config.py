@@ -10,10 +10,10 @@ from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
 from oncelog.connect.client_configs import sink_consumer_config, source_producer_config
 from oncelog.connect.errors import ConnectException
-from oncelog.connect.kafka_io import (
-    _librdkafka,
+from oncelog.connect.kafka_io.settings import (
     check_worker_client_settings,
     client_config,
+    librdkafka,
 )
 from oncelog.connect.worker_config import WorkerConfig
 from oncelog.spark.options import OncelogOptionError, parse_read_options, parse_write_options
@@ -133,7 +133,7 @@ WORKER = {
 }
 
 
-def test_worker_security_reaches_the_client_layer_and_librdkafka() -> None:
+def test_worker_security_reaches_the_client_layer_andlibrdkafka() -> None:
     worker = WorkerConfig(
         {
             **WORKER,
@@ -151,12 +151,12 @@ def test_worker_security_reaches_the_client_layer_and_librdkafka() -> None:
         "pw",
     )
     assert sec.ca_location == "/ca.pem" and sec.tls
-    producer = _librdkafka(source_producer_config(worker, "src", 0, {}))
+    producer = librdkafka(source_producer_config(worker, "src", 0, {}))
     assert producer["sasl.username"] == "producer" and producer["sasl.password"] == "p2"
     assert producer["ssl.ca.location"] == "/ca.pem" and producer["security.protocol"] == "SASL_SSL"
     assert not any(k.startswith(("ssl.truststore", "sasl.jaas")) for k in producer)
     # a connector's override (Principal policy) wins over the worker's identity
-    consumer = _librdkafka(
+    consumer = librdkafka(
         sink_consumer_config(
             worker,
             "snk",

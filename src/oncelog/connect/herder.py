@@ -91,14 +91,13 @@ from oncelog.connect.connect_protocol import (
 from oncelog.connect.errors import ConfigException, ConnectException, ConnectRestException
 from oncelog.connect.group_assignment import leader_assignments
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
-from oncelog.connect.kafka_io import (
-    ProducerFencer,
-    TaskClients,
+from oncelog.connect.kafka_io.internal_topics import (
     TopicLogConsumer,
     TopicWriter,
     TransactionalTopicWriter,
-    client_config,
 )
+from oncelog.connect.kafka_io.settings import client_config
+from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.leader_fencing import LeaderFencing
 from oncelog.connect.membership import ConnectGroupMember
 from oncelog.connect.plugins import PluginRegistry

@@ -9,7 +9,7 @@
 
 A separate topic is read as a layer over the global one, and committed offsets are
 copied to the global topic (see ``offsets.LayeredOffsetStore`` and
-``kafka_io.GlobalOffsetCopier``).
+``kafka_io.task_clients.GlobalOffsetCopier``).
 """
 
 from __future__ import annotations

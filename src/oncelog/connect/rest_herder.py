@@ -29,7 +29,7 @@ from oncelog.connect.config_records import RestartRequestRecord, TargetState
 from oncelog.connect.connector_config import validate_connector_config
 from oncelog.connect.errors import ConfigException, ConnectRestException
 from oncelog.connect.herder import Herder, NotLeaderError
-from oncelog.connect.kafka_io import SinkOffsetsAdmin
+from oncelog.connect.kafka_io.task_clients import SinkOffsetsAdmin
 from oncelog.connect.offsets_api import (
     parse_sink_offsets,
     parse_source_offsets,

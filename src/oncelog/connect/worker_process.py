@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from oncelog.connect.herder import Herder
-from oncelog.connect.kafka_io import InternalTopicAdmin, check_worker_client_settings
+from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
+from oncelog.connect.kafka_io.settings import check_worker_client_settings
 from oncelog.connect.metrics import add_metrics_route
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app

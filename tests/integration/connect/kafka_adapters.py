@@ -10,12 +10,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from oncelog.connect.kafka_io import (
+from oncelog.connect.kafka_io.internal_topics import TopicLogConsumer, TopicWriter
+from oncelog.connect.kafka_io.task_clients import (
     ConsumerSinkSource,
     DeadLetterProducer,
     ProducerSender,
-    TopicLogConsumer,
-    TopicWriter,
 )
 from oncelog.connect.offset_records import decode as decode_offset
 from oncelog.connect.offsets import OffsetsView

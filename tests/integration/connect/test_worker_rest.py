@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
-from oncelog.connect.kafka_io import TopicLogConsumer
+from oncelog.connect.kafka_io.internal_topics import TopicLogConsumer
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import consume_all

@@ -1,0 +1,313 @@
+"""Clients of the worker's internal topics: readers and (transactional) writers of the
+config, status and offsets topics, their creation and checks."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import ConfigResource
+
+from oncelog.client.admin import Admin
+from oncelog.client.errors import ClientError
+from oncelog.connect import client_configs
+from oncelog.connect.errors import ConnectException
+from oncelog.connect.internal_log import InternalTopicReader, LogRecord
+from oncelog.connect.kafka_io.settings import (
+    ProducerFencedError,
+    client_config,
+    librdkafka,
+)
+from oncelog.connect.worker_config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+
+class TopicWriter:
+    """Writes keyed records to one topic. Keys are placed with murmur2, so each lands
+    on the partition Java's producer would choose (the offsets topic relies on it)."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str) -> None:
+        self.producer = Producer(
+            {
+                **librdkafka(config),
+                "partitioner": "murmur2_random",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+            }
+        )
+        self.topic = topic
+
+    def write(self, records: Sequence[tuple[bytes | str, bytes | None]], timeout_s: float) -> None:
+        """Write ``records`` in order and wait until all are acknowledged."""
+        errors: list[Any] = []
+        for key, value in records:
+            self._produce(key, value, lambda e, m: errors.append(e) if e else None)
+        remaining = self.producer.flush(timeout_s)
+        if remaining or errors:
+            raise ConnectException(
+                f"Write to {self.topic} failed: {remaining} outstanding, errors {errors}"
+            )
+
+    def send(self, key: bytes | str, value: bytes | None) -> None:
+        """Write without waiting (statuses); ``poll`` serves the acknowledgements."""
+        self._produce(key, value, None)
+        self.producer.poll(0)
+
+    def _produce(self, key: bytes | str, value: bytes | None, callback: Any) -> None:
+        while True:
+            try:
+                self.producer.produce(self.topic, key=key, value=value, on_delivery=callback)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    def flush(self, timeout_s: float) -> int:
+        return int(self.producer.flush(timeout_s))
+
+
+class TransactionalTopicWriter:
+    """Writes keyed records to one topic, each write in its own transaction.
+
+    ``init`` (InitProducerId) fences out every earlier producer of the transactional id
+    and aborts what it left open; from then on a write by an earlier instance fails. A
+    failed write leaves this writer unusable (librdkafka's errors after a fencing are
+    fatal): close it and create a new one."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str, transactional_id: str) -> None:
+        self.producer = Producer(
+            {
+                **librdkafka(config),
+                "partitioner": "murmur2_random",
+                "transactional.id": transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+            }
+        )
+        self.topic = topic
+        self.transactional_id = transactional_id
+
+    def init(self, timeout_s: float) -> None:
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise self._error("Initializing", exc) from None
+
+    def write(self, records: Sequence[tuple[bytes | str, bytes | None]], timeout_s: float) -> None:
+        """Write ``records`` in one transaction and wait for its commit."""
+        errors: list[Any] = []
+        try:
+            self.producer.begin_transaction()
+            for key, value in records:
+                while True:
+                    try:
+                        self.producer.produce(
+                            self.topic,
+                            key=key,
+                            value=value,
+                            on_delivery=lambda e, m: errors.append(e) if e else None,
+                        )
+                        break
+                    except BufferError:
+                        self.producer.poll(0.1)
+            self.producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise self._error("Transactional write to", exc) from None
+        if errors:
+            raise ConnectException(f"Transactional write to {self.topic} failed: {errors}")
+
+    def _error(self, what: str, exc: KafkaException) -> ConnectException:
+        error = exc.args[0]
+        fenced = error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+        kind = ProducerFencedError if fenced else ConnectException
+        return kind(
+            f"{what} {self.topic} as {self.transactional_id!r} failed: {error.name()} "
+            f"({error.str()})"
+        )
+
+    def close(self) -> None:
+        # Nothing is left in flight: every write waited for its commit (or failed).
+        self.producer.flush(0)
+
+
+class TopicLogConsumer:
+    """``internal_log.LogConsumer``: assigned partitions, no group offsets; aborted writes of a
+    fenced leader are never applied.
+
+    It reads read_committed. Its end offsets are the last stable offsets, or with
+    ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
+    listed read_uncommitted, then consumed read_committed until reached, so a transaction
+    still open at the start of the read is waited for rather than skipped)."""
+
+    def __init__(self, config: Mapping[str, Any], *, high_watermark_ends: bool = False) -> None:
+        self._lister: Consumer | None = None
+        if high_watermark_ends:
+            self._lister = Consumer(
+                {
+                    **librdkafka(config),
+                    "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
+        self.consumer = Consumer(
+            {
+                **librdkafka(config),
+                "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+                # Offsets written by exactly-once tasks, and config records of a
+                # transactional leader, count only once their transaction commits.
+                "isolation.level": "read_committed",
+                # Listing end offsets waits behind a long-polling fetch on the same connection.
+                "fetch.wait.max.ms": 100,
+            }
+        )
+
+    def partitions(self, topic: str) -> list[int]:
+        metadata = self.consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return []
+        return sorted(metadata.partitions)
+
+    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        # One ListOffsets request for all partitions (timestamp -1: the end).
+        lister = self._lister or self.consumer
+        found = lister.offsets_for_times(
+            [TopicPartition(topic, p, -1) for p in partitions], timeout=10
+        )
+        for tp in found:
+            if tp.error is not None:
+                raise ConnectException(f"Listing end offsets of {topic} failed: {tp.error}")
+        return {tp.partition: tp.offset for tp in found}
+
+    def assign(self, topic: str, positions: dict[int, int]) -> None:
+        self.consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
+
+    def poll(self, timeout_s: float) -> list[LogRecord]:
+        messages: list[Any] = self.consumer.consume(500, timeout_s)
+        return [
+            LogRecord(m.partition(), m.offset(), m.key(), m.value())
+            for m in messages
+            if m.error() is None
+        ]
+
+    def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        return {
+            tp.partition: tp.offset
+            for tp in self.consumer.position([TopicPartition(topic, p) for p in partitions])
+        }
+
+    def close(self) -> None:
+        self.consumer.close()
+        if self._lister is not None:
+            self._lister.close()
+
+
+COMPACT = "compact"
+_STORAGE_KEYS = {
+    "config": "config.storage.topic",
+    "offsets": "offset.storage.topic",
+    "status": "status.storage.topic",
+}
+
+
+class InternalTopicAdmin:
+    """Creates the internal topics at start and checks they are compacted."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.layer = Admin(client_config(config))
+        self.admin = self.layer.client
+
+    def ensure(self, topics: Mapping[str, tuple[str, int, int]], timeout_s: float = 30) -> None:
+        """Create each (topic, partitions, replication factor) that is missing, with
+        ``cleanup.policy=compact``; fail on an existing one that is not compacted only."""
+        existing = set(self.admin.list_topics(timeout=timeout_s).topics)
+        for topic, partitions, replication in topics.values():
+            if topic in existing:
+                continue
+            try:
+                self.layer.create_topics(
+                    [topic], partitions, replication, config={"cleanup.policy": COMPACT}
+                )
+            except ClientError as exc:
+                raise ConnectException(f"Unable to create internal topic {topic}: {exc}") from None
+        for purpose, (topic, _, _) in topics.items():
+            policy = self.cleanup_policy(topic, timeout_s)
+            if {p.strip() for p in policy.split(",")} != {COMPACT}:
+                key = _STORAGE_KEYS.get(purpose, f"{purpose}.storage.topic")
+                raise ConnectException(
+                    f"Topic '{topic}' supplied via the '{key}' property is required to have "
+                    f"'cleanup.policy=compact' to guarantee consistency and durability of connector "
+                    f"{purpose}, but found the topic currently has 'cleanup.policy={policy}'. Continuing "
+                    f"would likely result in eventually losing connector {purpose} and problems "
+                    f"restarting this Connect cluster in the future. Change the '{key}' property in the "
+                    "Connect worker configurations to use a topic with 'cleanup.policy=compact'."
+                )
+
+    def cleanup_policy(self, topic: str, timeout_s: float = 30) -> str:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = self.admin.describe_configs([resource], request_timeout=timeout_s)[
+            resource
+        ].result(timeout_s)
+        entry = entries.get("cleanup.policy")
+        return "delete" if entry is None or entry.value is None else str(entry.value)
+
+
+class SeparateOffsetsTopic:
+    """A connector's own offsets topic: created on demand (compacted, with the worker's
+    offsets-topic partitions and replication), read read_committed to its end."""
+
+    def __init__(
+        self,
+        worker: WorkerConfig,
+        connector: str,
+        topic: str,
+        connector_config: Mapping[str, str],
+    ) -> None:
+        self.worker = worker
+        self.connector = connector
+        self.topic = topic
+        self.connector_config = dict(connector_config)
+
+    def ensure(self) -> None:
+        admin = client_configs.offsets_admin_config(
+            self.worker, self.connector, self.connector_config
+        )
+        _, partitions, replication = self.worker.internal_topics()["offsets"]
+        InternalTopicAdmin(admin).ensure({"offsets": (self.topic, partitions, replication)})
+
+    def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Feed every record up to the current end to ``apply`` (end offsets listed first,
+        then consumed read_committed until reached)."""
+        read_offsets_topic(
+            client_configs.offsets_consumer_config(
+                self.worker, self.connector, self.connector_config
+            ),
+            self.topic,
+            apply,
+            timeout_s,
+        )
+
+
+def read_offsets_topic(
+    config: Mapping[str, Any], topic: str, apply: Callable[[LogRecord], None], timeout_s: float
+) -> None:
+    """Read an offsets topic from its start to the high watermarks listed now, read_committed."""
+    consumer = TopicLogConsumer(config, high_watermark_ends=True)
+    try:
+        reader = InternalTopicReader(consumer, topic, apply)
+        reader.start()
+        reader.read_to_end(timeout_s)
+    finally:
+        consumer.close()

@@ -1,0 +1,92 @@
+"""Client settings for librdkafka through the client layer, and the translation of
+producer transaction errors into ConnectException."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import (
+    KafkaError,
+    KafkaException,
+)
+
+from oncelog.client.config import ClientConfig
+from oncelog.client.errors import ClientError
+from oncelog.client.java_config import librdkafka_settings
+from oncelog.client.security import ClientConfigError
+from oncelog.connect.errors import ConnectException
+from oncelog.connect.worker_config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+# Java-client settings librdkafka does not know; the framework sets them for Java's
+# producer and consumer, librdkafka's defaults mean the same.
+_JAVA_ONLY = frozenset(
+    {"key.serializer", "value.serializer", "key.deserializer", "value.deserializer"}
+)
+
+
+def librdkafka_conf(config: Mapping[str, Any]) -> dict[str, str]:
+    """A client config with Kafka's security names (``sasl.jaas.config``, PEM
+    ``ssl.truststore.location``, ...) translated for librdkafka; a Java-only setting
+    (a JKS store, say) raises ConnectException naming the key."""
+    try:
+        return librdkafka_settings({k: str(v) for k, v in config.items()})
+    except ClientConfigError as exc:
+        raise ConnectException(f"Invalid client settings: {exc}") from None
+
+
+def client_config(config: Mapping[str, Any]) -> ClientConfig:
+    """The client layer's connection settings (bootstrap, TLS, SASL) of a client config;
+    raises ConnectException for invalid security settings."""
+    conf = librdkafka_conf(config)
+    try:
+        return ClientConfig.of(str(conf["bootstrap.servers"]), conf)
+    except (ClientError, ValueError) as exc:
+        raise ConnectException(f"Invalid client settings: {exc}") from None
+
+
+def check_worker_client_settings(worker: WorkerConfig) -> None:
+    """Fail at start, naming the key, when the worker's shared or ``producer.`` /
+    ``consumer.`` / ``admin.`` client settings cannot be honoured: a worker never
+    connects with less security than it was configured with."""
+    shared = worker.shared_client_config()
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        own = {k: str(v) for k, v in worker.originals_with_prefix(prefix).items()} if prefix else {}
+        own.pop("listeners", None)
+        try:
+            conf = librdkafka_settings({**shared, **own})
+            ClientConfig.of(str(conf["bootstrap.servers"]), conf)
+        except (ClientError, ValueError) as exc:
+            where = f" (with the worker's {prefix}* settings)" if prefix else ""
+            raise ConnectException(f"Invalid worker client settings{where}: {exc}") from None
+
+
+def librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A confluent-kafka configuration built by the client layer: its connection
+    settings, then this client's own."""
+    conf = librdkafka_conf(config)
+    own = {k: v for k, v in conf.items() if k not in _JAVA_ONLY and k != "bootstrap.servers"}
+    return client_config(conf).librdkafka(**own)
+
+
+FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def transaction_error(what: str, exc: KafkaException) -> ConnectException:
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code in FENCED_CODES:
+        return ConnectException(
+            f"{what} failed: the producer was fenced out (a newer instance of this task, or "
+            f"a round of zombie fencing, took over its transactional id): {error}"
+        )
+    return ConnectException(f"{what} failed: {error}")
+
+
+class ProducerFencedError(ConnectException):
+    """Another producer with the same transactional id took over: this one is a zombie."""

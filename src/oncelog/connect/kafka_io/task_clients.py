@@ -1,0 +1,413 @@
+"""The clients of tasks and connectors: source producers (idempotent and
+transactional), sink consumers, the dead letter producer, producer fencing, sink
+group offsets (KIP-875) and ``TaskClients``, the worker's ``ClientFactory``."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from oncelog.client.admin import Admin
+from oncelog.client.errors import ClientError
+from oncelog.connect import client_configs
+from oncelog.connect.errors import ConnectException
+from oncelog.connect.internal_log import LogRecord
+from oncelog.connect.kafka_io.internal_topics import (
+    SeparateOffsetsTopic,
+    TopicWriter,
+    read_offsets_topic,
+)
+from oncelog.connect.kafka_io.settings import (
+    client_config,
+    librdkafka,
+    transaction_error,
+)
+from oncelog.connect.records import RecordMetadata
+from oncelog.connect.records import TopicPartition as ConnectTopicPartition
+from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.worker_sink_task import ConsumedRecord
+from oncelog.connect.worker_source_task import DeliveryCallback
+
+log = logging.getLogger(__name__)
+
+
+class ProducerSender:
+    """A source task's ``RecordSender``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.producer = Producer(librdkafka(config))
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        def callback(err: Any, msg: Any) -> None:
+            if err is not None:
+                on_delivery(KafkaException(err), None)
+            else:
+                on_delivery(
+                    None,
+                    RecordMetadata(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]),
+                )
+
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        while True:
+            try:
+                self.producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=list(headers) or None,
+                    on_delivery=callback,
+                    **kwargs,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    def poll(self, timeout_s: float) -> None:
+        self.producer.poll(timeout_s)
+
+    def flush(self, timeout_s: float) -> int:
+        return int(self.producer.flush(timeout_s))
+
+
+class TransactionalProducerSender(ProducerSender):
+    """An exactly-once source task's ``TransactionalSender``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self._write_errors: list[Any] = []
+
+    def init_transactions(self, timeout_s: float) -> None:
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise transaction_error("Initializing the producer's transactions", exc) from None
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        try:
+            super().send(
+                topic, key, value, partition=partition, timestamp=timestamp, headers=headers,
+                on_delivery=on_delivery,
+            )  # fmt: skip
+        except KafkaException as exc:
+            # A fatal producer state (fenced, or its transaction timed out) refuses sends.
+            raise transaction_error(f"Sending a record to {topic}", exc) from None
+
+    def begin_transaction(self) -> None:
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise transaction_error("Beginning a transaction", exc) from None
+
+    def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        for key, value in records:
+            while True:
+                try:
+                    self.producer.produce(
+                        topic,
+                        key=key,
+                        value=value,
+                        on_delivery=lambda e, m: self._write_errors.append(e) if e else None,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+                except KafkaException as exc:
+                    raise transaction_error(f"Writing offsets to {topic}", exc) from None
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        try:
+            self.producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise transaction_error("Committing the transaction", exc) from None
+        if self._write_errors:
+            errors, self._write_errors = self._write_errors, []
+            raise ConnectException(f"Writing offsets failed: {errors}")
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        self._write_errors = []
+        try:
+            self.producer.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            raise transaction_error("Aborting the transaction", exc) from None
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class GlobalOffsetCopier:
+    """Copies a connector's committed offsets to the worker's global offsets topic on
+    its own thread, with the worker's principal and a non-transactional producer,
+    retrying until it succeeds or is closed; it never fails or blocks the task."""
+
+    def __init__(self, writer: TopicWriter, retry_backoff_s: float = 1.0) -> None:
+        self.writer = writer
+        self.retry_backoff_s = retry_backoff_s
+        self._queue: queue.Queue[list[tuple[bytes, bytes | None]] | None] = queue.Queue()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="offsets-copier", daemon=True)
+        self._thread.start()
+
+    def copy(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._queue.put(list(records))
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            while True:
+                try:
+                    self.writer.write(list(batch), 30)
+                    break
+                except ConnectException as exc:
+                    if self._closed.is_set():
+                        log.warning("Giving up copying offsets to the global topic: %s", exc)
+                        break
+                    log.warning("Copying offsets to the global topic failed, retrying: %s", exc)
+                    time.sleep(self.retry_backoff_s)
+
+    def close(self, timeout_s: float) -> None:
+        """Finish the queued copies within ``timeout_s`` if possible."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        self._closed.set()
+
+
+class ProducerFencer:
+    """Fences out producers by transactional id with a connector's admin settings."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = client_config(config)
+
+    def fence(self, transactional_ids: Sequence[str]) -> None:
+        with Admin(self.config) as admin:
+            try:
+                admin.fence_producers(transactional_ids)
+            except ClientError as exc:
+                raise ConnectException(
+                    f"Failed to fence out producers {sorted(transactional_ids)}: {exc}"
+                ) from None
+
+
+class ConsumerSinkSource:
+    """A sink task's ``SinkRecordSource``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.consumer = Consumer(librdkafka(config))
+
+    def subscribe(
+        self,
+        topics: list[str],
+        pattern: str | None,
+        on_assign: Callable[[list[ConnectTopicPartition]], None],
+        on_revoke: Callable[[list[ConnectTopicPartition]], None],
+    ) -> None:
+        def convert(parts: list[Any]) -> list[ConnectTopicPartition]:
+            return [ConnectTopicPartition(p.topic, p.partition) for p in parts]
+
+        self.consumer.subscribe(
+            topics or [f"^{pattern}"],
+            on_assign=lambda c, parts: on_assign(convert(parts)),
+            on_revoke=lambda c, parts: on_revoke(convert(parts)),
+        )
+
+    def poll(self, timeout_s: float, max_records: int) -> list[ConsumedRecord]:
+        out = []
+        messages: list[Any] = self.consumer.consume(max_records, timeout_s)
+        for msg in messages:
+            if msg.error() is not None:
+                continue
+            out.append(
+                ConsumedRecord(
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    msg.timestamp()[1],
+                    headers=tuple(msg.headers() or ()),
+                )
+            )
+        return out
+
+    def commit(self, offsets: dict[ConnectTopicPartition, int]) -> None:
+        self.consumer.commit(
+            offsets=[TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
+            asynchronous=False,
+        )
+
+    def seek(self, partition: ConnectTopicPartition, offset: int) -> None:
+        self.consumer.seek(TopicPartition(partition.topic, partition.partition, offset))
+
+    def pause(self, partitions: list[ConnectTopicPartition]) -> None:
+        if partitions:
+            self.consumer.pause([TopicPartition(p.topic, p.partition) for p in partitions])
+
+    def resume(self, partitions: list[ConnectTopicPartition]) -> None:
+        if partitions:
+            self.consumer.resume([TopicPartition(p.topic, p.partition) for p in partitions])
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class DeadLetterProducer:
+    """A sink connector's dead letter queue (``errors.deadletterqueue.topic.name``)."""
+
+    def __init__(self, config: Mapping[str, Any], topic: str) -> None:
+        self.producer = Producer(librdkafka(config))
+        self.topic = topic
+
+    def send(self, record: ConsumedRecord, error: Exception) -> None:
+        self.producer.produce(
+            self.topic, key=record.key, value=record.value, headers=list(record.headers) or None
+        )
+        self.producer.flush(10)
+
+
+class TaskClients:
+    """The worker's ``ClientFactory``."""
+
+    def __init__(self, worker: WorkerConfig, offsets_topic: str) -> None:
+        self.worker = worker
+        self.offsets_topic = offsets_topic
+
+    def record_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> ProducerSender:
+        return ProducerSender(
+            client_configs.source_producer_config(self.worker, connector, task, connector_config)
+        )
+
+    def offset_writer(self, connector: str) -> TopicWriter:
+        return TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+
+    def separate_offset_writer(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> TopicWriter:
+        """A writer to a connector's separate offsets topic, on the cluster its producer
+        targets, with its producer's settings."""
+        config = client_configs.source_producer_config(self.worker, connector, -1, connector_config)
+        return TopicWriter(config, topic)
+
+    def transactional_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> TransactionalProducerSender:
+        return TransactionalProducerSender(
+            client_configs.exactly_once_producer_config(
+                self.worker, connector, task, connector_config
+            )
+        )
+
+    def global_offset_copier(self) -> GlobalOffsetCopier:
+        return GlobalOffsetCopier(
+            TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
+        )
+
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Read the worker's global offsets topic to its end (KIP-618 semantics)."""
+        config = {**self.worker.shared_client_config(), "isolation.level": "read_committed"}
+        read_offsets_topic(config, self.offsets_topic, apply, timeout_s)
+
+    def separate_offsets(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> SeparateOffsetsTopic:
+        return SeparateOffsetsTopic(self.worker, connector, topic, connector_config)
+
+    def sink_source(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> ConsumerSinkSource:
+        return ConsumerSinkSource(
+            client_configs.sink_consumer_config(self.worker, connector, task, connector_config)
+        )
+
+    def dead_letter_sender(self, connector: str, topic: str) -> DeadLetterProducer:
+        return DeadLetterProducer(
+            client_configs.source_producer_config(self.worker, connector, -1, {}), topic
+        )
+
+
+class SinkOffsetsAdmin:
+    """A sink connector's offsets: its consumer group ``connect-<name>`` (KIP-875)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.admin = Admin(client_config(config)).client
+
+    def offsets(self, group: str, timeout_s: float = 30) -> dict[ConnectTopicPartition, int]:
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = self.admin.list_consumer_group_offsets(request, request_timeout=timeout_s)[
+            group
+        ].result(timeout_s)
+        return {
+            ConnectTopicPartition(tp.topic, tp.partition): tp.offset
+            for tp in result.topic_partitions
+            if tp.offset >= 0
+        }
+
+    def alter(
+        self, group: str, offsets: Mapping[ConnectTopicPartition, int], timeout_s: float = 30
+    ) -> None:
+        parts = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
+        result = self.admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, parts)], request_timeout=timeout_s
+        )[group].result(timeout_s)
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            if any(tp.error.code() == KafkaError.UNKNOWN_MEMBER_ID for tp in failed):
+                # The group still has members: the sink tasks have not stopped yet.
+                raise ConnectException(
+                    f"Failed to alter consumer group offsets for group {group} either because its "
+                    "tasks haven't stopped completely yet or the connector was resumed before the "
+                    "request to alter its offsets could be successfully completed. If the connector "
+                    "is in a stopped state, this operation can be safely retried."
+                )
+            raise ConnectException(
+                f"Failed to alter consumer group offsets for group {group}: "
+                + ", ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
+            )
+
+    def delete_group(self, group: str, timeout_s: float = 30) -> None:
+        try:
+            self.admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result(
+                timeout_s
+            )
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                raise
