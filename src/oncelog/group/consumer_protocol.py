@@ -99,7 +99,12 @@ class ConsumerProtocol:
                 member.rebalance_deadline_ms = now + member.rebalance_timeout_ms
         else:
             member.rebalance_deadline_ms = None
-        full = req.member_epoch == 0 or req.owned is not None
+        # Kafka's "full" heartbeat (after a reconnect, say) gets the assignment again.
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.owned is not None
+        )
         assignment = None
         if full or member.last_sent != member.assigned:
             member.last_sent = dict(member.assigned)

@@ -134,11 +134,12 @@ def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Partitions | 
     if member.member_epoch != epoch:
         keep = _intersect(member.assigned, target)
         revoke = _minus(member.assigned, target)
-        if revoke:
+        if revoke and (owned is None or _overlaps(owned, revoke)):
             member.assigned = keep
             member.pending_revocation = revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
             return
+        # (A member that already reports none of them has nothing left to revoke.)
     # Nothing to revoke: take the target epoch and the partitions others have released.
     held = group.owner_elsewhere(member.member_id)
     assigned: dict[TopicId, set[int]] = {}

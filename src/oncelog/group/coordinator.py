@@ -306,6 +306,11 @@ class GroupCoordinator:
     def next_deadline(self) -> int | None:
         """The earliest time ``tick`` has something to do, or None."""
         times = [d for g in self._reg.groups.values() if (d := g.next_deadline()) is not None]
+        times.extend(
+            d
+            for g in self._reg.groups.values()
+            if g.consumer is not None and (d := g.consumer.next_deadline()) is not None
+        )
         if self._next_cleanup_ms is not None:
             times.append(self._next_cleanup_ms)
         return min(times, default=None)

@@ -237,8 +237,6 @@ class Group:
     def next_deadline(self) -> int | None:
         times = [t for t in (self.join_deadline_ms, self.sync_deadline_ms) if t is not None]
         times.extend(self.pending_members.values())
-        if self.consumer is not None and (t := self.consumer.next_deadline()) is not None:
-            times.append(t)
         times.extend(
             m.heartbeat_deadline_ms
             for m in self.members.values()
