@@ -327,16 +327,19 @@ class ConsumerProtocol:
         ):
             del cg.static_members[member.instance_id]
 
-    def expire(self, holder: Group, now: int) -> None:
-        """Fence members whose session ended or who did not revoke in time."""
+    def expire(self, holder: Group, now: int) -> bool:
+        """Fence members whose session ended or who did not revoke in time; True if any."""
         cg = holder.consumer
         if cg is None:
-            return
+            return False
+        fenced = False
         for member in list(cg.members.values()):
             session = member.session_deadline_ms
             revoke = member.rebalance_deadline_ms
             if (session is not None and now >= session) or (revoke is not None and now >= revoke):
                 self.remove_member(holder, cg, member, now)
+                fenced = True
+        return fenced
 
     # -- describe -------------------------------------------------------------------------
 

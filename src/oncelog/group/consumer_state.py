@@ -76,6 +76,7 @@ class ConsumerGroup:
     target: dict[str, Partitions] = field(default_factory=dict)  # member id -> target
     topics: dict[str, TopicInfo] = field(default_factory=dict)  # subscribed topics, as seen
     assignor: str = "uniform"
+    written: dict[bytes, bytes] = field(default_factory=dict)  # records last persisted
 
     def state(self) -> ConsumerGroupState:
         if not self.members:

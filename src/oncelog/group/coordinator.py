@@ -49,6 +49,8 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_protocol import ConsumerProtocol, TopicMetadata
+from oncelog.group.consumer_records import ConsumerGroupImage, is_consumer_key
+from oncelog.group.consumer_state import MemberState
 from oncelog.group.core import Registry, partition_for
 from oncelog.group.membership import Membership
 from oncelog.group.messages import (
@@ -110,6 +112,7 @@ class GroupCoordinator:
         self._members = Membership(self._reg)
         self._offsets = Offsets(self._reg, self._members)
         self._consumer = ConsumerProtocol(self._reg)
+        self._consumer_image = ConsumerGroupImage()  # consumer-group records during load
         self._loaded = False
         self._next_cleanup_ms: int | None = None
 
@@ -140,6 +143,7 @@ class GroupCoordinator:
                 # A live consumer-protocol group: classic members cannot join it.
                 refused = JoinGroupReply(E.inconsistent_group_protocol, member_id=req.member_id)
                 return GroupStep(refused)
+            self._reg.store_consumer_group(group, out, gone=True)
             group.consumer = None  # an empty consumer group turns classic
             group.protocol_type = None
             group.subscribed_topics = None
@@ -184,6 +188,7 @@ class GroupCoordinator:
         if group is not None and group.consumer is not None:
             cg = group.consumer
             group.subscribed_topics = frozenset(cg.topics) if cg.members else None
+            self._reg.store_consumer_group(group, out)
         return GroupStep(reply, out.appends(), out.resolved)
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
@@ -297,7 +302,7 @@ class GroupCoordinator:
             return GroupStep()
         for group in list(self._reg.groups.values()):
             self._members.advance(group, now_ms, out)
-            self._consumer.expire(group, now_ms)
+            self._expire_consumers(group, now_ms, out)
         if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
             self._offsets.expire(now_ms, out)
             self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
@@ -332,6 +337,9 @@ class GroupCoordinator:
             raise RuntimeError("load() after finish_load()")
         groups = self._reg.groups
         for key, value in records:
+            if is_consumer_key(key):
+                self._consumer_image.apply(key, value)
+                continue
             k = decode_key(key)
             if isinstance(k, OffsetKey):
                 if value is None and k.group_id not in groups:
@@ -357,8 +365,22 @@ class GroupCoordinator:
 
     def finish_load(self, now_ms: int) -> None:
         """End of replay. Groups come back Empty, or Stable with their last generation and
-        members, who keep going if they heartbeat within their session timeout (as in Kafka)."""
+        members, who keep going if they heartbeat within their session timeout (as in Kafka).
+        Consumer-protocol groups come back with their epochs and assignments."""
+        for gid, (cg, written) in self._consumer_image.build().items():
+            holder = self._reg.get_or_create(gid, now_ms)
+            cg.written = written
+            holder.consumer = cg
+            holder.protocol_type = "consumer"
+            holder.subscribed_topics = frozenset(cg.topics) if cg.members else None
+            for cm in cg.members.values():
+                cm.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
+                if cm.state is MemberState.UNREVOKED_PARTITIONS:
+                    cm.rebalance_deadline_ms = now_ms + cm.rebalance_timeout_ms
+        self._consumer_image = ConsumerGroupImage()
         for group in list(self._reg.groups.values()):
+            if group.consumer is not None:
+                continue
             if not group.persisted and not group.has_offsets():
                 self._reg.forget(group)  # only ever held offsets, all deleted since
                 continue
@@ -411,7 +433,11 @@ class GroupCoordinator:
         group = self._reg.groups.get(group_id)
         if group is not None:
             self._members.advance(group, now_ms, out)
-            self._consumer.expire(group, now_ms)
+            self._expire_consumers(group, now_ms, out)
+
+    def _expire_consumers(self, group: Group, now_ms: int, out: Out) -> None:
+        if group.consumer is not None and self._consumer.expire(group, now_ms):
+            self._reg.store_consumer_group(group, out)
 
     def _finish(
         self, group_id: str, now_ms: int, out: Out, reply: Reply | None, token: int = 0
