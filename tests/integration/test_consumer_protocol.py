@@ -23,7 +23,7 @@ FAST = {"group.consumer.heartbeat.interval.ms": "300"}
 
 @pytest.fixture
 def fast_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    b = EmbeddedBroker(tmp_path / "data", settings=FAST).start()
+    b = EmbeddedBroker(tmp_path / "data", settings=FAST).start(timeout=60)
     try:
         yield b
     finally:
@@ -199,7 +199,7 @@ def test_describe_consumer_groups_through_the_admin_client(
     a.subscribe([topic_name])
     wait_until(lambda: poll_one(a, 0.05) is None and len(a.assignment()) == 4, 30, "assignment")
     admin = AdminClient({"bootstrap.servers": bs})
-    described = admin.describe_consumer_groups(["g-describe"])["g-describe"].result(10)
+    described = admin.describe_consumer_groups(["g-describe"])["g-describe"].result(30)
     assert described.type.name == "CONSUMER"
     assert described.state.name == "STABLE"
     assert len(described.members) == 1
@@ -207,7 +207,39 @@ def test_describe_consumer_groups_through_the_admin_client(
     assert member.client_id == "member-a"
     assert sorted(tp.partition for tp in member.assignment.topic_partitions) == [0, 1, 2, 3]
     assert sorted(tp.partition for tp in member.target_assignment.topic_partitions) == [0, 1, 2, 3]
-    listed = admin.list_consumer_groups().result(10)
+    listed = admin.list_consumer_groups().result(30)
     kinds = {g.group_id: g.type.name for g in listed.valid}
     assert kinds["g-describe"] == "CONSUMER"
+    a.close()
+
+
+def test_group_survives_a_broker_restart_without_a_rebalance(
+    fast_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    bs = fast_broker.bootstrap
+    create_topic(bs, topic_name, 4)
+    produce(bs, topic_name, [(None, b"before", i % 4) for i in range(8)])
+    a = consumer(bs, "g-restart")
+    a.subscribe([topic_name])
+    got: list[bytes] = []
+
+    def drain() -> bool:
+        m = poll_one(a, 0.05)
+        if m is not None:
+            got.append(m.value())
+            a.commit(message=m, asynchronous=False)
+        return len(got) >= 8
+
+    wait_until(drain, 30, "the first records")
+    admin = AdminClient({"bootstrap.servers": bs})
+    before = admin.describe_consumer_groups(["g-restart"])["g-restart"].result(30)
+    fast_broker.stop()
+    fast_broker.start(timeout=60)
+    produce(bs, topic_name, [(None, b"after", i % 4) for i in range(8)])
+    wait_until(lambda: drain() and len(got) >= 16, 60, "the records produced after the restart")
+    after = admin.describe_consumer_groups(["g-restart"])["g-restart"].result(30)
+    assert got.count(b"before") == 8 and got.count(b"after") == 8
+    assert len(after.members) == 1
+    assert after.members[0].member_id == before.members[0].member_id
+    assert len(after.members[0].assignment.topic_partitions) == 4
     a.close()
