@@ -13,6 +13,7 @@ from oncelog.group import (
     GroupCoordinator,
     JoinGroupRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     TxnOffsetCommitRequest,
 )
 from oncelog.group.consumer_state import TopicInfo
@@ -245,3 +246,16 @@ def test_delete_refuses_a_group_with_consumer_members() -> None:
     assert c.delete_groups(["g"], 1).reply.results == (("g", E.non_empty_group),)  # type: ignore[union-attr]
     hb(c, "m1", -1, 1)
     assert c.delete_groups(["g"], 2).reply.results == (("g", E.none),)  # type: ignore[union-attr]
+
+
+def test_offset_fetch_checks_the_member_epoch() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+
+    def fetch(member: str | None, epoch: int) -> ErrorCode:
+        return c.offset_fetch(OffsetFetchRequest("g", None, False, member, epoch)).error
+
+    assert fetch("m1", 1) is E.none
+    assert fetch(None, -1) is E.none  # admin tools
+    assert fetch("m1", 0) is E.stale_member_epoch
+    assert fetch("ghost", 1) is E.unknown_member_id

@@ -254,6 +254,8 @@ class OffsetFetchRequest:
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None: every committed offset
     require_stable: bool = False  # v7+
+    member_id: str | None = None  # v9+, consumer-protocol members
+    member_epoch: int = -1  # v9+
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,14 @@ class Offsets:
                 for t, parts in (req.topics or ())
             )
             return OffsetFetchReply(req.group_id, E.none, topics)
+        if group.consumer is not None and (req.member_id or req.member_epoch >= 0):
+            # A member reads with its current epoch (KIP-848), so a zombie cannot resume
+            # from offsets that belong to the partitions' new owner.
+            member = group.consumer.members.get(req.member_id or "")
+            if member is None:
+                return OffsetFetchReply(req.group_id, E.unknown_member_id)
+            if member.member_epoch != req.member_epoch:
+                return OffsetFetchReply(req.group_id, E.stale_member_epoch)
         if req.topics is None:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(group.offsets):
