@@ -4,6 +4,7 @@ epoch, and ConsumerGroupDescribe through the AdminClient."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
+from typer.testing import CliRunner
 
+from oncelog.cli.main import app
 from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic, produce
@@ -210,6 +213,18 @@ def test_describe_consumer_groups_through_the_admin_client(
     listed = admin.list_consumer_groups().result(30)
     kinds = {g.group_id: g.type.name for g in listed.valid}
     assert kinds["g-describe"] == "CONSUMER"
+    # The CLI lists the group's protocol and describes its members' partitions.
+    cli = CliRunner()
+    listing = cli.invoke(app, ["groups", "list", "-b", bs, "-o", "json"])
+    assert listing.exit_code == 0, listing.stderr
+    assert {"group": "g-describe", "state": "Stable", "type": "consumer"} in json.loads(
+        listing.stdout
+    )
+    shown = cli.invoke(app, ["groups", "describe", "-g", "g-describe", "-b", bs, "-o", "json"])
+    assert shown.exit_code == 0, shown.stderr
+    rows = json.loads(shown.stdout)["partitions"]
+    assert sorted(r["partition"] for r in rows) == [0, 1, 2, 3]
+    assert {r["consumer_id"] for r in rows} == {member.member_id}
     a.close()
 
 
