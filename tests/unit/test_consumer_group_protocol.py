@@ -259,3 +259,23 @@ def test_offset_fetch_checks_the_member_epoch() -> None:
     assert fetch(None, -1) is E.none  # admin tools
     assert fetch("m1", 0) is E.stale_member_epoch
     assert fetch("ghost", 1) is E.unknown_member_id
+
+
+def test_regex_subscription_follows_new_topics() -> None:
+    c = coordinator()
+    req = ConsumerHeartbeatRequest(
+        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="a.*", owned=()
+    )
+    meta = {"a1": TopicInfo(T1, 2), "b": TopicInfo(T2, 2)}
+    first = c.consumer_heartbeat(req, meta, 0).reply
+    assert isinstance(first, ConsumerHeartbeatReply)
+    assert (first.member_epoch, parts(first)) == (1, {T1: (0, 1)})
+    t3 = uuid.UUID(int=3)
+    later = hb(c, "m1", 1, 1, meta={**meta, "a2": TopicInfo(t3, 1)})
+    assert (later.member_epoch, parts(later)) == (2, {T1: (0, 1), t3: (0,)})
+    bad = ConsumerHeartbeatRequest(
+        "g", "m2", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="(", owned=()
+    )
+    refused = c.consumer_heartbeat(bad, meta, 2).reply
+    assert isinstance(refused, ConsumerHeartbeatReply)
+    assert refused.error is E.invalid_regular_expression
