@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from oncelog.broker.apis.acl_checks import group_read_rule
+from kio.schema.errors import ErrorCode
+
+from oncelog.broker.apis.acl_checks import Op, Res, denied, group_read_rule
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
 from oncelog.broker.request import RequestContext
@@ -60,6 +62,22 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
     )
 
 
+def authorize_consumer_group_heartbeat(ctx: RequestContext, req: Any) -> Any | None:
+    """Group READ, then (as Kafka) DESCRIBE on every subscribed topic named: a member may
+    not learn of topics it cannot see through its assignment."""
+    refused = group_read_rule(ctx, req)
+    if refused is not None:
+        return refused
+    for name in req.subscribed_topic_names or ():
+        if not ctx.authorized(Op.DESCRIBE, Res.TOPIC, name):
+            return denied(ctx, ErrorCode.topic_authorization_failed, member_epoch=0)
+    return None
+
+
 API = ApiSpec(
-    ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat, authorize=group_read_rule
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    0,
+    1,
+    consumer_group_heartbeat,
+    authorize=authorize_consumer_group_heartbeat,
 )
