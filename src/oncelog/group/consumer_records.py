@@ -171,18 +171,10 @@ def _value(body: Callable[[_Writer], None]) -> bytes:
 
 
 @dataclass(slots=True)
-class _MemberImage:
-    metadata: bytes | None = None
-    target: bytes | None = None
-    current: bytes | None = None
-
-
-@dataclass(slots=True)
 class _GroupImage:
-    group_epoch: bytes | None = None
-    topics: bytes | None = None
-    assignment_epoch: bytes | None = None
-    members: dict[str, _MemberImage] = field(default_factory=dict)
+    records: dict[int, bytes] = field(default_factory=dict)  # key type -> value
+    members: dict[str, dict[int, bytes]] = field(default_factory=dict)
+    raw: dict[bytes, bytes] = field(default_factory=dict)  # the live records, as logged
 
 
 class ConsumerGroupImage:
@@ -194,50 +186,45 @@ class ConsumerGroupImage:
     def apply(self, key: bytes, value: bytes | None) -> None:
         k = decode_key(key)
         g = self._groups.setdefault(k.group_id, _GroupImage())
-        if k.kind in _MEMBER_KEYS:
-            assert k.member_id is not None
-            m = g.members.setdefault(k.member_id, _MemberImage())
-            if k.kind == MEMBER_METADATA:
-                m.metadata = value
-            elif k.kind == TARGET_MEMBER:
-                m.target = value
-            else:
-                m.current = value
-            if m.metadata is None and m.target is None and m.current is None:
-                del g.members[k.member_id]
-        elif k.kind == GROUP_METADATA:
-            g.group_epoch = value
-        elif k.kind == PARTITION_METADATA:
-            g.topics = value
+        if k.member_id is not None:
+            records = g.members.setdefault(k.member_id, {})
         else:
-            g.assignment_epoch = value
-        if g.group_epoch is None and g.topics is None and g.assignment_epoch is None:
-            if not g.members:
-                del self._groups[k.group_id]
+            records = g.records
+        if value is None:
+            records.pop(k.kind, None)
+            g.raw.pop(key, None)
+        else:
+            records[k.kind] = value
+            g.raw[key] = value
+        if k.member_id is not None and not records:
+            del g.members[k.member_id]
+        if not g.records and not g.members:
+            del self._groups[k.group_id]
 
     def build(self) -> dict[str, tuple[ConsumerGroup, dict[bytes, bytes]]]:
-        """group id -> (group, the records it was built from)."""
+        """group id -> (group, its live records: what later writes are compared with)."""
         out: dict[str, tuple[ConsumerGroup, dict[bytes, bytes]]] = {}
         for gid, g in self._groups.items():
-            if g.group_epoch is None:
-                continue  # deleted: only stray member records remain
+            if GROUP_METADATA not in g.records:
+                continue  # deleted: only stray records remain
             cg = ConsumerGroup(gid)
-            cg.group_epoch = _epoch(g.group_epoch)
-            if g.assignment_epoch is not None:
-                cg.assignment_epoch = _epoch(g.assignment_epoch)
-            if g.topics is not None:
-                cg.topics = _decode_topics(g.topics)
-            for mid, mi in g.members.items():
-                if mi.metadata is None:
+            cg.group_epoch = _epoch(g.records[GROUP_METADATA])
+            if TARGET_METADATA in g.records:
+                cg.assignment_epoch = _epoch(g.records[TARGET_METADATA])
+            if PARTITION_METADATA in g.records:
+                cg.topics = _decode_topics(g.records[PARTITION_METADATA])
+            for mid, records in g.members.items():
+                if MEMBER_METADATA not in records:
                     continue
-                member = _decode_member(mid, mi.metadata)
-                if mi.current is not None:
-                    _decode_current(member, mi.current)
+                member = _decode_member(mid, records[MEMBER_METADATA])
+                if CURRENT_MEMBER in records:
+                    _decode_current(member, records[CURRENT_MEMBER])
                 cg.members[mid] = member
                 if member.instance_id is not None:
                     cg.static_members[member.instance_id] = mid
-                cg.target[mid] = {} if mi.target is None else _decode_target(mi.target)
-            out[gid] = (cg, group_records(cg))
+                target = records.get(TARGET_MEMBER)
+                cg.target[mid] = {} if target is None else _decode_target(target)
+            out[gid] = (cg, dict(g.raw))
         return out
 
 
