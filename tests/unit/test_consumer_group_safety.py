@@ -110,3 +110,40 @@ def test_no_partition_is_ever_owned_twice_and_the_group_converges(script: list[A
         {(T2, p) for p in range(3)} if subscribed_b else set()
     )
     assert owned_once(clients) == expected
+
+
+names = st.text("ab.*(", max_size=3)
+heartbeats = st.builds(
+    ConsumerHeartbeatRequest,
+    group_id=st.sampled_from(["", "g"]),
+    member_id=st.sampled_from(["", "m1", "m2"]),
+    member_epoch=st.integers(-3, 4),
+    instance_id=st.sampled_from([None, "", "i1"]),
+    rack_id=st.sampled_from([None, "", "r"]),
+    rebalance_timeout_ms=st.integers(-2, 10),
+    subscribed_topic_names=st.none() | st.lists(names, max_size=3).map(tuple),
+    subscribed_topic_regex=st.none() | names,
+    server_assignor=st.sampled_from([None, "", "uniform", "range", "x"]),
+    owned=st.none()
+    | st.lists(
+        st.tuples(st.sampled_from([T1, T2]), st.lists(st.integers(-1, 6), max_size=3).map(tuple)),
+        max_size=2,
+    ).map(tuple),
+    api_version=st.integers(0, 1),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(heartbeats, max_size=25))
+def test_any_heartbeat_sequence_gets_an_answer(script: list[ConsumerHeartbeatRequest]) -> None:
+    """Arbitrary field combinations: every heartbeat gets a reply (no exception), the
+    coordinator's timers stay consistent, and describe still works."""
+    c = GroupCoordinator(GroupConfig(consumer_session_timeout_ms=50))
+    c.finish_load(0)
+    for now, req in enumerate(script):
+        reply = c.consumer_heartbeat(req, TOPICS, now * 7).reply
+        assert isinstance(reply, ConsumerHeartbeatReply)
+        c.tick(now * 7)
+        deadline = c.next_deadline()
+        assert deadline is None or isinstance(deadline, int)
+    c.consumer_group_describe(["g", ""])
