@@ -198,13 +198,14 @@ def test_describe_consumer_groups_through_the_admin_client(
 ) -> None:
     bs = fast_broker.bootstrap
     create_topic(bs, topic_name, 4)
-    a = consumer(bs, "g-describe", **{"client.id": "member-a"})
+    a = consumer(bs, "g-describe", **{"client.id": "member-a", "group.remote.assignor": "range"})
     a.subscribe([topic_name])
     wait_until(lambda: poll_one(a, 0.05) is None and len(a.assignment()) == 4, 30, "assignment")
     admin = AdminClient({"bootstrap.servers": bs})
     described = admin.describe_consumer_groups(["g-describe"])["g-describe"].result(30)
     assert described.type.name == "CONSUMER"
     assert described.state.name == "STABLE"
+    assert described.partition_assignor == "range"  # the member's group.remote.assignor
     assert len(described.members) == 1
     member = described.members[0]
     assert member.client_id == "member-a"
