@@ -5,6 +5,8 @@ epoch, and ConsumerGroupDescribe through the AdminClient."""
 from __future__ import annotations
 
 import json
+import random
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from oncelog.cli.main import app
 from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic, produce
+from .test_groups import assert_exactly_once_copy, start_app
 from .test_transactions import read_all, txn_producer
 
 # Short heartbeats make reconciliation (several heartbeat round trips) quick.
@@ -259,3 +262,51 @@ def test_group_survives_a_broker_restart_without_a_rebalance(
     assert after.members[0].member_id == before.members[0].member_id
     assert len(after.members[0].assignment.topic_partitions) == 4
     a.close()
+
+
+def test_kip447_app_with_the_consumer_protocol_survives_kills_and_rebalances(
+    tmp_path: Path,
+) -> None:
+    """The consume-transform-produce app (three instances, two SIGKILLed and restarted
+    mid-run) copies every record exactly once with group.protocol=consumer."""
+    n, parts = 12_000, 6
+    settings = {**FAST, "group.consumer.session.timeout.ms": "6000"}
+    b = EmbeddedBroker(tmp_path / "data", settings=settings).start(timeout=60)
+    apps: dict[str, subprocess.Popen[bytes]] = {}
+    kip848 = ("--group-protocol", "consumer", "--txn-sleep", "0.2")
+    try:
+        create_topic(b.bootstrap, "in", parts)
+        create_topic(b.bootstrap, "out", parts)
+        produce(b.bootstrap, "in", [(None, b"%d" % i, i % parts) for i in range(n)])
+        for i in range(3):
+            apps[f"eos-{i}"] = start_app(b.bootstrap, f"eos-{i}", tmp_path, *kip848)
+        rng = random.Random(848)
+        kills = 0
+        next_kill = time.monotonic() + 3
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            for name, proc in list(apps.items()):
+                if proc.poll() is not None:
+                    apps[name] = start_app(b.bootstrap, name, tmp_path, *kip848)
+            if kills < 2 and time.monotonic() >= next_kill:
+                victim = rng.choice(sorted(apps))
+                apps[victim].kill()  # mid-transaction: the restart fences and aborts it
+                apps[victim].wait()
+                kills += 1
+                apps[victim] = start_app(b.bootstrap, victim, tmp_path, *kip848)
+                next_kill = time.monotonic() + rng.uniform(2, 5)
+            elif (
+                kills == 2
+                and len(read_all(b.bootstrap, "out", parts, "read_committed", idle=0.5)) >= n
+            ):
+                break
+            time.sleep(0.2)
+        assert kills == 2
+        time.sleep(2)
+        assert_exactly_once_copy(b.bootstrap, n, parts)
+    finally:
+        for proc in apps.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        b.stop()
