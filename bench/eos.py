@@ -4,7 +4,8 @@ Each instance consumes its group-assigned input partitions and writes to the
 output topic; in exactly-once mode it commits input offsets inside the
 transaction (send_offsets_to_transaction, KIP-447), in at-least-once mode it
 commits them with a plain OffsetCommit after flushing. Runs 1 and 3 instances
-of both modes in the same run and reports records/s and commit latency.
+of both modes in the same run, exactly-once also with the KIP-848 consumer group
+protocol (group.protocol=consumer), and reports records/s and commit latency.
 
     python bench/eos.py [--records 200000] [--record-size 1024] [--transaction-duration-ms 100]
     python bench/eos.py --worker --bootstrap-server ... --input-topic ... (one instance)
@@ -36,6 +37,7 @@ def worker(args: argparse.Namespace) -> None:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
+            "group.protocol": args.group_protocol,
         }
     )
     conf: dict[str, object] = {
@@ -97,7 +99,14 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run(
-    bootstrap: str, mode: str, instances: int, records: int, record_size: int, txn_ms: int, tag: str
+    bootstrap: str,
+    mode: str,
+    instances: int,
+    records: int,
+    record_size: int,
+    txn_ms: int,
+    tag: str,
+    group_protocol: str = "classic",
 ) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for t in (f"in-{tag}", f"out-{tag}"):
@@ -135,6 +144,8 @@ def run(
                 f"eos-{tag}-{i}",
                 "--transaction-duration-ms",
                 str(txn_ms),
+                "--group-protocol",
+                group_protocol,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -169,6 +180,7 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--idle-exit-s", type=float, default=3.0)
+    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     args = ap.parse_args()
     if args.worker:
         worker(args)
@@ -177,31 +189,42 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="oncelog-eos-") as tmp:
         with EmbeddedBroker(
             Path(tmp) / "data",
-            settings={"group.initial.rebalance.delay.ms": "0"},
+            # Both protocols start assigning at once: no initial delay, 500 ms heartbeats.
+            settings={
+                "group.initial.rebalance.delay.ms": "0",
+                "group.consumer.heartbeat.interval.ms": "500",
+            },
             log_level="WARNING",
         ) as b:
             bootstrap = args.bootstrap_server or b.bootstrap
             for instances in (1, 3):
-                for mode in ("alo", "eos"):
-                    results[(mode, instances)] = run(
+                for mode, protocol in (("alo", "classic"), ("eos", "classic"), ("eos", "consumer")):
+                    results[(mode, instances, protocol)] = run(
                         bootstrap,
                         mode,
                         instances,
                         args.records,
                         args.record_size,
                         args.transaction_duration_ms,
-                        f"{mode}{instances}",
+                        f"{mode}{instances}{protocol}",
+                        protocol,
                     )
     print(
         f"consume-transform-produce, {args.records} x {args.record_size} B records, 6 partitions, commit every {args.transaction_duration_ms} ms"
     )
-    print("  mode            instances   records/s   commit p50 ms   commit p99 ms")
-    for (mode, instances), r in results.items():
+    print("  mode            group protocol  instances   records/s   commit p50 ms   commit p99 ms")
+    for (mode, instances, protocol), r in results.items():
         name = "exactly-once" if mode == "eos" else "at-least-once"
-        print(f"  {name:15} {instances:9d} {r['rec_s']:11.0f} {r['p50']:15.2f} {r['p99']:15.2f}")
+        print(
+            f"  {name:15} {protocol:15} {instances:9d} {r['rec_s']:11.0f}"
+            f" {r['p50']:15.2f} {r['p99']:15.2f}"
+        )
     for instances in (1, 3):
-        ratio = results[("eos", instances)]["rec_s"] / results[("alo", instances)]["rec_s"]
+        eos = results[("eos", instances, "classic")]["rec_s"]
+        ratio = eos / results[("alo", instances, "classic")]["rec_s"]
         print(f"  exactly-once / at-least-once with {instances} instance(s): {ratio:.3f}")
+        kip848 = results[("eos", instances, "consumer")]["rec_s"] / eos
+        print(f"  exactly-once, consumer / classic protocol, {instances} instance(s): {kip848:.3f}")
 
 
 if __name__ == "__main__":

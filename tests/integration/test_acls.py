@@ -192,7 +192,7 @@ CONSUMER_NEEDS = {
 }
 
 
-def run_consumer(b: EmbeddedBroker, expected: int) -> int | list[bytes]:
+def run_consumer(b: EmbeddedBroker, expected: int, **extra: object) -> int | list[bytes]:
     c = Consumer(
         {
             "bootstrap.servers": b.bootstrap,
@@ -200,6 +200,7 @@ def run_consumer(b: EmbeddedBroker, expected: int) -> int | list[bytes]:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             **conf("alice"),
+            **extra,
         }
     )
     c.subscribe([TOPIC])
@@ -232,6 +233,22 @@ def test_consumer_matrix(secured: EmbeddedBroker) -> None:
     for missing, acls in without_each(CONSUMER_NEEDS):
         set_acls(secured, acls)
         assert run_consumer(secured, 5) == expected[missing], missing
+
+
+def test_consumer_protocol_matrix(secured: EmbeddedBroker) -> None:
+    """KIP-848: ConsumerGroupHeartbeat needs Group READ and DESCRIBE on the subscribed
+    topics (implied by READ)."""
+    produce_input(secured, 5)
+    set_acls(secured, list(CONSUMER_NEEDS.values()))
+    kip848 = {"group.protocol": "consumer"}
+    assert run_consumer(secured, 5, **kip848) == [b"in-%d" % i for i in range(5)]
+    expected = {
+        "Topic READ": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        "Group READ": KafkaError.GROUP_AUTHORIZATION_FAILED,
+    }
+    for missing, acls in without_each(CONSUMER_NEEDS):
+        set_acls(secured, acls)
+        assert run_consumer(secured, 5, **kip848) == expected[missing], missing
 
 
 # -- a KIP-447 consume-transform-produce application -------------------------------

@@ -270,7 +270,8 @@ def test_groups_list_describe_reset_delete(b: EmbeddedBroker) -> None:
     consume_and_commit(b, topic, group, 10)
     produce(b, topic, 2, partition=0)  # lag 2 on partition 0
 
-    assert {"group": group, "state": "Empty"} in ok_json("groups", "list", "-b", b.bootstrap)  # type: ignore[operator]
+    listed = ok_json("groups", "list", "-b", b.bootstrap)
+    assert {"group": group, "state": "Empty", "type": "classic"} in listed  # type: ignore[operator]
     data = ok_json("groups", "describe", "-g", group, "-b", b.bootstrap)
     assert data == {
         "group": group,
@@ -544,7 +545,9 @@ def test_new_commands_take_command_config_on_a_sasl_listener(tmp_path: Path) -> 
             *common,
         ) == (0, "a\nb\n", "Processed a total of 2 messages\n")
         assert run("get-offsets", "-t", "sec", *common) == (0, "sec:0:2\n", "")
-        assert ok_json("groups", "list", *common) == [{"group": "sec-g", "state": "Empty"}]
+        assert ok_json("groups", "list", *common) == [
+            {"group": "sec-g", "state": "Empty", "type": "classic"}
+        ]
         code, _, err = run(
             "groups",
             "reset-offsets",

@@ -62,6 +62,10 @@ CLAIMS: dict[ApiKey, tuple[int, int, int, int, str]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, 0, 0, ""),
     ApiKey.LIST_TRANSACTIONS: (0, 1, 0, 2, "v2: transactional id pattern (KIP-1152)"),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, 0, 0, ""),
+    # KIP-848: v0 the coordinator may make member ids, v1 the client must (and regexes).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1, 0, 1, ""),
+    # v1 adds member_type.
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1, 0, 1, ""),
 }
 
 

@@ -26,6 +26,7 @@ from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
+from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.request_budget import RequestBudget
@@ -114,6 +115,7 @@ class Broker:
             verify_txn=self.txn.verify_in_transaction,
             clock=now_ms,
             durable=self.durable,
+            topic_metadata=self._topic_metadata,
         )
         self.writer = PartitionWriter(
             self.topics,
@@ -140,6 +142,14 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
+
+    def _topic_metadata(self) -> dict[str, TopicInfo]:
+        """What the consumer group protocol assigns from: non-internal topics."""
+        return {
+            name: TopicInfo(t.topic_id, len(t.partitions))
+            for name, t in self.topics.topics.items()
+            if not t.internal
+        }
 
     def listener(self, name: str) -> Listener:
         for listener in self.listeners:

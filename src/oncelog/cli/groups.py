@@ -40,11 +40,12 @@ def list_(
     config_file: CommandConfig = None,
     output: Output = "table",
 ) -> None:
-    """List consumer groups and their states."""
+    """List consumer groups, their states and protocols (classic or consumer, KIP-848)."""
     with failures("cannot list groups"):
         groups = GroupAdmin(admin(bootstrap, config_file)).list_groups()
-    data = [{"group": g.group_id, "state": g.state} for g in groups]
-    emit(output, data, table(None, ("group", "state"), [(g.group_id, g.state) for g in groups]))
+    data = [{"group": g.group_id, "state": g.state, "type": g.group_type} for g in groups]
+    rows = [(g.group_id, g.state, g.group_type) for g in groups]
+    emit(output, data, table(None, ("group", "state", "type"), rows))
 
 
 def _lag_rows(a: Admin, groups: GroupAdmin, group_id: str) -> tuple[str, list[dict[str, object]]]:

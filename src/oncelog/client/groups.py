@@ -17,6 +17,7 @@ class GroupListing:
     group_id: str
     state: str  # Stable, Empty, PreparingRebalance, CompletingRebalance, Dead
     simple: bool
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,11 @@ def _state(value: object) -> str:
     return _STATES.get(name, name)
 
 
+def _type(value: object) -> str:
+    name = getattr(value, "name", None)
+    return name.lower() if isinstance(name, str) and name != "UNKNOWN" else "classic"
+
+
 class GroupAdmin:
     """Group operations of one cluster; shares the Admin's client and retry policy."""
 
@@ -66,7 +72,12 @@ class GroupAdmin:
             raise ClientError(f"ListGroups: {result.errors[0]}")
         return sorted(
             (
-                GroupListing(g.group_id, _state(g.state), bool(g.is_simple_consumer_group))
+                GroupListing(
+                    g.group_id,
+                    _state(g.state),
+                    bool(g.is_simple_consumer_group),
+                    _type(getattr(g, "type", None)),
+                )
                 for g in result.valid
             ),
             key=lambda g: g.group_id,

@@ -31,6 +31,9 @@ class GroupConfig:
     offsets_segment_bytes: int = setting(
         "offsets.topic.segment.bytes", DEFAULT_INTERNAL_SEGMENT_BYTES
     )
+    # The consumer group protocol (KIP-848).
+    consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms", 45_000)
+    consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms", 5_000)
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
     # it cannot heartbeat yet and its socket is muted (a retry simply joins again).
     new_member_join_timeout_ms: int = 300_000

@@ -48,10 +48,16 @@ from collections.abc import Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from oncelog.group.config import GroupConfig
+from oncelog.group.consumer_protocol import ConsumerProtocol, TopicMetadata
+from oncelog.group.consumer_records import ConsumerGroupImage, is_consumer_key
+from oncelog.group.consumer_state import MemberState
 from oncelog.group.core import Registry, partition_for
 from oncelog.group.membership import Membership
 from oncelog.group.messages import (
+    ConsumerHeartbeatReply,
+    ConsumerHeartbeatRequest,
     DeleteGroupsReply,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribedMember,
     GroupStep,
@@ -90,6 +96,7 @@ __all__ = ["GroupCoordinator", "partition_for"]
 E = ErrorCode
 _LOADING = E.coordinator_load_in_progress
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 
 class GroupCoordinator:
@@ -104,6 +111,8 @@ class GroupCoordinator:
         self._reg = Registry(self.config, member_id_suffix)
         self._members = Membership(self._reg)
         self._offsets = Offsets(self._reg, self._members)
+        self._consumer = ConsumerProtocol(self._reg)
+        self._consumer_image = ConsumerGroupImage()  # consumer-group records during load
         self._loaded = False
         self._next_cleanup_ms: int | None = None
 
@@ -128,6 +137,16 @@ class GroupCoordinator:
             return GroupStep(JoinGroupReply(_LOADING, member_id=req.member_id))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
+        group = self._reg.groups.get(req.group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                # A live consumer-protocol group: classic members cannot join it.
+                refused = JoinGroupReply(E.inconsistent_group_protocol, member_id=req.member_id)
+                return GroupStep(refused)
+            self._reg.store_consumer_group(group, out, gone=True)
+            group.consumer = None  # an empty consumer group turns classic
+            group.protocol_type = None
+            group.subscribed_topics = None
         reply = self._members.join(req, token, now_ms, out)
         return self._finish(req.group_id, now_ms, out, reply, token)
 
@@ -152,6 +171,30 @@ class GroupCoordinator:
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._members.leave(req, now_ms, out))
+
+    # -- consumer group protocol (KIP-848) --------------------------------------------------
+
+    def consumer_heartbeat(
+        self, req: ConsumerHeartbeatRequest, topics: TopicMetadata, now_ms: int
+    ) -> GroupStep:
+        """ConsumerGroupHeartbeat. ``topics``: the broker's non-internal topics, read by
+        the shell at the time of the call."""
+        if not self._loaded:
+            return GroupStep(ConsumerHeartbeatReply(_LOADING, member_id=req.member_id))
+        out = Out()
+        self._advance(req.group_id, now_ms, out)
+        reply = self._consumer.heartbeat(req, topics, now_ms)
+        group = self._reg.groups.get(req.group_id)
+        if group is not None and group.consumer is not None:
+            cg = group.consumer
+            group.subscribed_topics = frozenset(cg.topics) if cg.members else None
+            self._reg.store_consumer_group(group, out)
+        return GroupStep(reply, out.appends(), out.resolved)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        if not self._loaded:
+            return [DescribedConsumerGroup(_LOADING, g) for g in group_ids]
+        return [self._consumer.describe(g) for g in group_ids]
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -196,17 +239,23 @@ class GroupCoordinator:
         if not self._loaded:
             return ListGroupsReply(_LOADING, ())
         types = {t.lower() for t in types_filter}
-        if types and CLASSIC_GROUP_TYPE not in types:
-            return ListGroupsReply(E.none, ())
         states = {s.lower() for s in states_filter}
-        return ListGroupsReply(
-            E.none,
-            tuple(
-                ListedGroup(g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE)
-                for g in self._reg.groups.values()
-                if not states or g.state.value.lower() in states
-            ),
-        )
+        listed = []
+        for g in self._reg.groups.values():
+            if g.consumer is not None:
+                entry = ListedGroup(
+                    g.group_id, "consumer", g.consumer.state().value, CONSUMER_GROUP_TYPE
+                )
+            else:
+                entry = ListedGroup(
+                    g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE
+                )
+            if types and entry.group_type not in types:
+                continue
+            if states and entry.state.lower() not in states:
+                continue
+            listed.append(entry)
+        return ListGroupsReply(E.none, tuple(listed))
 
     def describe_groups(
         self, group_ids: Iterable[str], api_version: int = 5
@@ -235,7 +284,7 @@ class GroupCoordinator:
             group = self._reg.groups.get(gid)
             if group is None:
                 error = E.group_id_not_found
-            elif group.state is GroupState.EMPTY:
+            elif group.state is GroupState.EMPTY and not group.has_consumer_members():
                 self._reg.delete_group(group, out)
                 error = E.none
             else:
@@ -253,6 +302,7 @@ class GroupCoordinator:
             return GroupStep()
         for group in list(self._reg.groups.values()):
             self._members.advance(group, now_ms, out)
+            self._expire_consumers(group, now_ms, out)
         if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
             self._offsets.expire(now_ms, out)
             self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
@@ -261,6 +311,11 @@ class GroupCoordinator:
     def next_deadline(self) -> int | None:
         """The earliest time ``tick`` has something to do, or None."""
         times = [d for g in self._reg.groups.values() if (d := g.next_deadline()) is not None]
+        times.extend(
+            d
+            for g in self._reg.groups.values()
+            if g.consumer is not None and (d := g.consumer.next_deadline()) is not None
+        )
         if self._next_cleanup_ms is not None:
             times.append(self._next_cleanup_ms)
         return min(times, default=None)
@@ -282,6 +337,9 @@ class GroupCoordinator:
             raise RuntimeError("load() after finish_load()")
         groups = self._reg.groups
         for key, value in records:
+            if is_consumer_key(key):
+                self._consumer_image.apply(key, value)
+                continue
             k = decode_key(key)
             if isinstance(k, OffsetKey):
                 if value is None and k.group_id not in groups:
@@ -307,8 +365,22 @@ class GroupCoordinator:
 
     def finish_load(self, now_ms: int) -> None:
         """End of replay. Groups come back Empty, or Stable with their last generation and
-        members, who keep going if they heartbeat within their session timeout (as in Kafka)."""
+        members, who keep going if they heartbeat within their session timeout (as in Kafka).
+        Consumer-protocol groups come back with their epochs and assignments."""
+        for gid, (cg, written) in self._consumer_image.build().items():
+            holder = self._reg.get_or_create(gid, now_ms)
+            cg.written = written
+            holder.consumer = cg
+            holder.protocol_type = "consumer"
+            holder.subscribed_topics = frozenset(cg.topics) if cg.members else None
+            for cm in cg.members.values():
+                cm.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
+                if cm.state is MemberState.UNREVOKED_PARTITIONS:
+                    cm.rebalance_deadline_ms = now_ms + cm.rebalance_timeout_ms
+        self._consumer_image = ConsumerGroupImage()
         for group in list(self._reg.groups.values()):
+            if group.consumer is not None:
+                continue
             if not group.persisted and not group.has_offsets():
                 self._reg.forget(group)  # only ever held offsets, all deleted since
                 continue
@@ -361,6 +433,11 @@ class GroupCoordinator:
         group = self._reg.groups.get(group_id)
         if group is not None:
             self._members.advance(group, now_ms, out)
+            self._expire_consumers(group, now_ms, out)
+
+    def _expire_consumers(self, group: Group, now_ms: int, out: Out) -> None:
+        if group.consumer is not None and self._consumer.expire(group, now_ms):
+            self._reg.store_consumer_group(group, out)
 
     def _finish(
         self, group_id: str, now_ms: int, out: Out, reply: Reply | None, token: int = 0
@@ -377,6 +454,20 @@ class GroupCoordinator:
 
 
 def _describe(group: Group) -> DescribedGroup:
+    if group.consumer is not None:
+        # A consumer-protocol group seen through the classic API: state and members only.
+        cg = group.consumer
+        return DescribedGroup(
+            E.none,
+            group.group_id,
+            cg.state().value,
+            "consumer",
+            "",
+            tuple(
+                DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
+                for m in cg.members.values()
+            ),
+        )
     stable = group.state is GroupState.STABLE and group.protocol_name is not None
     proto = group.protocol_name or ""
     members = tuple(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from oncelog.coordinator.internal_topics import DEFAULT_INTERNAL_PARTITIONS
 from oncelog.coordinator.placement import partition_for as placement_partition_for
 from oncelog.group.config import GroupConfig
+from oncelog.group.consumer_records import group_records
 from oncelog.group.messages import Out
 from oncelog.group.offsets_codec import (
     GroupValue,
@@ -166,8 +167,25 @@ class Registry:
             if not gids:
                 del self.txn_groups[producer_id]
 
+    def store_consumer_group(self, group: Group, out: Out, *, gone: bool = False) -> None:
+        """Write the records of a consumer-protocol group that changed since last time,
+        and tombstones for those that are gone (all of them once it is no longer one)."""
+        cg = group.consumer
+        if cg is None:
+            return
+        current = {} if gone else group_records(cg)
+        partition = self.partition(group.group_id)
+        for key in cg.written:
+            if key not in current:
+                out.record(partition, key, None)
+        for key, value in current.items():
+            if cg.written.get(key) != value:
+                out.record(partition, key, value)
+        cg.written = current
+
     def delete_group(self, group: Group, out: Out) -> None:
         """Tombstone every offset (committed or pending) and the group, then forget it."""
+        self.store_consumer_group(group, out, gone=True)
         tps = set(group.offsets)
         for pending in group.pending_txn_offsets.values():
             tps.update(pending)

@@ -11,6 +11,7 @@ for the shared ``Step``/``Append``/``Pending`` vocabulary.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -130,6 +131,76 @@ class LeaveGroupReply:
         return LeaveGroupReply(error)
 
 
+# -- consumer group protocol (KIP-848) ----------------------------------------------------
+
+TopicIdPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    """ConsumerGroupHeartbeat; None fields did not change since the member's last one."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: TopicIdPartitions | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1  # v1+: the client makes its member id
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatReply:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicIdPartitions | None = None  # None: unchanged
+
+    def with_error(self, error: ErrorCode) -> ConsumerHeartbeatReply:
+        return ConsumerHeartbeatReply(error, member_id=self.member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopicPartitions:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    error: ErrorCode
+    group_id: str
+    state: str = "Dead"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+    error_message: str | None = None
+
+
 # -- offsets -----------------------------------------------------------------------------
 
 
@@ -183,6 +254,8 @@ class OffsetFetchRequest:
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None: every committed offset
     require_stable: bool = False  # v7+
+    member_id: str | None = None  # v9+, consumer-protocol members
+    member_epoch: int = -1  # v9+
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +342,7 @@ Reply = (
     | CommitReply
     | OffsetDeleteReply
     | DeleteGroupsReply
+    | ConsumerHeartbeatReply
 )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from oncelog.group.consumer_state import ConsumerGroup
 from oncelog.group.core import Registry
 from oncelog.group.membership import Membership
 from oncelog.group.messages import (
@@ -50,7 +51,9 @@ class Offsets:
                 )
             # Offsets-only use of Kafka: a "simple" group is created implicitly.
             group = self.reg.get_or_create(req.group_id, now)
-        error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, txn=False)
+        error = _validate(
+            group, req.generation_id, req.member_id, req.group_instance_id, False, req.api_version
+        )
         if error is not None:
             return commit_errors(req.topics, error)
         self.membership.touch(group, req.member_id, now)
@@ -65,7 +68,7 @@ class Offsets:
                 return commit_errors(req.topics, E.illegal_generation)
             group = self.reg.get_or_create(req.group_id, now)
         # KIP-447: a zombie of an older generation is fenced like a plain commit would be.
-        error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, txn=True)
+        error = _validate(group, req.generation_id, req.member_id, req.group_instance_id, True)
         if error is not None:
             return commit_errors(req.topics, error)
         return self._store(group, req.topics, now, None, out, req.producer_id, req.producer_epoch)
@@ -107,6 +110,14 @@ class Offsets:
                 for t, parts in (req.topics or ())
             )
             return OffsetFetchReply(req.group_id, E.none, topics)
+        if group.consumer is not None and (req.member_id or req.member_epoch >= 0):
+            # A member reads with its current epoch (KIP-848), so a zombie cannot resume
+            # from offsets that belong to the partitions' new owner.
+            member = group.consumer.members.get(req.member_id or "")
+            if member is None:
+                return OffsetFetchReply(req.group_id, E.unknown_member_id)
+            if member.member_epoch != req.member_epoch:
+                return OffsetFetchReply(req.group_id, E.stale_member_epoch)
         if req.topics is None:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(group.offsets):
@@ -172,14 +183,19 @@ class Offsets:
                         expired = now - base(o) >= retention
                     if expired:
                         self.reg.write_offset(group, tp[0], tp[1], None, out)
-            if group.state is S.EMPTY and not group.has_offsets() and not group.pending_members:
+            if (
+                group.state is S.EMPTY
+                and not group.has_offsets()
+                and not group.pending_members
+                and not group.has_consumer_members()
+            ):
                 self.reg.delete_group(group, out)
 
 
 def _expiry_base(group: Group) -> _Base | None:
     """When an offset's retention clock started, or None if the group's offsets stay."""
-    if group.protocol_type is None:
-        return _commit_time  # a simple group: from each commit
+    if group.protocol_type is None or group.has_consumer_members():
+        return _commit_time  # a simple group, or a live consumer-protocol one
     if group.state is S.EMPTY:
         # From the moment the group became empty (KIP-211).
         since = group.state_timestamp_ms
@@ -196,8 +212,15 @@ def _commit_time(o: CommittedOffset) -> int:
 
 
 def _validate(
-    group: Group, generation: int, member_id: str, instance_id: str | None, txn: bool
+    group: Group,
+    generation: int,
+    member_id: str,
+    instance_id: str | None,
+    txn: bool,
+    api_version: int = 9,
 ) -> ErrorCode | None:
+    if group.consumer is not None:
+        return _validate_member_epoch(group.consumer, generation, member_id, txn, api_version)
     if generation < 0 and group.state is S.EMPTY:
         return None  # admin tools and consumers without group management
     if generation >= 0 or member_id or instance_id is not None:
@@ -218,6 +241,24 @@ def _validate(
     if not txn and group.state is S.COMPLETING_REBALANCE:
         # The member has the new generation but not its assignment yet.
         return E.rebalance_in_progress
+    return None
+
+
+def _validate_member_epoch(
+    cg: ConsumerGroup, member_epoch: int, member_id: str, txn: bool, api_version: int
+) -> ErrorCode | None:
+    """A consumer-protocol group: the generation field carries the member epoch (KIP-848),
+    which must be the member's current one; so a zombie's transactional commit made
+    before it was fenced or reassigned fails (KIP-447)."""
+    if member_epoch < 0 and not cg.members:
+        return None  # admin tools and consumers without group management
+    member = cg.members.get(member_id)
+    if member is None:
+        return E.unknown_member_id
+    if not txn and api_version < 9:
+        return E.unsupported_version  # the member epoch needs OffsetCommit v9+
+    if member_epoch != member.member_epoch:
+        return E.stale_member_epoch
     return None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -27,10 +27,14 @@ from oncelog.coordinator.internal_topics import (
 from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, client_error
 from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.group.config import GroupConfig
+from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.coordinator import GroupCoordinator
 from oncelog.group.messages import (
     CommitReply,
+    ConsumerHeartbeatReply,
+    ConsumerHeartbeatRequest,
     DeleteGroupsReply,
+    DescribedConsumerGroup,
     DescribedGroup,
     GroupStep,
     HeartbeatReply,
@@ -70,8 +74,12 @@ class GroupService:
         verify_txn: TxnVerifier,
         clock: Clock = now_ms,
         durable: GroupSync | None = None,
+        topic_metadata: Callable[[], Mapping[str, TopicInfo]] = dict,
     ) -> None:
+        """``topic_metadata``: the broker's non-internal topics (name -> id, partition
+        count), read for each ConsumerGroupHeartbeat."""
         self.config = config
+        self._topic_metadata = topic_metadata
         self._topics = topics
         self._verify_txn = verify_txn
         self._clock = clock
@@ -156,6 +164,13 @@ class GroupService:
 
     async def leave(self, req: LeaveGroupRequest) -> LeaveGroupReply:
         return await self._call(self.coordinator.leave_group(req, self._clock()), LeaveGroupReply)
+
+    async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatReply:
+        step = self.coordinator.consumer_heartbeat(req, self._topic_metadata(), self._clock())
+        return await self._call(step, ConsumerHeartbeatReply)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        return self.coordinator.consumer_group_describe(group_ids)
 
     # -- offsets -----------------------------------------------------------------------
 

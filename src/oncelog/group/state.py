@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from oncelog.group.consumer_state import ConsumerGroup
 from oncelog.group.messages import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -111,6 +112,9 @@ class Group:
     new_member_added: bool = False
     sync_deadline_ms: int | None = None  # members who joined but never synced are removed then
     persisted: bool = False  # a group metadata record was written or loaded
+    # Set while the group uses the consumer protocol (KIP-848); the classic fields above
+    # then stay Empty and only the offsets are shared.
+    consumer: ConsumerGroup | None = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -130,6 +134,9 @@ class Group:
             return False
         current = self.static_members.get(instance_id)
         return current is not None and current != member_id
+
+    def has_consumer_members(self) -> bool:
+        return self.consumer is not None and bool(self.consumer.members)
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

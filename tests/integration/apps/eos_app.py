@@ -2,7 +2,7 @@
 process, partitions assigned by the consumer group, offsets committed with
 send_offsets_to_transaction(offsets, consumer_group_metadata()).
 
-Usage: eos_app.py BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [--txn-sleep S]
+Usage: eos_app.py BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [--txn-sleep S] [--group-protocol P]
 """
 
 from __future__ import annotations
@@ -24,16 +24,27 @@ def main() -> int:
     ap.add_argument("group")
     ap.add_argument("txn_id")
     ap.add_argument("--txn-sleep", type=float, default=0.0, help="pause inside each transaction")
+    ap.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="consumer: KIP-848, whose timeouts the broker sets",
+    )
     args = ap.parse_args()
+    timeouts: dict[str, object] = (
+        {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+        if args.group_protocol == "classic"
+        else {}
+    )
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
+            "group.protocol": args.group_protocol,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
+            **timeouts,
         }
     )
     producer = Producer(

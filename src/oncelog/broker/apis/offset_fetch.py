@@ -16,12 +16,18 @@ from oncelog.protocol.messages import make
 
 
 def _fetch_one(
-    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> gm.OffsetFetchReply:
     if not ctx.authorized(Op.DESCRIBE, Res.GROUP, group_id):
         return gm.OffsetFetchReply(group_id, ErrorCode.group_authorization_failed)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    reply = ctx.broker.groups.fetch_offsets(gm.OffsetFetchRequest(group_id, wanted, require_stable))
+    reply = ctx.broker.groups.fetch_offsets(
+        gm.OffsetFetchRequest(group_id, wanted, require_stable, member[0], member[1])
+    )
     return _authorized_topics(ctx, reply, listed_all=topics is None)
 
 
@@ -71,7 +77,9 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     if hasattr(req, "groups"):  # v8+: several groups
         out = []
         for g in req.groups:
-            reply = _fetch_one(ctx, g.group_id, g.topics, req.require_stable)
+            # v9+: a consumer-protocol member names itself and its epoch (KIP-848).
+            member = (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            reply = _fetch_one(ctx, g.group_id, g.topics, req.require_stable, member)
             out.append(
                 make(
                     r.OffsetFetchResponseGroup,

@@ -1,0 +1,416 @@
+"""ConsumerGroupHeartbeat (KIP-848): the consumer group protocol's pure state machine.
+
+Inputs are the heartbeat fields, the broker's topic metadata and ``now_ms``; outputs are the
+reply (and, through the group, the state the shell's timers read). A heartbeat may bump the
+group epoch (join, leave, new subscription, changed topic metadata); the target assignment
+is then recomputed by the group's server-side assignor, and the member is reconciled one
+step towards its target. Other members converge on their own next heartbeats.
+
+Groups share one namespace with the classic protocol: the consumer state hangs off the
+same ``Group`` (which keeps the offsets). An empty classic group becomes a consumer group
+on the first consumer-protocol heartbeat; a non-empty one is not a consumer group
+(GROUP_ID_NOT_FOUND), as in Kafka with the online upgrade disabled.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorInput
+from oncelog.group.config import GroupConfig
+from oncelog.group.consumer_state import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    Partitions,
+    TopicInfo,
+    reconcile,
+)
+from oncelog.group.core import Registry
+from oncelog.group.messages import (
+    ConsumerHeartbeatReply,
+    ConsumerHeartbeatRequest,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+    TopicIdPartitions,
+)
+from oncelog.group.state import Group, GroupState
+
+E = ErrorCode
+TopicMetadata = Mapping[str, TopicInfo]
+
+
+class ConsumerProtocol:
+    def __init__(self, registry: Registry) -> None:
+        self.reg = registry
+        self.cfg: GroupConfig = registry.config
+
+    # -- heartbeat ------------------------------------------------------------------------
+
+    def heartbeat(
+        self, req: ConsumerHeartbeatRequest, topics: TopicMetadata, now: int
+    ) -> ConsumerHeartbeatReply:
+        error = self._invalid(req)
+        if error is not None:
+            return ConsumerHeartbeatReply(E.invalid_request, error, member_id=req.member_id)
+        if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
+            return ConsumerHeartbeatReply(
+                E.unsupported_assignor,
+                f"assignor {req.server_assignor} is not supported",
+                member_id=req.member_id,
+            )
+        if req.subscribed_topic_regex:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                return ConsumerHeartbeatReply(
+                    E.invalid_regular_expression, str(exc), member_id=req.member_id
+                )
+        found = self._group(req.group_id, req.member_epoch == 0, now)
+        if isinstance(found, ErrorCode):
+            return ConsumerHeartbeatReply(found, member_id=req.member_id)
+        holder, cg = found
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(holder, cg, req, now)
+        member_or_error = self._member(cg, req, now)
+        if isinstance(member_or_error, ConsumerHeartbeatReply):
+            return member_or_error
+        member, bumped = member_or_error
+        if self._update(cg, member, req):
+            bumped = True
+        if self._refresh_topics(cg, topics):
+            bumped = True
+        if bumped:
+            cg.group_epoch += 1
+        if cg.group_epoch > cg.assignment_epoch:
+            self._assign(cg)
+        reconcile(cg, member, _partitions(req.owned))
+        member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.rebalance_deadline_ms is None:
+                member.rebalance_deadline_ms = now + member.rebalance_timeout_ms
+        else:
+            member.rebalance_deadline_ms = None
+        # Kafka's "full" heartbeat (after a reconnect, say) gets the assignment again.
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.owned is not None
+        )
+        assignment = None
+        if full or member.last_sent != member.assigned:
+            member.last_sent = dict(member.assigned)
+            assignment = _wire(member.assigned)
+        return ConsumerHeartbeatReply(
+            E.none,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.cfg.consumer_heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    @staticmethod
+    def _invalid(req: ConsumerHeartbeatRequest) -> str | None:
+        if not req.group_id:
+            return "GroupId can't be empty."
+        if req.rack_id is not None and not req.rack_id:
+            return "RackId can't be empty."
+        if req.api_version >= 1 and not req.member_id:
+            return "MemberId can't be empty."
+        if req.member_epoch > 0 or req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if not req.member_id:
+                return "MemberId can't be empty."
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                return "RebalanceTimeoutMs must be provided in first request."
+            if req.owned is None or req.owned:
+                return "TopicPartitions must be empty when (re-)joining."
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+        elif req.member_epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                return "InstanceId can't be null."
+        elif req.member_epoch < STATIC_LEAVE_EPOCH:
+            return f"MemberEpoch {req.member_epoch} is invalid."
+        if req.subscribed_topic_names is not None and req.subscribed_topic_regex:
+            return "SubscribedTopicNames and SubscribedTopicRegex cannot both be set."
+        return None
+
+    def _group(
+        self, group_id: str, create: bool, now: int
+    ) -> tuple[Group, ConsumerGroup] | ErrorCode:
+        holder = self.reg.groups.get(group_id)
+        if holder is None:
+            if not create:
+                return E.group_id_not_found
+            holder = self.reg.get_or_create(group_id, now)
+        if holder.consumer is None:
+            if holder.members or holder.state is not GroupState.EMPTY:
+                return E.group_id_not_found  # a live classic group; no online upgrade
+            if not create:
+                return E.group_id_not_found
+            # An empty classic group (or one holding only offsets) becomes a consumer group.
+            holder.consumer = ConsumerGroup(group_id)
+            holder.protocol_type = "consumer"
+            holder.protocol_name = None
+        return holder, holder.consumer
+
+    def _member(
+        self, cg: ConsumerGroup, req: ConsumerHeartbeatRequest, now: int
+    ) -> tuple[ConsumerMember, bool] | ConsumerHeartbeatReply:
+        """The member the heartbeat is from, and whether the group epoch must bump."""
+        member_id = req.member_id or str(uuid.uuid4())
+        if req.member_epoch == 0:
+            if req.instance_id is not None:
+                old_id = cg.static_members.get(req.instance_id)
+                if old_id is not None:
+                    old = cg.members[old_id]
+                    if not old.left_temporarily:
+                        return ConsumerHeartbeatReply(
+                            E.unreleased_instance_id,
+                            f"instance {req.instance_id} is in use by member {old_id}",
+                            member_id=req.member_id,
+                        )
+                    return self._replace_static(cg, old, member_id, req), False
+            existing = cg.members.get(member_id)
+            if existing is not None:
+                self._remove(cg, existing)  # a member rejoining from scratch
+            member = ConsumerMember(member_id, instance_id=req.instance_id)
+            cg.members[member_id] = member
+            if req.instance_id is not None:
+                cg.static_members[req.instance_id] = member_id
+            return member, True
+        known = cg.members.get(req.member_id)
+        if known is None:
+            return ConsumerHeartbeatReply(
+                E.unknown_member_id,
+                f"member {req.member_id} is not in group {cg.group_id}",
+                member_id=req.member_id,
+            )
+        member = known
+        if req.instance_id is not None and member.instance_id != req.instance_id:
+            return ConsumerHeartbeatReply(E.fenced_instance_id, member_id=req.member_id)
+        if req.member_epoch != member.member_epoch:
+            # A lost response: the member may still be at its previous epoch, as long as it
+            # owns nothing it was not assigned.
+            owned = _partitions(req.owned)
+            retry = req.member_epoch == member.previous_member_epoch and (
+                owned is None or _subset(owned, member.assigned)
+            )
+            if not retry:
+                return ConsumerHeartbeatReply(
+                    E.fenced_member_epoch,
+                    f"member epoch {req.member_epoch} is not {member.member_epoch}",
+                    member_id=req.member_id,
+                )
+        return member, False
+
+    def _replace_static(
+        self, cg: ConsumerGroup, old: ConsumerMember, new_id: str, req: ConsumerHeartbeatRequest
+    ) -> ConsumerMember:
+        """A static member back after leaving with -2: the new id takes over its place,
+        epoch and assignment without a rebalance."""
+        del cg.members[old.member_id]
+        old_target = cg.target.pop(old.member_id, {})
+        old.member_id = new_id
+        old.member_epoch = old.previous_member_epoch
+        old.last_sent = None
+        cg.members[new_id] = old
+        cg.target[new_id] = old_target
+        assert old.instance_id is not None
+        cg.static_members[old.instance_id] = new_id
+        return old
+
+    @staticmethod
+    def _update(cg: ConsumerGroup, member: ConsumerMember, req: ConsumerHeartbeatRequest) -> bool:
+        """Apply the heartbeat's changed fields; True if the subscription changed."""
+        changed = False
+        if req.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        if req.client_id:
+            member.client_id, member.client_host = req.client_id, req.client_host
+        if req.subscribed_topic_names is not None:
+            names = tuple(sorted(set(req.subscribed_topic_names)))
+            if names != member.subscribed_topic_names or member.subscribed_topic_regex:
+                member.subscribed_topic_names = names
+                member.subscribed_topic_regex = None
+                changed = True
+        if req.subscribed_topic_regex:  # librdkafka sends "" alongside topic names
+            regex = req.subscribed_topic_regex
+            if regex != member.subscribed_topic_regex or member.subscribed_topic_names:
+                member.subscribed_topic_regex = regex
+                member.subscribed_topic_names = ()
+                changed = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor or None
+            changed = True
+        return changed
+
+    def _refresh_topics(self, cg: ConsumerGroup, topics: TopicMetadata) -> bool:
+        """Record the subscribed topics' ids and partition counts; True if they changed."""
+        subscribed = {name: info for name, info in topics.items() if _subscribed(cg, name)}
+        if subscribed == cg.topics:
+            return False
+        cg.topics = subscribed
+        return True
+
+    @staticmethod
+    def _assign(cg: ConsumerGroup) -> None:
+        votes = Counter(m.server_assignor for m in cg.members.values() if m.server_assignor)
+        cg.assignor = votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR
+        subs = {
+            m.member_id: frozenset(
+                info.topic_id for name, info in cg.topics.items() if _member_subscribed(m, name)
+            )
+            for m in cg.members.values()
+        }
+        spec = AssignorInput(
+            subs,
+            {info.topic_id: info.partitions for info in cg.topics.values()},
+            cg.target,
+        )
+        cg.target = ASSIGNORS[cg.assignor](spec)
+        cg.assignment_epoch = cg.group_epoch
+
+    # -- leaving and expiry ---------------------------------------------------------------
+
+    def _leave(
+        self, holder: Group, cg: ConsumerGroup, req: ConsumerHeartbeatRequest, now: int
+    ) -> ConsumerHeartbeatReply:
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return ConsumerHeartbeatReply(E.unknown_member_id, member_id=req.member_id)
+        if req.instance_id is not None and member.instance_id != req.instance_id:
+            return ConsumerHeartbeatReply(E.fenced_instance_id, member_id=req.member_id)
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            # Keeps its partitions for a rejoin under the same instance id, until its
+            # session expires; no rebalance meanwhile.
+            if member.member_epoch != STATIC_LEAVE_EPOCH:
+                member.previous_member_epoch = member.member_epoch
+            member.member_epoch = STATIC_LEAVE_EPOCH
+            member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
+            member.rebalance_deadline_ms = None
+        else:
+            self.remove_member(holder, cg, member, now)
+        return ConsumerHeartbeatReply(
+            E.none, member_id=req.member_id, member_epoch=req.member_epoch
+        )
+
+    def remove_member(
+        self, holder: Group, cg: ConsumerGroup, member: ConsumerMember, now: int
+    ) -> None:
+        self._remove(cg, member)
+        cg.group_epoch += 1
+        if cg.members:
+            self._assign(cg)
+        else:
+            cg.target = {}
+            cg.assignment_epoch = cg.group_epoch
+            holder.state_timestamp_ms = now  # offsets' retention counts from here
+
+    @staticmethod
+    def _remove(cg: ConsumerGroup, member: ConsumerMember) -> None:
+        del cg.members[member.member_id]
+        cg.target.pop(member.member_id, None)
+        if member.instance_id is not None and cg.static_members.get(member.instance_id) == (
+            member.member_id
+        ):
+            del cg.static_members[member.instance_id]
+
+    def expire(self, holder: Group, now: int) -> bool:
+        """Fence members whose session ended or who did not revoke in time; True if any."""
+        cg = holder.consumer
+        if cg is None:
+            return False
+        fenced = False
+        for member in list(cg.members.values()):
+            session = member.session_deadline_ms
+            revoke = member.rebalance_deadline_ms
+            if (session is not None and now >= session) or (revoke is not None and now >= revoke):
+                self.remove_member(holder, cg, member, now)
+                fenced = True
+        return fenced
+
+    # -- describe -------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> DescribedConsumerGroup:
+        holder = self.reg.groups.get(group_id)
+        if holder is None:
+            return DescribedConsumerGroup(
+                E.group_id_not_found, group_id, error_message=f"Group {group_id} not found."
+            )
+        cg = holder.consumer
+        if cg is None:
+            return DescribedConsumerGroup(
+                E.group_id_not_found,
+                group_id,
+                error_message=f"Group {group_id} is not a consumer group.",
+            )
+        names = {info.topic_id: name for name, info in cg.topics.items()}
+        return DescribedConsumerGroup(
+            E.none,
+            group_id,
+            cg.state().value,
+            cg.group_epoch,
+            cg.assignment_epoch,
+            cg.assignor,
+            tuple(
+                DescribedConsumerMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.rack_id,
+                    m.member_epoch,
+                    m.client_id,
+                    m.client_host,
+                    m.subscribed_topic_names,
+                    m.subscribed_topic_regex,
+                    _described(m.assigned, names),
+                    _described(cg.target.get(m.member_id, {}), names),
+                )
+                for m in cg.members.values()
+            ),
+        )
+
+
+def _subscribed(cg: ConsumerGroup, name: str) -> bool:
+    return any(_member_subscribed(m, name) for m in cg.members.values())
+
+
+def _member_subscribed(member: ConsumerMember, name: str) -> bool:
+    if name in member.subscribed_topic_names:
+        return True
+    regex = member.subscribed_topic_regex
+    return regex is not None and re.fullmatch(regex, name) is not None
+
+
+def _partitions(owned: TopicIdPartitions | None) -> Partitions | None:
+    if owned is None:
+        return None
+    return {t: frozenset(ps) for t, ps in owned if ps}
+
+
+def _subset(a: Partitions, b: Partitions) -> bool:
+    return all(ps <= b.get(t, frozenset()) for t, ps in a.items())
+
+
+def _wire(parts: Partitions) -> TopicIdPartitions:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(parts.items(), key=lambda i: str(i[0])))
+
+
+def _described(
+    parts: Partitions, names: Mapping[uuid.UUID, str]
+) -> tuple[DescribedTopicPartitions, ...]:
+    return tuple(
+        DescribedTopicPartitions(t, names.get(t, ""), tuple(sorted(ps)))
+        for t, ps in sorted(parts.items(), key=lambda i: str(i[0]))
+    )

@@ -1,0 +1,176 @@
+"""Consumer-protocol group state (KIP-848): epochs, members, target and current assignments.
+
+The group epoch counts changes of membership, subscriptions or subscribed topic metadata;
+the assignment epoch is the group epoch the target assignment was computed for. Each member
+converges on its target through ``reconcile``: partitions it must give up are first revoked
+(its epoch stays), and only then does it move to the target epoch, receiving the new
+partitions that no other member still holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+TopicId = uuid.UUID
+Partitions = dict[TopicId, frozenset[int]]
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    topic_id: TopicId
+    partitions: int
+
+
+class MemberState(Enum):
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(slots=True, eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 0
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+    session_deadline_ms: int | None = None
+    rebalance_deadline_ms: int | None = None  # while partitions await revocation
+    last_sent: Partitions | None = None  # the assignment in the last response
+
+    @property
+    def left_temporarily(self) -> bool:
+        """A static member that sent epoch -2: it keeps its place until its session ends."""
+        return self.member_epoch == STATIC_LEAVE_EPOCH
+
+
+@dataclass(slots=True, eq=False)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, Partitions] = field(default_factory=dict)  # member id -> target
+    topics: dict[str, TopicInfo] = field(default_factory=dict)  # subscribed topics, as seen
+    assignor: str = "uniform"
+    written: dict[bytes, bytes] = field(default_factory=dict)  # records last persisted
+
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def subscribed_topic_names(self) -> frozenset[str]:
+        names: set[str] = set()
+        for m in self.members.values():
+            names.update(m.subscribed_topic_names)
+        return frozenset(names)
+
+    def has_regex(self) -> bool:
+        return any(m.subscribed_topic_regex for m in self.members.values())
+
+    def next_deadline(self) -> int | None:
+        times = [
+            t
+            for m in self.members.values()
+            for t in (m.session_deadline_ms, m.rebalance_deadline_ms)
+            if t is not None
+        ]
+        return min(times, default=None)
+
+    def owner_elsewhere(self, member_id: str) -> set[tuple[TopicId, int]]:
+        """Partitions another member still holds (assigned or awaiting its revocation)."""
+        held: set[tuple[TopicId, int]] = set()
+        for m in self.members.values():
+            if m.member_id == member_id:
+                continue
+            for parts in (m.assigned, m.pending_revocation):
+                for t, ps in parts.items():
+                    held.update((t, p) for p in ps)
+        return held
+
+
+def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None) -> None:
+    """Move ``member`` one step towards its target (Kafka's current assignment builder).
+
+    ``owned``: the partitions the member reports owning in this heartbeat (None: unchanged).
+    """
+    target = group.target.get(member.member_id, {})
+    epoch = group.assignment_epoch
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        if owned is None or _overlaps(owned, member.pending_revocation):
+            return  # still revoking
+        member.pending_revocation = {}
+        member.state = MemberState.STABLE
+    if member.member_epoch == epoch and member.state is MemberState.STABLE:
+        return
+    if member.member_epoch != epoch:
+        keep = _intersect(member.assigned, target)
+        revoke = _minus(member.assigned, target)
+        if revoke and (owned is None or _overlaps(owned, revoke)):
+            member.assigned = keep
+            member.pending_revocation = revoke
+            member.state = MemberState.UNREVOKED_PARTITIONS
+            return
+        # (A member that already reports none of them has nothing left to revoke.)
+    # Nothing to revoke: take the target epoch and the partitions others have released.
+    held = group.owner_elsewhere(member.member_id)
+    assigned: dict[TopicId, set[int]] = {}
+    withheld = False
+    for t, ps in target.items():
+        for p in ps:
+            if (t, p) in held:
+                withheld = True
+            else:
+                assigned.setdefault(t, set()).add(p)
+    if member.member_epoch != epoch:
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = epoch
+    member.assigned = {t: frozenset(ps) for t, ps in assigned.items()}
+    member.state = MemberState.UNRELEASED_PARTITIONS if withheld else MemberState.STABLE
+
+
+def _overlaps(a: Partitions, b: Partitions) -> bool:
+    return any(a.get(t, frozenset()) & ps for t, ps in b.items())
+
+
+def _intersect(a: Partitions, b: Partitions) -> Partitions:
+    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _minus(a: Partitions, b: Partitions) -> Partitions:
+    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def count(parts: Partitions) -> int:
+    return sum(len(ps) for ps in parts.values())

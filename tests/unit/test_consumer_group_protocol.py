@@ -1,0 +1,281 @@
+"""The KIP-848 consumer group protocol as a pure state machine: heartbeats in, replies out,
+with an injected clock and topic metadata."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from oncelog.group import (
+    CommitPartition,
+    GroupConfig,
+    GroupCoordinator,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    TxnOffsetCommitRequest,
+)
+from oncelog.group.consumer_state import TopicInfo
+from oncelog.group.messages import ConsumerHeartbeatReply, ConsumerHeartbeatRequest
+
+E = ErrorCode
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+TOPICS = {"a": TopicInfo(T1, 6), "b": TopicInfo(T2, 2)}
+CFG = GroupConfig(consumer_session_timeout_ms=10_000, consumer_heartbeat_interval_ms=1_000)
+
+
+def coordinator() -> GroupCoordinator:
+    c = GroupCoordinator(CFG)
+    c.finish_load(0)
+    return c
+
+
+def hb(
+    c: GroupCoordinator,
+    member: str,
+    epoch: int,
+    now: int,
+    *,
+    topics: tuple[str, ...] | None = None,
+    owned: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] | None = None,
+    instance: str | None = None,
+    assignor: str | None = None,
+    meta: dict[str, TopicInfo] | None = None,
+    group: str = "g",
+) -> ConsumerHeartbeatReply:
+    req = ConsumerHeartbeatRequest(
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        instance_id=instance,
+        rebalance_timeout_ms=5_000 if epoch == 0 else -1,
+        subscribed_topic_names=topics,
+        server_assignor=assignor,
+        owned=() if epoch == 0 else owned,
+    )
+    reply = c.consumer_heartbeat(req, TOPICS if meta is None else meta, now).reply
+    assert isinstance(reply, ConsumerHeartbeatReply)
+    return reply
+
+
+def parts(reply: ConsumerHeartbeatReply) -> dict[uuid.UUID, tuple[int, ...]]:
+    assert reply.assignment is not None
+    return dict(reply.assignment)
+
+
+def test_first_member_gets_every_partition_at_epoch_1() -> None:
+    c = coordinator()
+    r = hb(c, "m1", 0, 0, topics=("a",))
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (
+        E.none,
+        "m1",
+        1,
+        1_000,
+    )
+    assert parts(r) == {T1: (0, 1, 2, 3, 4, 5)}
+    again = hb(c, "m1", 1, 100)
+    assert (again.error, again.member_epoch, again.assignment) == (E.none, 1, None)
+
+
+def test_second_member_waits_for_the_first_to_revoke() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    r2 = hb(c, "m2", 0, 10, topics=("a",))
+    # m2 is at epoch 2 but its partitions are still m1's: nothing yet.
+    assert (r2.member_epoch, parts(r2)) == (2, {})
+    r1 = hb(c, "m1", 1, 20)
+    # m1 must revoke 3 partitions before moving to epoch 2.
+    assert (r1.member_epoch, parts(r1)) == (1, {T1: (0, 1, 2)})
+    still = hb(c, "m1", 1, 30, owned=((T1, (0, 1, 2, 3, 4, 5)),))
+    assert (still.member_epoch, still.assignment) == (1, None)
+    done = hb(c, "m1", 1, 40, owned=((T1, (0, 1, 2)),))
+    assert (done.member_epoch, done.assignment) == (2, None)
+    r2 = hb(c, "m2", 2, 50)
+    assert (r2.member_epoch, parts(r2)) == (2, {T1: (3, 4, 5)})
+    d = c.consumer_group_describe(["g"])[0]
+    assert (d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
+        "Stable",
+        2,
+        2,
+        "uniform",
+    )
+
+
+def test_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    hb(c, "m2", 0, 10, topics=("a",))
+    hb(c, "m1", 1, 20)  # asked to revoke; rebalance timeout 5 s
+    c.tick(20 + 5_000)
+    assert hb(c, "m1", 1, 5_030).error is E.unknown_member_id
+    r2 = hb(c, "m2", 2, 5_040)
+    assert (r2.member_epoch, parts(r2)) == (3, {T1: (0, 1, 2, 3, 4, 5)})
+
+
+def test_session_timeout_removes_a_silent_member() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    hb(c, "m2", 0, 0, topics=("a",))
+    c.tick(9_999)
+    assert len(c.consumer_group_describe(["g"])[0].members) == 2
+    hb(c, "m2", 2, 5_000)
+    c.tick(10_000)
+    described = c.consumer_group_describe(["g"])[0]
+    assert [m.member_id for m in described.members] == ["m2"]
+
+
+def test_wrong_epochs_and_unknown_members() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    assert hb(c, "m1", 7, 1).error is E.fenced_member_epoch
+    assert hb(c, "nobody", 1, 1).error is E.unknown_member_id
+    assert hb(c, "m1", 1, 1, group="other").error is E.group_id_not_found
+    bad = c.consumer_heartbeat(ConsumerHeartbeatRequest("g", "m3", 0), TOPICS, 1).reply
+    assert isinstance(bad, ConsumerHeartbeatReply) and bad.error is E.invalid_request
+    unknown = hb(c, "m3", 0, 1, topics=("a",), assignor="sticky")
+    assert unknown.error is E.unsupported_assignor
+
+
+def test_previous_epoch_is_accepted_after_a_lost_response() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))  # epoch 1
+    hb(c, "m1", 1, 1, topics=("a", "b"))  # epoch 2: the response is "lost"
+    r = hb(c, "m1", 1, 2, owned=((T1, (0, 1, 2, 3, 4, 5)),))
+    assert (r.error, r.member_epoch) == (E.none, 2)
+
+
+def test_leave_bumps_the_epoch_and_frees_partitions() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    hb(c, "m2", 0, 0, topics=("a",))
+    hb(c, "m1", 1, 1, owned=((T1, (0, 1, 2)),))
+    left = hb(c, "m1", -1, 2)
+    assert (left.error, left.member_epoch) == (E.none, -1)
+    r2 = hb(c, "m2", 2, 3)
+    assert (r2.member_epoch, parts(r2)) == (3, {T1: (0, 1, 2, 3, 4, 5)})
+
+
+def test_static_member_rejoins_with_its_assignment() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",), instance="i1")
+    hb(c, "m2", 0, 0, topics=("a",), instance="i2")
+    hb(c, "m1", 1, 1, owned=((T1, (0, 1, 2)),), instance="i1")
+    assert hb(c, "m3", 0, 2, topics=("a",), instance="i1").error is E.unreleased_instance_id
+    assert hb(c, "m1", -2, 3, instance="i1").member_epoch == -2
+    back = hb(c, "m3", 0, 4, topics=("a",), instance="i1")
+    assert (back.error, back.member_id, back.member_epoch, parts(back)) == (
+        E.none,
+        "m3",
+        2,
+        {T1: (0, 1, 2)},
+    )
+    assert c.consumer_group_describe(["g"])[0].group_epoch == 2  # no rebalance
+
+
+def test_new_partitions_bump_the_group_epoch() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    r = hb(c, "m1", 1, 1, meta={"a": TopicInfo(T1, 8), "b": TopicInfo(T2, 2)})
+    assert (r.member_epoch, parts(r)) == (2, {T1: (0, 1, 2, 3, 4, 5, 6, 7)})
+
+
+def test_range_assignor_by_vote() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a", "b"), assignor="range")
+    hb(c, "m2", 0, 0, topics=("a", "b"), assignor="range")
+    hb(c, "m1", 1, 1, owned=((T1, (0, 1, 2)), (T2, (0,))))
+    target = {
+        m.member_id: {t.topic_name: t.partitions for t in m.target_assignment}
+        for m in c.consumer_group_describe(["g"])[0].members
+    }
+    assert target == {"m1": {"a": (0, 1, 2), "b": (0,)}, "m2": {"a": (3, 4, 5), "b": (1,)}}
+
+
+def test_offset_commits_check_the_member_epoch() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    parts_ = (("a", (CommitPartition(0, 5),)),)
+
+    def commit(member: str, epoch: int, version: int = 9) -> ErrorCode:
+        req = OffsetCommitRequest("g", parts_, epoch, member, api_version=version)
+        reply = c.offset_commit(req, 1).reply
+        return reply.topics[0][1][0][1]  # type: ignore[union-attr]
+
+    def txn_commit(member: str, epoch: int) -> ErrorCode:
+        req = TxnOffsetCommitRequest("tx", "g", 7, 0, parts_, epoch, member)
+        reply = c.txn_offset_commit(req, 1).reply
+        return reply.topics[0][1][0][1]  # type: ignore[union-attr]
+
+    assert commit("m1", 1) is E.none
+    assert commit("m1", 0) is E.stale_member_epoch
+    assert commit("m1", 1, version=8) is E.unsupported_version
+    assert commit("ghost", 1) is E.unknown_member_id
+    assert commit("", -1) is E.unknown_member_id  # an admin commit while members consume
+    hb(c, "m2", 0, 2, topics=("a",))  # group epoch 2; m1 is still at 1
+    assert txn_commit("m1", 1) is E.none
+    hb(c, "m1", 1, 3, owned=((T1, (0, 1, 2)),))  # m1 moves to epoch 2
+    assert txn_commit("m1", 1) is E.stale_member_epoch  # a zombie of epoch 1 (KIP-447)
+    assert txn_commit("m1", 2) is E.none
+
+
+def test_classic_and_consumer_groups_do_not_mix() -> None:
+    c = coordinator()
+    join = JoinGroupRequest(
+        "classic", "", "consumer", (("range", b""),), 10_000, 10_000, api_version=3
+    )
+    c.join_group(join, 0)  # parked in the join phase: the classic group has a member
+    assert hb(c, "m1", 0, 0, topics=("a",), group="classic").error is E.group_id_not_found
+    hb(c, "m1", 0, 0, topics=("a",))
+    refused = c.join_group(JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000), 0)
+    assert refused.reply.error is E.inconsistent_group_protocol  # type: ignore[union-attr]
+    listed = {(g.group_id, g.group_type, g.state) for g in c.list_groups().groups}
+    assert ("g", "consumer", "Stable") in listed
+    assert [g.group_id for g in c.list_groups(types_filter=["consumer"]).groups] == ["g"]
+    hb(c, "m1", -1, 1)
+    assert c.list_groups(types_filter=["consumer"]).groups[0].state == "Empty"
+    # An empty consumer group can be taken over by the classic protocol.
+    c.join_group(JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000), 2)
+    assert c.list_groups(types_filter=["consumer"]).groups == ()
+
+
+def test_delete_refuses_a_group_with_consumer_members() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    assert c.delete_groups(["g"], 1).reply.results == (("g", E.non_empty_group),)  # type: ignore[union-attr]
+    hb(c, "m1", -1, 1)
+    assert c.delete_groups(["g"], 2).reply.results == (("g", E.none),)  # type: ignore[union-attr]
+
+
+def test_offset_fetch_checks_the_member_epoch() -> None:
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+
+    def fetch(member: str | None, epoch: int) -> ErrorCode:
+        return c.offset_fetch(OffsetFetchRequest("g", None, False, member, epoch)).error
+
+    assert fetch("m1", 1) is E.none
+    assert fetch(None, -1) is E.none  # admin tools
+    assert fetch("m1", 0) is E.stale_member_epoch
+    assert fetch("ghost", 1) is E.unknown_member_id
+
+
+def test_regex_subscription_follows_new_topics() -> None:
+    c = coordinator()
+    req = ConsumerHeartbeatRequest(
+        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="a.*", owned=()
+    )
+    meta = {"a1": TopicInfo(T1, 2), "b": TopicInfo(T2, 2)}
+    first = c.consumer_heartbeat(req, meta, 0).reply
+    assert isinstance(first, ConsumerHeartbeatReply)
+    assert (first.member_epoch, parts(first)) == (1, {T1: (0, 1)})
+    t3 = uuid.UUID(int=3)
+    later = hb(c, "m1", 1, 1, meta={**meta, "a2": TopicInfo(t3, 1)})
+    assert (later.member_epoch, parts(later)) == (2, {T1: (0, 1), t3: (0,)})
+    bad = ConsumerHeartbeatRequest(
+        "g", "m2", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="(", owned=()
+    )
+    refused = c.consumer_heartbeat(bad, meta, 2).reply
+    assert isinstance(refused, ConsumerHeartbeatReply)
+    assert refused.error is E.invalid_regular_expression
