@@ -5,13 +5,17 @@ second restart over the mixed log gives the same state."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from typer.testing import CliRunner
 
+from oncelog.cli.main import app
 from oncelog.client.wire import WireClient
 from oncelog.coordinator.placement import partition_for
 from oncelog.embedded import EmbeddedBroker
@@ -132,6 +136,27 @@ def group_state(bootstrap: str) -> ConsumerGroupState:
     return admin.describe_consumer_groups([GROUP])[GROUP].result(10).state
 
 
+def dumped(data_dir: Path, topic: str, partition: int, decoder: str) -> list[tuple[Any, Any]]:
+    """(key, payload) of every data record, as ``oncelog dump-log <decoder>`` prints them."""
+    r = CliRunner().invoke(
+        app, ["dump-log", str(data_dir / f"{topic}-{partition}"), decoder, "-o", "json"]
+    )
+    assert r.exit_code == 0, r.stderr
+    out = []
+    for dump in json.loads(r.stdout):
+        for batch in dump["batches"]:
+            for rec in batch.get("records", []):
+                if "control_type" not in rec:
+                    payload = rec["payload"]
+                    out.append(
+                        (
+                            json.loads(rec["key"]),
+                            payload if payload == "<DELETE>" else json.loads(payload),
+                        )
+                    )
+    return out
+
+
 def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> None:
     b = EmbeddedBroker(tmp_path / "data").start()
     try:
@@ -170,6 +195,27 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
             f"GroupKey(group_id='{GROUP}', legacy=False)",
         ]
     )
+    # dump-log decodes both layouts.
+    offsets = dumped(b.data_dir, "__consumer_offsets", offsets_partition, "--offsets-decoder")
+    kinds = [(k["type"], p if p == "<DELETE>" else p["version"]) for k, p in offsets]
+    # Six legacy records, then per legacy key (in first-seen order): its tombstone and its
+    # state in Kafka's layout (OffsetCommitKey v1 / OffsetCommitValue v3, GroupMetadata v3).
+    deleted = ("legacy", "<DELETE>")
+    assert kinds == [("legacy", "legacy")] * 6 + [
+        deleted,
+        ("1", "3"),
+        deleted,
+        ("1", "3"),
+        deleted,
+        ("2", "3"),
+    ]
+    assert offsets[0][0]["data"] == {"group": GROUP, "topic": topic_name, "partition": 0}
+    assert offsets[0][1]["data"] == {
+        "offset": 5,
+        "leaderEpoch": -1,
+        "metadata": "meta-5",
+        "commitTimestamp": offsets[0][1]["data"]["commitTimestamp"],
+    }
     # A second start reads the mixed log to the same state and migrates nothing more.
     b.start()
     try:
@@ -193,3 +239,13 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
     finally:
         b.stop()
     assert "Traceback" not in b.log_path.read_text()
+    txn_log = dumped(
+        b.data_dir, "__transaction_state", partition_for(OPEN, 50), "--transaction-log-decoder"
+    )
+    mine = [
+        (p["version"], p["data"]["transactionStatus"])
+        for k, p in txn_log
+        if k["data"] == {"transactionalId": OPEN}
+    ]
+    # Legacy Ongoing (1), then in Kafka's layout v1: PrepareAbort (3), CompleteAbort (5), Empty (0).
+    assert mine == [("legacy", 1), ("1", 3), ("1", 5), ("1", 0)]
