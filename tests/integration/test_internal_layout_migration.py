@@ -19,7 +19,7 @@ from oncelog.cli.main import app
 from oncelog.client.wire import WireClient
 from oncelog.coordinator.placement import partition_for
 from oncelog.embedded import EmbeddedBroker
-from oncelog.group.offsets_codec import GroupValue, OffsetValue, decode_key
+from oncelog.group.offsets_codec import GroupValue, OffsetValue, decode_key, encode_offset_key
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.records.control import build_end_txn_marker
@@ -40,6 +40,7 @@ from .test_internal_topics import read_partition
 from .test_transactions import txn_producer
 
 GROUP = "legacy-g"
+START_S = 60.0  # generous: these start-ups replay and rewrite, on a shared 2-core machine
 DONE, OPEN = "legacy-done", "legacy-open"
 DONE_PID, OPEN_PID = 900_000_000, 900_000_001
 TXN_PIDS = (900_000_010, 900_000_011)  # producers of the transactional offset commits
@@ -158,14 +159,14 @@ def dumped(data_dir: Path, topic: str, partition: int, decoder: str) -> list[tup
 
 
 def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> None:
-    b = EmbeddedBroker(tmp_path / "data").start()
+    b = EmbeddedBroker(tmp_path / "data").start(timeout=START_S)
     try:
         create_topic(b.bootstrap, topic_name, 2)
     finally:
         b.stop()
     write_legacy_state(b.data_dir, topic_name)
     offsets_partition = partition_for(GROUP, 50)
-    b.start()
+    b.start(timeout=START_S)
     try:
         text = b.log_path.read_text()
         assert "rewrote 3 legacy-layout __consumer_offsets keys in Kafka's layout" in text
@@ -217,7 +218,7 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
         "commitTimestamp": offsets[0][1]["data"]["commitTimestamp"],
     }
     # A second start reads the mixed log to the same state and migrates nothing more.
-    b.start()
+    b.start(timeout=START_S)
     try:
         assert b.log_path.read_text().count("legacy-layout __consumer_offsets keys") == 1
         assert committed(b.bootstrap, topic_name) == [(11, "meta-11"), (9, "meta-9")]
@@ -249,3 +250,40 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
     ]
     # Legacy Ongoing (1), then in Kafka's layout v1: PrepareAbort (3), CompleteAbort (5), Empty (0).
     assert mine == [("legacy", 1), ("1", 3), ("1", 5), ("1", 0)]
+
+
+def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """A KIP-848 record type (key version 3+) from a newer broker, and corrupt values in
+    either layout, are skipped and counted at start-up; the rest loads."""
+    b = EmbeddedBroker(tmp_path / "data").start(timeout=START_S)
+    try:
+        create_topic(b.bootstrap, topic_name, 2)
+        c = Consumer(
+            {"bootstrap.servers": b.bootstrap, "group.id": GROUP, "enable.auto.commit": False}
+        )
+        c.commit(offsets=[TopicPartition(topic_name, 0, 4)], asynchronous=False)
+        c.close()
+    finally:
+        b.stop()
+    consumer_group_metadata_key = b"\x00\x03\x00\x01g"  # Kafka's ConsumerGroupMetadataKey
+    append(
+        b.data_dir,
+        "__consumer_offsets",
+        partition_for(GROUP, 50),
+        [
+            build_batch([(consumer_group_metadata_key, b"\x00\x00\x00\x00\x00\x01\x00", None, 0)]),
+            build_batch([(encode_offset_key(GROUP, topic_name, 1), b"\x00\x03junk", None, 0)]),
+            build_batch([(legacy_offset_key(GROUP, topic_name, 1), b"\x00\x01junk", None, 0)]),
+        ],
+    )
+    b.start(timeout=START_S)
+    try:
+        text = b.log_path.read_text()
+        assert "from 1 records (3 undecodable, skipped)" in text
+        assert "unknown __consumer_offsets key version 3" in text
+        assert "legacy-layout" not in text
+        assert committed(b.bootstrap, topic_name) == [(4, None), (-1001, None)]
+    finally:
+        b.stop()
