@@ -149,7 +149,8 @@ class GroupService:
         if not any(self._legacy_keys.values()):
             return
         step, count = self.coordinator.migrate_legacy(self._legacy_keys)
-        self.runtime.run(step)
+        self._legacy_keys = {}
+        self.runtime.run(step)  # a failed append reloads; the next start-up tries again
         self.migrated_records = count
         log.info("rewrote %d legacy-layout __consumer_offsets keys in Kafka's layout", count)
 
