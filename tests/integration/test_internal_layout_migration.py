@@ -170,6 +170,7 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
     try:
         text = b.log_path.read_text()
         assert "rewrote 3 legacy-layout __consumer_offsets keys in Kafka's layout" in text
+        assert "rewrote 2 legacy-layout __transaction_state values" in text
         assert "(0 undecodable, skipped)" in text
         assert committed(b.bootstrap, topic_name) == [(11, "meta-11"), (9, "meta-9")]
         assert group_state(b.bootstrap) == ConsumerGroupState.EMPTY
@@ -220,7 +221,9 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
     # A second start reads the mixed log to the same state and migrates nothing more.
     b.start(timeout=START_S)
     try:
-        assert b.log_path.read_text().count("legacy-layout __consumer_offsets keys") == 1
+        text = b.log_path.read_text()
+        assert text.count("legacy-layout __consumer_offsets keys") == 1
+        assert text.count("legacy-layout __transaction_state values") == 1
         assert committed(b.bootstrap, topic_name) == [(11, "meta-11"), (9, "meta-9")]
         assert group_state(b.bootstrap) == ConsumerGroupState.EMPTY
         assert describe_txn(b.bootstrap, OPEN)[0] == "Ongoing"
@@ -248,8 +251,27 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
         for k, p in txn_log
         if k["data"] == {"transactionalId": OPEN}
     ]
-    # Legacy Ongoing (1), then in Kafka's layout v1: PrepareAbort (3), CompleteAbort (5), Empty (0).
-    assert mine == [("legacy", 1), ("1", 3), ("1", 5), ("1", 0)]
+    # Legacy Ongoing (1), its rewrite in Kafka's layout v1 at the first start-up, then
+    # PrepareAbort (3), CompleteAbort (5), Empty (0).
+    assert mine == [("legacy", 1), ("1", 1), ("1", 3), ("1", 5), ("1", 0)]
+    done_log = dumped(
+        b.data_dir, "__transaction_state", partition_for(DONE, 50), "--transaction-log-decoder"
+    )
+    done = [
+        (p["version"], p["data"]["transactionStatus"], p["data"]["producerEpoch"])
+        for k, p in done_log
+        if k["data"] == {"transactionalId": DONE}
+    ]
+    # Legacy CompleteCommit (4) and its rewrite, then InitProducerId (Empty, epoch 4) and one
+    # committed transaction: Ongoing (1), PrepareCommit (2), CompleteCommit (4).
+    assert done == [
+        ("legacy", 4, 3),
+        ("1", 4, 3),
+        ("1", 0, 4),
+        ("1", 1, 4),
+        ("1", 2, 4),
+        ("1", 4, 4),
+    ]
 
 
 def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(

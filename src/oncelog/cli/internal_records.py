@@ -18,8 +18,7 @@ from oncelog.group.offsets_codec import (
     OffsetValue,
     decode_record,
 )
-from oncelog.txn.log_codec import TxnLogCodecError, decode_key, decode_value
-from oncelog.txn.log_codec_legacy import decode_legacy_value
+from oncelog.txn.log_codec import TxnLogCodecError, decode_key, decode_value, is_legacy_value
 
 DELETE = "<DELETE>"
 
@@ -119,15 +118,4 @@ def describe_txn_record(key: bytes | None, value: bytes | None) -> tuple[str, st
         "transactionLastUpdateTimestampMs": meta.txn_last_update_ms,
         "transactionStartTimestampMs": meta.txn_start_ms,
     }
-    return key_text, _json("version", "legacy" if _is_legacy_txn(value) else _version(value), data)
-
-
-def _is_legacy_txn(value: bytes) -> bool:
-    # The rule of log_codec.decode_value: a version-0 value is legacy if it parses as legacy.
-    if value[:2] != b"\x00\x00":
-        return False
-    try:
-        decode_legacy_value("", value)
-    except TxnLogCodecError:
-        return False
-    return True
+    return key_text, _json("version", "legacy" if is_legacy_value(value) else _version(value), data)

@@ -52,6 +52,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "is_legacy_value",
 ]
 
 KEY_VERSION = 0
@@ -117,6 +118,17 @@ def encode_value(meta: TransactionMetadata) -> bytes:
         tagged[LAST_PRODUCER_EPOCH_TAG] = pack_i16(meta.last_producer_epoch)
     w.tagged(tagged)
     return w.done()
+
+
+def is_legacy_value(data: bytes) -> bool:
+    """Is this value in oncelog's legacy layout (the rule ``decode_value`` applies)?"""
+    if data[:2] != b"\x00\x00":
+        return False
+    try:
+        decode_legacy_value("", data)
+    except TxnLogCodecError:
+        return False
+    return True
 
 
 def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
