@@ -13,6 +13,7 @@ from oncelog.txn.log_codec import (
     decode_value,
     encode_key,
     encode_value,
+    is_legacy_value,
 )
 from oncelog.txn.metadata import TransactionMetadata, TxnState
 
@@ -251,6 +252,9 @@ def test_kafka_v0_and_unknown_tags_decode() -> None:
     assert decode_value("x", raw) == TransactionMetadata(
         "x", 42, -1, 7, -1, 60_000, TxnState.PREPARE_COMMIT, {("t", 4)}, 1000, 2000
     )
+    assert not is_legacy_value(raw)
+    assert not is_legacy_value(encode_value(meta()))
+    assert is_legacy_value(legacy_txn_value(meta()))
     # Kafka's NextProducerId (1) and ClientTransactionVersion (2) are read and ignored.
     m = meta(last_producer_epoch=-1)
     raw = encode_value(m)
