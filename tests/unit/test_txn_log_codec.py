@@ -13,8 +13,11 @@ from oncelog.txn.log_codec import (
     decode_value,
     encode_key,
     encode_value,
+    is_legacy_value,
 )
 from oncelog.txn.metadata import TransactionMetadata, TxnState
+
+from ..legacy_layouts import legacy_txn_key, legacy_txn_value
 
 
 def meta(**kw: object) -> TransactionMetadata:
@@ -109,8 +112,10 @@ def test_key_errors() -> None:
 )
 def test_value_round_trip(m: TransactionMetadata) -> None:
     raw = encode_value(m)
-    assert struct.unpack_from(">h", raw)[0] == 0  # version first
+    assert struct.unpack_from(">h", raw)[0] == 1  # version first: Kafka's flexible v1
     assert decode_value(m.transactional_id, raw) == m
+    # The same metadata in oncelog's legacy layout still decodes.
+    assert decode_value(m.transactional_id, legacy_txn_value(m)) == m
 
 
 def test_value_encoding_is_deterministic() -> None:
@@ -130,9 +135,15 @@ def test_value_errors() -> None:
     with pytest.raises(TxnLogCodecError):
         decode_value("t", raw[:10])
     bad_state = bytearray(raw)
-    bad_state[2 + 8 + 8 + 2 + 2 + 4] = 99  # the state byte
+    bad_state[2 + 8 + 2 + 4] = 99  # the state byte
     with pytest.raises(TxnLogCodecError, match="state"):
         decode_value("t", bytes(bad_state))
+    legacy = bytearray(legacy_txn_value(meta()))
+    legacy[2 + 8 + 8 + 2 + 2 + 4] = 99  # the legacy layout's state byte
+    with pytest.raises(TxnLogCodecError):
+        decode_value("t", bytes(legacy))
+    with pytest.raises(TxnLogCodecError):
+        decode_value("t", legacy_txn_value(meta())[:-1])
 
 
 @given(
@@ -163,3 +174,93 @@ def test_value_round_trip_property(
         "t", pid, last_pid, epoch, last_epoch, timeout, state, parts, start, update
     )
     assert decode_value("t", encode_value(m)) == m
+    assert decode_value("t", legacy_txn_value(m)) == m
+
+
+# -- Kafka's layout, byte for byte --------------------------------------------------------------
+
+
+def test_key_golden() -> None:
+    # transaction-coordinator/src/main/resources/common/message/TransactionLogKey.json:
+    # version 0, string TransactionalId. oncelog's legacy key had the same bytes.
+    assert encode_key("txn-1") == b"\x00\x00\x00\x05txn-1"
+    assert encode_key("txn-1") == legacy_txn_key("txn-1")
+
+
+def test_value_v1_golden() -> None:
+    # TransactionLogValue.json v1 (flexible): int64 ProducerId, int16 ProducerEpoch, int32
+    # TransactionTimeoutMs, int8 TransactionStatus (Kafka's ids: Ongoing = 1), compact
+    # nullable array TransactionPartitions of {compact string Topic, compact array int32
+    # PartitionIds, tagged fields}, int64 TransactionLastUpdateTimestampMs, int64
+    # TransactionStartTimestampMs, then tagged fields: tag 0 PreviousProducerId (int64) and
+    # oncelog's tag 10000 (uvarint 0x90 0x4e) for the last producer epoch (int16).
+    m = meta(partitions={("t", 3), ("t", 0)}, txn_start_ms=1000, txn_last_update_ms=2000)
+    raw = encode_value(m)
+    assert raw == (
+        b"\x00\x01"
+        + struct.pack(">q", 42)
+        + b"\x00\x07"
+        + b"\x00\x00\xea\x60"
+        + b"\x01"
+        + b"\x02"  # one topic
+        + b"\x02t"
+        + b"\x03"  # two partitions
+        + b"\x00\x00\x00\x00\x00\x00\x00\x03"
+        + b"\x00"  # the topic's tagged fields
+        + struct.pack(">q", 2000)
+        + struct.pack(">q", 1000)
+        + b"\x02"
+        + b"\x00\x08"
+        + struct.pack(">q", 41)
+        + b"\x90\x4e\x02"
+        + b"\x00\x06"
+    )
+    assert decode_value("txn-1", raw) == m
+
+
+def test_empty_value_golden() -> None:
+    # Kafka writes a null partition array for Empty, and leaves default tagged fields out.
+    m = meta(
+        state=TxnState.EMPTY,
+        partitions=set(),
+        last_producer_id=-1,
+        last_producer_epoch=-1,
+        txn_start_ms=-1,
+        txn_last_update_ms=5,
+    )
+    raw = encode_value(m)
+    assert raw == (
+        b"\x00\x01"
+        + struct.pack(">qhib", 42, 7, 60_000, 0)
+        + b"\x00"
+        + struct.pack(">qq", 5, -1)
+        + b"\x00"
+    )
+    assert decode_value("txn-1", raw) == m
+
+
+def test_kafka_v0_and_unknown_tags_decode() -> None:
+    # TransactionLogValue.json v0 (what Kafka writes for transaction version 1): int32
+    # array lengths, int16 string lengths, no tagged fields.
+    raw = (
+        struct.pack(">hqhib", 0, 42, 7, 60_000, 2)
+        + struct.pack(">i", 1)
+        + b"\x00\x01t"
+        + struct.pack(">ii", 1, 4)
+        + struct.pack(">qq", 2000, 1000)
+    )
+    assert decode_value("x", raw) == TransactionMetadata(
+        "x", 42, -1, 7, -1, 60_000, TxnState.PREPARE_COMMIT, {("t", 4)}, 1000, 2000
+    )
+    assert not is_legacy_value(raw)
+    assert not is_legacy_value(encode_value(meta()))
+    assert is_legacy_value(legacy_txn_value(meta()))
+    # Kafka's NextProducerId (1) and ClientTransactionVersion (2) are read and ignored.
+    m = meta(last_producer_epoch=-1)
+    raw = encode_value(m)
+    tail = struct.pack(">q", 41)
+    assert raw.endswith(b"\x01\x00\x08" + tail)
+    extended = (
+        raw[: -len(tail) - 3] + b"\x03\x00\x08" + tail + b"\x01\x08" + tail + b"\x02\x02\x00\x01"
+    )
+    assert decode_value("txn-1", extended) == m

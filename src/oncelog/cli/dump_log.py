@@ -1,16 +1,19 @@
 """`oncelog dump-log`: Kafka's kafka-dump-log.sh over oncelog's segment files (the same
 format): each batch's offsets, producer id and epoch, sequences, transactional and control
-flags, and the COMMIT/ABORT markers; records with ``--print-data-log``. Offline: reads
-files, needs no broker."""
+flags, and the COMMIT/ABORT markers; records with ``--print-data-log``, or decoded as
+internal-topic records with ``--offsets-decoder`` / ``--transaction-log-decoder`` (Kafka's
+options; see internal_records). Offline: reads files, needs no broker."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from oncelog.cli.common import Output, emit, fail
+from oncelog.cli.internal_records import describe_offsets_record, describe_txn_record
 from oncelog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -27,12 +30,19 @@ from oncelog.records.record import DecodedRecord
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
+# Turns a record's (key, value) into the (key, payload) text printed for it.
+Decoder = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
+
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
 
-def _record(h: BatchHeader, r: DecodedRecord, data: bool) -> dict[str, Any]:
+def _plain(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+    return _text(key), _text(value)
+
+
+def _record(h: BatchHeader, r: DecodedRecord, data: Decoder | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "offset": r.offset,
         "timestamp": r.timestamp,
@@ -48,14 +58,14 @@ def _record(h: BatchHeader, r: DecodedRecord, data: bool) -> dict[str, Any]:
             out["coordinator_epoch"] = marker.coordinator_epoch
         except InvalidRecordError as exc:
             out["control_type"] = f"invalid ({exc})"
-    elif data:
-        out["key"] = _text(r.key)
-        out["payload"] = _text(r.value)
+    elif data is not None:
+        out["key"], out["payload"] = data(r.key, r.value)
     return out
 
 
-def scan(path: Path, data: bool) -> dict[str, Any]:
-    """Every batch of one segment file; stops, saying why, at the first unreadable one."""
+def scan(path: Path, data: Decoder | None) -> dict[str, Any]:
+    """Every batch of one segment file; stops, saying why, at the first unreadable one.
+    ``data``: how to print each record's key and payload (``None``: not at all)."""
     buf = path.read_bytes()
     batches: list[dict[str, Any]] = []
     pos, stopped = 0, None
@@ -90,7 +100,7 @@ def scan(path: Path, data: bool) -> dict[str, Any]:
             "crc": h.crc,
             "is_valid": compute_crc(buf, pos, h.size) == h.crc,
         }
-        if h.is_control or data:
+        if h.is_control or data is not None:
             try:
                 _, records = decode_batch(buf, pos, verify=False)
                 batch["records"] = [_record(h, r, data) for r in records]
@@ -154,14 +164,36 @@ def dump_log(
     print_data_log: Annotated[
         bool, typer.Option("--print-data-log", help="Also print every record's key and payload.")
     ] = False,
+    offsets_decoder: Annotated[
+        bool,
+        typer.Option(
+            "--offsets-decoder",
+            help="Decode records as __consumer_offsets keys and values (implies --print-data-log).",
+        ),
+    ] = False,
+    transaction_log_decoder: Annotated[
+        bool,
+        typer.Option(
+            "--transaction-log-decoder",
+            help="Decode records as __transaction_state keys and values "
+            "(implies --print-data-log).",
+        ),
+    ] = False,
     output: Output = "table",
 ) -> None:
     """Dump log segments: batches, producer ids, epochs, sequences, transactional flags and
     control markers (COMMIT/ABORT)."""
+    if offsets_decoder and transaction_log_decoder:
+        fail("--offsets-decoder and --transaction-log-decoder exclude each other")
+    decoder: Decoder | None = _plain if print_data_log else None
+    if offsets_decoder:
+        decoder = describe_offsets_record
+    elif transaction_log_decoder:
+        decoder = describe_txn_record
     dumps = []
     for path in _files(files):
         try:
-            dumps.append(scan(path, print_data_log))
+            dumps.append(scan(path, decoder))
         except OSError as exc:
             fail(f"cannot read {path}: {exc.strerror}")
     if output == "json":

@@ -221,6 +221,11 @@ class CoordinatorRuntime(Generic[R]):
             self._futures.pop(reply.token, None)
             return answer
 
+    def append_unowned(self, append: Append) -> ErrorCode:
+        """Append records no core is waiting for (start-up housekeeping, such as rewriting
+        records of an older layout): no feedback to the core."""
+        return self._append(append, self._clock())
+
     def _resolve(self, token: int, reply: R) -> None:
         # A token nobody waits for any more (e.g. after a disconnect) is dropped.
         fut = self._futures.pop(token, None)

@@ -43,7 +43,7 @@ then ``finish_load(now_ms)``; until then requests get COORDINATOR_LOAD_IN_PROGRE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -52,6 +52,7 @@ from oncelog.group.consumer_protocol import ConsumerProtocol, TopicMetadata
 from oncelog.group.consumer_records import ConsumerGroupImage, is_consumer_key
 from oncelog.group.consumer_state import MemberState
 from oncelog.group.core import Registry, partition_for
+from oncelog.group.layout_migration import rewrite_legacy
 from oncelog.group.membership import Membership
 from oncelog.group.messages import (
     ConsumerHeartbeatReply,
@@ -82,13 +83,7 @@ from oncelog.group.messages import (
     TxnOffsetCommitRequest,
 )
 from oncelog.group.offsets import Offsets, commit_errors
-from oncelog.group.offsets_codec import (
-    GroupValue,
-    OffsetKey,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-)
+from oncelog.group.offsets_codec import GroupValue, OffsetKey, OffsetValue, decode_record
 from oncelog.group.state import Group, GroupState, Member
 
 __all__ = ["GroupCoordinator", "partition_for"]
@@ -337,18 +332,19 @@ class GroupCoordinator:
             raise RuntimeError("load() after finish_load()")
         groups = self._reg.groups
         for key, value in records:
-            if is_consumer_key(key):
+            if is_consumer_key(key):  # KIP-848 record types 3-8 (legacy keys are 1-2)
                 self._consumer_image.apply(key, value)
                 continue
-            k = decode_key(key)
+            k, v = decode_record(key, value)
             if isinstance(k, OffsetKey):
-                if value is None and k.group_id not in groups:
+                if v is None and k.group_id not in groups:
                     continue
-                offset = None if value is None else decode_offset_value(value)
+                assert v is None or isinstance(v, OffsetValue)
                 group = self._reg.get_or_create(k.group_id, None)
-                self._reg.apply_offset(group, k.topic, k.partition, offset, producer_id)
-            elif value is not None:
-                self._load_group(k.group_id, decode_group_value(value))
+                self._reg.apply_offset(group, k.topic, k.partition, v, producer_id)
+            elif v is not None:
+                assert isinstance(v, GroupValue)
+                self._load_group(k.group_id, v)
             elif (gone := groups.get(k.group_id)) is not None:
                 # Group deleted or expired; offsets have their own tombstones.
                 if gone.has_offsets():
@@ -358,6 +354,13 @@ class GroupCoordinator:
                     groups[k.group_id] = fresh
                 else:
                     self._reg.forget(gone)
+
+    def migrate_legacy(self, live_legacy_keys: Mapping[bytes, bool]) -> tuple[GroupStep, int]:
+        """After ``finish_load``: the records that move legacy-layout keys to Kafka's layout
+        (see layout_migration), and how many keys they rewrite."""
+        out = Out()
+        count = rewrite_legacy(self._reg, live_legacy_keys, out)
+        return GroupStep(None, out.appends()), count
 
     def load_marker(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
         """Replay a COMMIT/ABORT control batch found in ``partition``."""

@@ -1,215 +1,167 @@
-"""Records of the compacted ``__consumer_offsets`` topic (our own layout, not Kafka's).
+"""Records of the compacted ``__consumer_offsets`` topic, in Kafka's layout.
 
-Big-endian throughout. A string is ``i32 length | utf-8`` (length -1 = null), bytes are
-``i32 length | raw``. Every key and value starts with an ``i16``:
+The schemas are Kafka's ``group-coordinator/src/main/resources/common/message/``
+``OffsetCommitKey.json``, ``OffsetCommitValue.json``, ``GroupMetadataKey.json`` and
+``GroupMetadataValue.json`` (see coordinator/schema_io.py for the encoding), so Kafka's
+``GroupMetadataMessageFormatter`` reads what we write.
 
-Keys (the leading i16 is the record type, so compaction keys never collide):
-  offset commit (1): ``group | topic | i32 partition``
-  group metadata (2): ``group``
+Keys: the leading ``i16`` (the key version) is the record type, as in Kafka:
+  0, 1 offset commit: ``string group | string topic | i32 partition`` (we write 1)
+  2 group metadata: ``string group``
+  anything else (KIP-848's 3+, ...): ``UnknownRecordType``, skipped and counted at load.
+Values (leading ``i16`` version; we write what Kafka 3.x/4.x writes):
+  offset commit v3 (no expiry): ``i64 offset | i32 leaderEpoch | string metadata |
+      i64 commitTimestamp``; v1 (an expiry, from OffsetCommit v2-v4 retention_time):
+      ``i64 offset | string metadata | i64 commitTimestamp | i64 expireTimestamp``; v0, v2
+      and the flexible v4 are read too. An expiry with a leader epoch (never sent by
+      clients: no OffsetCommit version has both) is written as v4 with the expiry in
+      oncelog's tagged field, so nothing is lost.
+  group metadata v3: ``string protocolType ("" = none) | i32 generation | string? protocol |
+      string? leader | i64 currentStateTimestamp (-1 none) | i32 count | per member:
+      string memberId | string? groupInstanceId | string clientId | string clientHost |
+      i32 rebalanceTimeout | i32 sessionTimeout | bytes subscription | bytes assignment``;
+      v0-v2 and the flexible v4 are read too.
+A ``None`` value is a tombstone.
 
-Values (the leading i16 is the value version, currently 1):
-  offset commit: ``i64 offset | i32 leader_epoch (-1 none) | metadata | i64 commit_ts |
-      i64 expire_ts (-1 none)``
-  group metadata: ``protocol_type? | i32 generation | protocol_name? | leader? |
-      i64 state_ts (-1 none) | i32 member count | per member: member_id | instance_id? |
-      client_id | client_host | i32 rebalance_timeout | i32 session_timeout |
-      bytes subscription | bytes assignment``
-
-A ``None`` value is a tombstone. Decoders are strict: an unknown type or version, a short
-buffer or trailing bytes raise ``OffsetsCodecError``.
+Records written by oncelog before this layout are recognised by their key and decoded by
+offsets_codec_legacy (its docstring explains why the two never mix up).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+from oncelog.coordinator.schema_io import (
+    ONCELOG_TAG_BASE,
+    SchemaReader,
+    SchemaWriter,
+    pack_i64,
+)
+from oncelog.group.offsets_codec_legacy import (
+    decode_legacy_group_value,
+    decode_legacy_key,
+    decode_legacy_offset_value,
+)
+from oncelog.group.offsets_records import (
+    GroupKey,
+    GroupValue,
+    Key,
+    MemberValue,
+    OffsetKey,
+    OffsetsCodecError,
+    OffsetValue,
+    UnknownRecordType,
+)
 
-OFFSET_COMMIT_KEY = 1
+__all__ = [
+    "GROUP_METADATA_KEY",
+    "OFFSET_COMMIT_KEY",
+    "GroupKey",
+    "GroupValue",
+    "Key",
+    "MemberValue",
+    "OffsetKey",
+    "OffsetValue",
+    "OffsetsCodecError",
+    "UnknownRecordType",
+    "decode_group_value",
+    "decode_key",
+    "decode_offset_value",
+    "decode_record",
+    "encode_group_key",
+    "encode_group_value",
+    "encode_offset_key",
+    "encode_offset_value",
+]
+
+OFFSET_COMMIT_KEY = 1  # the key version Kafka writes for offset commits (0 is read too)
 GROUP_METADATA_KEY = 2
-VALUE_VERSION = 1
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_OFFSET_HEAD = struct.Struct(">qi")  # offset, leader epoch
-_TIMES = struct.Struct(">qq")  # commit ts, expire ts
-_TIMEOUTS = struct.Struct(">ii")  # rebalance, session
-
-
-class OffsetsCodecError(ValueError):
-    """A ``__consumer_offsets`` key or value that does not decode."""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetKey:
-    group_id: str
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupKey:
-    group_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetValue:
-    offset: int
-    leader_epoch: int  # -1: none
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None = None  # only set by OffsetCommit v2-v4 retention_time
-
-
-@dataclass(frozen=True, slots=True)
-class MemberValue:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes  # the member's metadata for the group's selected protocol
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupValue:
-    protocol_type: str | None
-    generation_id: int
-    protocol_name: str | None
-    leader_id: str | None
-    state_timestamp_ms: int | None
-    members: tuple[MemberValue, ...] = ()
-
-
-Key = OffsetKey | GroupKey
-
-
-class _Writer:
-    __slots__ = ("buf",)
-
-    def __init__(self, head: int) -> None:
-        self.buf = bytearray(_I16.pack(head))
-
-    def i32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.buf += _I64.pack(v)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            self.buf += _I32.pack(-1)
-        else:
-            data = s.encode("utf-8")
-            self.buf += _I32.pack(len(data))
-            self.buf += data
-
-    def raw(self, b: bytes) -> None:
-        self.buf += _I32.pack(len(b))
-        self.buf += b
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise OffsetsCodecError("record truncated")
-        v = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return v
-
-    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        return s.unpack(self._take(s.size))
-
-    def i16(self) -> int:
-        return self.unpack(_I16)[0]
-
-    def i32(self) -> int:
-        return self.unpack(_I32)[0]
-
-    def i64(self) -> int:
-        return self.unpack(_I64)[0]
-
-    def opt_string(self) -> str | None:
-        n = self.i32()
-        if n == -1:
-            return None
-        try:
-            return str(self._take(n), "utf-8")
-        except UnicodeDecodeError as exc:
-            raise OffsetsCodecError(f"invalid utf-8: {exc}") from exc
-
-    def string(self) -> str:
-        s = self.opt_string()
-        if s is None:
-            raise OffsetsCodecError("null where a string is required")
-        return s
-
-    def raw(self) -> bytes:
-        return bytes(self._take(self.i32()))
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise OffsetsCodecError(f"{len(self.buf) - self.pos} trailing bytes")
+GROUP_METADATA_VALUE_VERSION = 3
+# oncelog's tagged field of OffsetCommitValue v4: an expiry next to a leader epoch.
+EXPIRE_TIMESTAMP_TAG = ONCELOG_TAG_BASE
 
 
 def encode_offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    w = _Writer(OFFSET_COMMIT_KEY)
+    w = SchemaWriter(OFFSET_COMMIT_KEY)
     w.string(group_id)
     w.string(topic)
     w.i32(partition)
-    return bytes(w.buf)
+    return w.done()
 
 
 def encode_group_key(group_id: str) -> bytes:
-    w = _Writer(GROUP_METADATA_KEY)
+    w = SchemaWriter(GROUP_METADATA_KEY)
     w.string(group_id)
-    return bytes(w.buf)
+    return w.done()
 
 
-def decode_key(data: bytes) -> Key:
-    r = _Reader(data)
-    kind = r.i16()
+def _decode_kafka_key(data: bytes) -> Key:
+    r = SchemaReader(data, OffsetsCodecError)
+    version = r.i16()
     key: Key
-    if kind == OFFSET_COMMIT_KEY:
+    if version in (0, 1):
         key = OffsetKey(r.string(), r.string(), r.i32())
-    elif kind == GROUP_METADATA_KEY:
+    elif version == GROUP_METADATA_KEY:
         key = GroupKey(r.string())
     else:
-        raise OffsetsCodecError(f"unknown __consumer_offsets key type {kind}")
+        raise UnknownRecordType(f"unknown __consumer_offsets key version {version}")
     r.done()
     return key
 
 
+def decode_key(data: bytes) -> Key:
+    """A key in Kafka's layout or, failing that, oncelog's legacy one (``key.legacy``)."""
+    try:
+        return _decode_kafka_key(data)
+    except UnknownRecordType:
+        raise
+    except OffsetsCodecError as kafka_error:
+        try:
+            return decode_legacy_key(data)
+        except OffsetsCodecError:
+            raise kafka_error from None
+
+
 def encode_offset_value(v: OffsetValue) -> bytes:
-    w = _Writer(VALUE_VERSION)
-    w.buf += _OFFSET_HEAD.pack(v.offset, v.leader_epoch)
-    w.string(v.metadata)
-    expire = -1 if v.expire_timestamp_ms is None else v.expire_timestamp_ms
-    w.buf += _TIMES.pack(v.commit_timestamp_ms, expire)
-    return bytes(w.buf)
+    if v.expire_timestamp_ms is None:
+        w = SchemaWriter(3)
+        w.i64(v.offset)
+        w.i32(v.leader_epoch)
+        w.string(v.metadata)
+        w.i64(v.commit_timestamp_ms)
+    elif v.leader_epoch == -1:
+        w = SchemaWriter(1)
+        w.i64(v.offset)
+        w.string(v.metadata)
+        w.i64(v.commit_timestamp_ms)
+        w.i64(v.expire_timestamp_ms)
+    else:
+        w = SchemaWriter(4)
+        w.i64(v.offset)
+        w.i32(v.leader_epoch)
+        w.compact_string(v.metadata)
+        w.i64(v.commit_timestamp_ms)
+        w.tagged({EXPIRE_TIMESTAMP_TAG: pack_i64(v.expire_timestamp_ms)})
+    return w.done()
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    r = _Reader(data)
-    _check_version(r.i16())
-    offset, epoch = r.unpack(_OFFSET_HEAD)
-    metadata = r.string()
-    commit_ts, expire_ts = r.unpack(_TIMES)
+    r = SchemaReader(data, OffsetsCodecError)
+    version = r.i16()
+    if not 0 <= version <= 4:
+        raise OffsetsCodecError(f"unsupported OffsetCommitValue version {version}")
+    offset = r.i64()
+    epoch = r.i32() if version >= 3 else -1
+    metadata = r.compact_string() if version >= 4 else r.string()
+    commit_ts = r.i64()
+    expire_ts = r.i64() if version == 1 else -1
+    if version >= 4:
+        expire_ts = r.tagged_i64(r.tagged(), EXPIRE_TIMESTAMP_TAG, -1)
     r.done()
     return OffsetValue(offset, epoch, metadata, commit_ts, None if expire_ts == -1 else expire_ts)
 
 
 def encode_group_value(v: GroupValue) -> bytes:
-    w = _Writer(VALUE_VERSION)
-    w.string(v.protocol_type)
+    w = SchemaWriter(GROUP_METADATA_VALUE_VERSION)
+    w.string(v.protocol_type or "")  # non-nullable in Kafka's schema: "" means none
     w.i32(v.generation_id)
     w.string(v.protocol_name)
     w.string(v.leader_id)
@@ -220,30 +172,44 @@ def encode_group_value(v: GroupValue) -> bytes:
         w.string(m.group_instance_id)
         w.string(m.client_id)
         w.string(m.client_host)
-        w.buf += _TIMEOUTS.pack(m.rebalance_timeout_ms, m.session_timeout_ms)
-        w.raw(m.subscription)
-        w.raw(m.assignment)
-    return bytes(w.buf)
+        w.i32(m.rebalance_timeout_ms)
+        w.i32(m.session_timeout_ms)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+    return w.done()
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    r = _Reader(data)
-    _check_version(r.i16())
-    protocol_type = r.opt_string()
+    r = SchemaReader(data, OffsetsCodecError)
+    version = r.i16()
+    if not 0 <= version <= 4:
+        raise OffsetsCodecError(f"unsupported GroupMetadataValue version {version}")
+    flexible = version >= 4
+    string = r.compact_string if flexible else r.string
+    opt_string = r.compact_nullable_string if flexible else r.nullable_string
+    raw = r.compact_bytes if flexible else r.bytes_
+    protocol_type = string()
     generation = r.i32()
-    protocol_name = r.opt_string()
-    leader = r.opt_string()
-    state_ts = r.i64()
-    count = r.i32()
-    if count < 0:
-        raise OffsetsCodecError(f"negative member count {count}")
+    protocol_name = opt_string()
+    leader = opt_string()
+    state_ts = r.i64() if version >= 2 else -1
+    count = r.compact_length() if flexible else r.array_length()
+    if count is None:
+        raise OffsetsCodecError("null member array")
     members = []
     for _ in range(count):
-        member_id = r.string()
-        instance_id = r.opt_string()
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_ms, session_ms = r.unpack(_TIMEOUTS)
+        member_id = string()
+        instance_id = opt_string() if version >= 3 else None
+        client_id = string()
+        client_host = string()
+        rebalance_ms = r.i32() if version >= 1 else None
+        session_ms = r.i32()
+        # Kafka's rule for v0, which had no rebalance timeout: the session timeout.
+        rebalance_ms = session_ms if rebalance_ms is None else rebalance_ms
+        subscription = raw()
+        assignment = raw()
+        if flexible:
+            r.tagged()
         members.append(
             MemberValue(
                 member_id,
@@ -252,13 +218,15 @@ def decode_group_value(data: bytes) -> GroupValue:
                 client_host,
                 rebalance_ms,
                 session_ms,
-                r.raw(),
-                r.raw(),
+                subscription,
+                assignment,
             )
         )
+    if flexible:
+        r.tagged()
     r.done()
     return GroupValue(
-        protocol_type,
+        protocol_type or None,
         generation,
         protocol_name,
         leader,
@@ -270,13 +238,13 @@ def decode_group_value(data: bytes) -> GroupValue:
 def decode_record(
     key: bytes, value: bytes | None
 ) -> tuple[OffsetKey, OffsetValue | None] | tuple[GroupKey, GroupValue | None]:
-    """One ``__consumer_offsets`` record; a ``None`` value stays ``None`` (tombstone)."""
+    """One ``__consumer_offsets`` record, its value read in its key's layout; a ``None``
+    value stays ``None`` (tombstone)."""
     k = decode_key(key)
     if isinstance(k, OffsetKey):
-        return k, None if value is None else decode_offset_value(value)
-    return k, None if value is None else decode_group_value(value)
-
-
-def _check_version(version: int) -> None:
-    if version != VALUE_VERSION:
-        raise OffsetsCodecError(f"unsupported __consumer_offsets value version {version}")
+        if value is None:
+            return k, None
+        return k, decode_legacy_offset_value(value) if k.legacy else decode_offset_value(value)
+    if value is None:
+        return k, None
+    return k, decode_legacy_group_value(value) if k.legacy else decode_group_value(value)

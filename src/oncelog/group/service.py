@@ -29,6 +29,7 @@ from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.coordinator import GroupCoordinator
+from oncelog.group.layout_migration import maybe_legacy_key
 from oncelog.group.messages import (
     CommitReply,
     ConsumerHeartbeatReply,
@@ -85,6 +86,8 @@ class GroupService:
         self._clock = clock
         self.coordinator = GroupCoordinator(config)
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
+        self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
+        self._legacy_keys: dict[bytes, bool] = {}
         self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
@@ -100,6 +103,7 @@ class GroupService:
     def start(self) -> None:
         """Create/load ``__consumer_offsets`` and start the coordinator's timers."""
         self._load()
+        self._migrate_legacy_layout()
         # Through self: a failed append replaces the coordinator.
         self.runtime.start_timer(
             lambda now: self.coordinator.tick(now),
@@ -119,6 +123,7 @@ class GroupService:
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=len(parts))
         coordinator = GroupCoordinator(self.config)
         records = skipped = 0
+        legacy: dict[bytes, bool] = {}  # legacy-layout key -> its latest record is a value
         for index, part in enumerate(parts):
             for entry in iter_log(part):
                 if entry.marker_commit is not None:
@@ -132,9 +137,12 @@ class GroupService:
                         skipped += 1
                         continue
                     records += 1
+                    if maybe_legacy_key(entry.key):
+                        legacy[entry.key] = entry.value is not None
         coordinator.finish_load(self._clock())
         self.coordinator = coordinator
         self.skipped_records = skipped
+        self._legacy_keys = legacy
         self.load_time_s = time.monotonic() - started
         log.info(
             "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
@@ -143,6 +151,16 @@ class GroupService:
             skipped,
             self.load_time_s,
         )
+
+    def _migrate_legacy_layout(self) -> None:
+        """Rewrite the records a pre-Kafka-layout oncelog left (see layout_migration)."""
+        if not any(self._legacy_keys.values()):
+            return
+        step, count = self.coordinator.migrate_legacy(self._legacy_keys)
+        self._legacy_keys = {}
+        self.runtime.run(step)  # a failed append reloads; the next start-up tries again
+        self.migrated_records = count
+        log.info("rewrote %d legacy-layout __consumer_offsets keys in Kafka's layout", count)
 
     async def stop(self) -> None:
         await self.runtime.stop()

@@ -1,111 +1,177 @@
-"""Records of the compacted ``__transaction_state`` topic (our own layout, not Kafka's).
+"""Records of the compacted ``__transaction_state`` topic, in Kafka's layout.
 
-Key   (version 0): ``i16 version | u16 length | utf-8 transactional id``
-Value (version 0): ``i16 version | i64 producer_id | i64 last_producer_id | i16 producer_epoch |
-    i16 last_producer_epoch | i32 txn_timeout_ms | i8 state | i64 txn_start_ms |
-    i64 txn_last_update_ms | i32 topic count | per topic (sorted): u16 length | utf-8 name |
-    i32 partition count | i32 partition...(sorted)``
+The schemas are Kafka's ``transaction-coordinator/src/main/resources/common/message/``
+``TransactionLogKey.json`` and ``TransactionLogValue.json`` (see coordinator/schema_io.py
+for the encoding), so Kafka's ``TransactionLogMessageFormatter`` reads what we write.
+
+Key (version 0): ``i16 0 | string TransactionalId``.
+Value (we write version 1, the flexible one, for its tagged fields):
+  ``i16 1 | i64 ProducerId | i16 ProducerEpoch | i32 TransactionTimeoutMs |
+  i8 TransactionStatus | compact array? TransactionPartitions (null when Empty, as Kafka
+  writes it) of {compact string Topic | compact array of i32 PartitionIds | tagged} |
+  i64 TransactionLastUpdateTimestampMs | i64 TransactionStartTimestampMs | tagged fields``.
+  The status ids are Kafka's (``TxnState`` values). Tagged fields: 0 PreviousProducerId
+  (our ``last_producer_id``), and oncelog's ``ONCELOG_TAG_BASE`` = last_producer_epoch,
+  which Kafka does not persist; we do, so a KIP-360 retry of InitProducerId still works after
+  a restart. Fields at their default (-1) are left out, as Kafka does. Kafka's NextProducerId
+  (1) and ClientTransactionVersion (2) are read and ignored: transactions v1 has neither.
 A ``None`` value is a tombstone: the id expired, and compaction will drop it.
 
-Unlike Kafka's value schema we persist ``last_producer_id``/``last_producer_epoch`` always, so a
-KIP-360 retry of InitProducerId still works after a broker restart. Every version is checked
-strictly (unknown version, unknown state or trailing bytes raise ``TxnLogCodecError``).
+Version-0 values: Kafka's v0 has the same first field as oncelog's pre-Kafka layout
+(log_codec_legacy), which also says version 0. We never write v0, so a v0 value is read as
+the legacy layout first (what every older oncelog data dir holds) and as Kafka's v0 only if
+that strict parse fails. Keys need no such care: the legacy key was already Kafka's.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 
-from oncelog.txn.metadata import TopicPartition, TransactionMetadata, TxnState
+from oncelog.coordinator.schema_io import (
+    ONCELOG_TAG_BASE,
+    SchemaReader,
+    SchemaWriter,
+    pack_i16,
+    pack_i64,
+)
+from oncelog.txn.log_codec_legacy import decode_legacy_value
+from oncelog.txn.log_errors import TxnLogCodecError
+from oncelog.txn.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TxnState,
+)
+
+__all__ = [
+    "KEY_VERSION",
+    "VALUE_VERSION",
+    "TxnLogCodecError",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "is_legacy_value",
+]
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
-
-_I16 = struct.Struct(">h")
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">hqqhhibqqi")
-
-
-class TxnLogCodecError(ValueError):
-    pass
+VALUE_VERSION = 1
+PREVIOUS_PRODUCER_ID_TAG = 0
+LAST_PRODUCER_EPOCH_TAG = ONCELOG_TAG_BASE
 
 
 def encode_key(transactional_id: str) -> bytes:
-    raw = transactional_id.encode()
-    if len(raw) > 0xFFFF:
-        raise TxnLogCodecError("transactional id longer than 65535 bytes")
-    return _I16.pack(KEY_VERSION) + _U16.pack(len(raw)) + raw
+    w = SchemaWriter(KEY_VERSION)
+    try:
+        w.string(transactional_id)
+    except ValueError as exc:
+        raise TxnLogCodecError(str(exc)) from None
+    return w.done()
 
 
 def decode_key(data: bytes) -> str:
+    r = SchemaReader(data, TxnLogCodecError)
+    version = r.i16()
+    if version != KEY_VERSION:
+        raise TxnLogCodecError(f"unknown transaction log key version {version}")
+    # Unsigned: the legacy key allowed ids of up to 65535 bytes.
+    n = r.u16()
     try:
-        (version,) = _I16.unpack_from(data, 0)
-        if version != KEY_VERSION:
-            raise TxnLogCodecError(f"unknown transaction log key version {version}")
-        (n,) = _U16.unpack_from(data, 2)
-        if len(data) != 4 + n:
-            raise TxnLogCodecError("transaction log key has a bad length")
-        return bytes(data[4:]).decode()
-    except (struct.error, UnicodeDecodeError) as e:
-        raise TxnLogCodecError(f"malformed transaction log key: {e}") from e
+        txn_id = str(r.take(n), "utf-8")
+    except UnicodeDecodeError as exc:
+        raise TxnLogCodecError(f"malformed transaction log key: {exc}") from exc
+    r.done()
+    return txn_id
+
+
+def _by_topic(partitions: set[TopicPartition]) -> list[tuple[str, list[int]]]:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in partitions:
+        by_topic[topic].append(partition)
+    return [(topic, sorted(by_topic[topic])) for topic in sorted(by_topic)]
 
 
 def encode_value(meta: TransactionMetadata) -> bytes:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for topic, partition in meta.partitions:
-        by_topic[topic].append(partition)
-    out = [
-        _HEAD.pack(
-            VALUE_VERSION,
-            meta.producer_id,
-            meta.last_producer_id,
-            meta.producer_epoch,
-            meta.last_producer_epoch,
-            meta.txn_timeout_ms,
-            int(meta.state),
-            meta.txn_start_ms,
-            meta.txn_last_update_ms,
-            len(by_topic),
-        )
-    ]
-    for topic in sorted(by_topic):
-        name = topic.encode()
-        parts = sorted(by_topic[topic])
-        out.append(_U16.pack(len(name)) + name + _I32.pack(len(parts)))
-        out.append(struct.pack(f">{len(parts)}i", *parts))
-    return b"".join(out)
+    w = SchemaWriter(VALUE_VERSION)
+    w.i64(meta.producer_id)
+    w.i16(meta.producer_epoch)
+    w.i32(meta.txn_timeout_ms)
+    w.i8(int(meta.state))
+    if meta.state is TxnState.EMPTY and not meta.partitions:
+        w.compact_length(None)
+    else:
+        topics = _by_topic(meta.partitions)
+        w.compact_length(len(topics))
+        for topic, parts in topics:
+            w.compact_string(topic)
+            w.compact_length(len(parts))
+            for p in parts:
+                w.i32(p)
+            w.tagged({})
+    w.i64(meta.txn_last_update_ms)
+    w.i64(meta.txn_start_ms)
+    tagged: dict[int, bytes] = {}
+    if meta.last_producer_id != NO_PRODUCER_ID:
+        tagged[PREVIOUS_PRODUCER_ID_TAG] = pack_i64(meta.last_producer_id)
+    if meta.last_producer_epoch != NO_PRODUCER_EPOCH:
+        tagged[LAST_PRODUCER_EPOCH_TAG] = pack_i16(meta.last_producer_epoch)
+    w.tagged(tagged)
+    return w.done()
+
+
+def is_legacy_value(data: bytes) -> bool:
+    """Is this value in oncelog's legacy layout (the rule ``decode_value`` applies)?"""
+    if data[:2] != b"\x00\x00":
+        return False
+    try:
+        decode_legacy_value("", data)
+    except TxnLogCodecError:
+        return False
+    return True
 
 
 def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
-    try:
-        (version,) = _I16.unpack_from(data, 0)
-        if version != VALUE_VERSION:
-            raise TxnLogCodecError(f"unknown transaction log value version {version}")
-        (_, pid, last_pid, epoch, last_epoch, timeout, state_id, start, update, n_topics) = (
-            _HEAD.unpack_from(data, 0)
-        )
+    if data[:2] == b"\x00\x00":
         try:
-            state = TxnState(state_id)
-        except ValueError:
-            raise TxnLogCodecError(f"unknown transaction state id {state_id}") from None
-        pos = _HEAD.size
-        partitions: set[TopicPartition] = set()
-        for _ in range(n_topics):
-            (n,) = _U16.unpack_from(data, pos)
-            topic = bytes(data[pos + 2 : pos + 2 + n]).decode()
-            pos += 2 + n
-            (count,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if count < 0:
-                raise TxnLogCodecError("negative partition count")
-            partitions.update((topic, p) for p in struct.unpack_from(f">{count}i", data, pos))
-            pos += 4 * count
-        if pos != len(data):
-            raise TxnLogCodecError("trailing bytes after transaction log value")
-    except (struct.error, UnicodeDecodeError) as e:
-        raise TxnLogCodecError(f"malformed transaction log value: {e}") from e
+            return decode_legacy_value(transactional_id, data)
+        except TxnLogCodecError:
+            pass  # not oncelog's legacy layout: Kafka's v0
+    return _decode_kafka_value(transactional_id, data)
+
+
+def _decode_kafka_value(transactional_id: str, data: bytes) -> TransactionMetadata:
+    r = SchemaReader(data, TxnLogCodecError)
+    version = r.i16()
+    if version not in (0, 1):
+        raise TxnLogCodecError(f"unknown transaction log value version {version}")
+    flexible = version == 1
+    pid = r.i64()
+    epoch = r.i16()
+    timeout = r.i32()
+    state_id = r.i8()
+    try:
+        state = TxnState(state_id)
+    except ValueError:
+        raise TxnLogCodecError(f"unknown transaction state id {state_id}") from None
+    partitions: set[TopicPartition] = set()
+    n_topics = r.compact_length() if flexible else r.array_length()
+    for _ in range(n_topics or 0):
+        topic = r.compact_string() if flexible else r.string()
+        count = r.compact_length() if flexible else r.array_length()
+        if count is None:
+            raise TxnLogCodecError("null partition array")
+        partitions.update((topic, r.i32()) for _ in range(count))
+        if flexible:
+            r.tagged()
+    update = r.i64()
+    start = r.i64()
+    last_pid, last_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    if flexible:
+        tagged = r.tagged()
+        last_pid = r.tagged_i64(tagged, PREVIOUS_PRODUCER_ID_TAG, NO_PRODUCER_ID)
+        last_epoch = r.tagged_i16(tagged, LAST_PRODUCER_EPOCH_TAG, NO_PRODUCER_EPOCH)
+    r.done()
     return TransactionMetadata(
         transactional_id=transactional_id,
         producer_id=pid,

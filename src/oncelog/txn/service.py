@@ -34,7 +34,14 @@ from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.replay import iter_log
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
-from oncelog.txn.log_codec import TxnLogCodecError, decode_key, decode_value
+from oncelog.txn.log_codec import (
+    TxnLogCodecError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    is_legacy_value,
+)
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.messages import Reply, TxnMarker, TxnStep, WriteMarkers
 from oncelog.txn.metadata import (
@@ -113,6 +120,7 @@ class TransactionService:
         )
         started = time.monotonic()
         records: list[tuple[str, bytes | None]] = []
+        latest: dict[str, tuple[int, bytes | None]] = {}  # id -> (partition, latest value)
         for index, part in enumerate(parts):
             for entry in iter_log(part):
                 if entry.key is None or entry.marker_commit is not None:
@@ -126,6 +134,9 @@ class TransactionService:
                     self.skipped_records += 1
                     continue
                 records.append((txn_id, entry.value))
+                latest[txn_id] = (index, entry.value)
+        # Before the load's own appends, so a completion it starts is written after.
+        self._rewrite_legacy_values(latest)
         self.runtime.run(self.coordinator.load(records, now_ms=now))
         self.loaded = True
         self.load_time_s = time.monotonic() - started
@@ -139,6 +150,20 @@ class TransactionService:
         self.runtime.start_timer(
             self.coordinator.expire, max_wait_ms=self.config.abort_check_interval_ms
         )
+
+    def _rewrite_legacy_values(self, latest: dict[str, tuple[int, bytes | None]]) -> None:
+        """Rewrite, in Kafka's layout, each id whose latest value is in oncelog's legacy
+        layout (same key, same state), so Kafka's tools read the whole log once cleaned."""
+        rewritten = 0
+        for txn_id, (partition, value) in latest.items():
+            if value is None or not is_legacy_value(value):
+                continue
+            record = (encode_key(txn_id), encode_value(decode_value(txn_id, value)))
+            if self.runtime.append_unowned(Append(partition, (record,))) is not ErrorCode.none:
+                return  # the legacy value still loads; the next start-up tries again
+            rewritten += 1
+        if rewritten:
+            log.info("rewrote %d legacy-layout __transaction_state values", rewritten)
 
     async def stop(self) -> None:
         await self.runtime.stop()
