@@ -277,8 +277,9 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
 def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
     tmp_path: Path, topic_name: str
 ) -> None:
-    """A KIP-848 record type (key version 3+) from a newer broker, and corrupt values in
-    either layout, are skipped and counted at start-up; the rest loads."""
+    """A record type this broker does not know (a share group's, key version 11) from a
+    newer broker, and corrupt values in either layout or of a KIP-848 record, are
+    skipped and counted at start-up; the rest loads, a valid KIP-848 record included."""
     b = EmbeddedBroker(tmp_path / "data").start(timeout=START_S)
     try:
         create_topic(b.bootstrap, topic_name, 2)
@@ -289,13 +290,17 @@ def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
         c.close()
     finally:
         b.stop()
+    share_group_metadata_key = b"\x00\x0b\x00\x01g"  # Kafka's ShareGroupMetadataKey
     consumer_group_metadata_key = b"\x00\x03\x00\x01g"  # Kafka's ConsumerGroupMetadataKey
+    epoch_1 = b"\x00\x00\x00\x00\x00\x01\x00"  # value v0: epoch 1, no tagged fields
     append(
         b.data_dir,
         "__consumer_offsets",
         partition_for(GROUP, 50),
         [
-            build_batch([(consumer_group_metadata_key, b"\x00\x00\x00\x00\x00\x01\x00", None, 0)]),
+            build_batch([(share_group_metadata_key, epoch_1, None, 0)]),
+            build_batch([(consumer_group_metadata_key, b"\x00\x00\x00", None, 0)]),
+            build_batch([(consumer_group_metadata_key, epoch_1, None, 0)]),
             build_batch([(encode_offset_key(GROUP, topic_name, 1), b"\x00\x03junk", None, 0)]),
             build_batch([(legacy_offset_key(GROUP, topic_name, 1), b"\x00\x01junk", None, 0)]),
         ],
@@ -303,8 +308,9 @@ def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
     b.start(timeout=START_S)
     try:
         text = b.log_path.read_text()
-        assert "from 1 records (3 undecodable, skipped)" in text
-        assert "unknown __consumer_offsets key version 3" in text
+        assert "from 2 records (4 undecodable, skipped)" in text
+        assert "unknown __consumer_offsets key version 11" in text
+        assert "truncated consumer group record" in text
         assert "legacy-layout" not in text
         assert committed(b.bootstrap, topic_name) == [(4, None), (-1001, None)]
     finally:

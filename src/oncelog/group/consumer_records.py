@@ -184,7 +184,11 @@ class ConsumerGroupImage:
         self._groups: dict[str, _GroupImage] = {}
 
     def apply(self, key: bytes, value: bytes | None) -> None:
+        """Take one record; raises OffsetsCodecError for a corrupt key or value, so the
+        loader skips and counts it rather than failing in ``build`` at the end."""
         k = decode_key(key)
+        if value is not None:
+            _check_value(k.kind, value)
         g = self._groups.setdefault(k.group_id, _GroupImage())
         if k.member_id is not None:
             records = g.members.setdefault(k.member_id, {})
@@ -226,6 +230,19 @@ class ConsumerGroupImage:
                 cg.target[mid] = {} if target is None else _decode_target(target)
             out[gid] = (cg, dict(g.raw))
         return out
+
+
+def _check_value(kind: int, value: bytes) -> None:
+    if kind in (GROUP_METADATA, TARGET_METADATA):
+        _epoch(value)
+    elif kind == PARTITION_METADATA:
+        _decode_topics(value)
+    elif kind == MEMBER_METADATA:
+        _decode_member("", value)
+    elif kind == CURRENT_MEMBER:
+        _decode_current(ConsumerMember(""), value)
+    elif kind == TARGET_MEMBER:
+        _decode_target(value)
 
 
 def _epoch(value: bytes) -> int:
@@ -351,6 +368,13 @@ class _Writer:
         self.uvarint(0)
 
 
+def _utf8(raw: memoryview) -> str:
+    try:
+        return str(raw, "utf-8")
+    except UnicodeDecodeError as exc:
+        raise OffsetsCodecError(f"invalid UTF-8 in a consumer group record: {exc}") from None
+
+
 class _Reader:
     __slots__ = ("buf", "pos")
 
@@ -395,11 +419,11 @@ class _Reader:
         n = self.uvarint() - 1
         if n < 0:
             return None
-        return str(self._take(n), "utf-8")
+        return _utf8(self._take(n))
 
     def classic_string(self) -> str:
         n = self.i16()
-        return str(self._take(n), "utf-8")
+        return _utf8(self._take(n))
 
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(self._take(16)))
