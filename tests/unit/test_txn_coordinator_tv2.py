@@ -192,9 +192,9 @@ def test_overflow_survives_a_restart_in_prepare_commit() -> None:
     again = Shell(load=False)
     step = again.coord.load(log, now_ms=again.now)
     again.absorb(step)
-    assert [(a.producer_id, a.producer_epoch) for a in again.queue if isinstance(a, WriteMarkers)] == [
-        (7, MAX_EPOCH)
-    ]
+    assert [
+        (a.producer_id, a.producer_epoch) for a in again.queue if isinstance(a, WriteMarkers)
+    ] == [(7, MAX_EPOCH)]
     again.drain()
     m = again.state()
     assert (m.state, m.producer_id, m.producer_epoch) == (S.COMPLETE_COMMIT, 1000, 0)

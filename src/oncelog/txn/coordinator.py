@@ -315,7 +315,9 @@ class TransactionCoordinator:
         if state.is_prepare:
             valid_epoch = retry_on_bump
         elif state.is_complete:
-            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+            valid_epoch = (
+                retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+            )
         else:
             valid_epoch = producer_epoch == meta.producer_epoch
         if meta.producer_id != producer_id and not retry_on_overflow:

@@ -26,6 +26,7 @@ TV_2 = 2
 def supports_epoch_bump(transaction_version: int) -> bool:
     return transaction_version >= TV_2
 
+
 TopicPartition = tuple[str, int]
 
 
@@ -193,9 +194,14 @@ class TransactionMetadata:
         same = t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
         tv2 = supports_epoch_bump(t.client_transaction_version)
         # Every TV2 EndTxn bumps the epoch (by one; an abort at Short.MAX_VALUE stays there).
-        tv2_bump = tv2 and t.producer_id == self.producer_id and t.producer_epoch in (
-            self.producer_epoch + 1,
-            MAX_EPOCH,
+        tv2_bump = (
+            tv2
+            and t.producer_id == self.producer_id
+            and t.producer_epoch
+            in (
+                self.producer_epoch + 1,
+                MAX_EPOCH,
+            )
         )
         if t.state is TxnState.EMPTY:
             bumped = t.producer_epoch == self.producer_epoch + 1 or (
