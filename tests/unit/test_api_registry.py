@@ -70,7 +70,11 @@ def test_api_versions_lists_exactly_the_registry(tmp_path: Path) -> None:
     expected = sorted((int(s.key), s.min_version, s.max_version) for s in API_SPECS)
     assert advertised == expected
     assert len(advertised) == len(ApiKey)
-    assert (int(ApiKey.PRODUCE), 3, 10) in advertised and (int(ApiKey.END_TXN), 0, 3) in advertised
+    assert (int(ApiKey.PRODUCE), 3, 12) in advertised and (int(ApiKey.END_TXN), 0, 5) in advertised
+    # Transaction version 2 is finalized (KIP-584 features; the 0 minimum shows from v4 on).
+    assert [(f.name, f.max_version_level) for f in decoded.finalized_features] == [
+        ("transaction.version", 2)
+    ]
 
 
 def test_unsupported_api_versions_version_answers_v0_with_the_registry() -> None:
