@@ -24,6 +24,7 @@ TRANSACTION_VERSION_FEATURE = "transaction.version"
 SUPPORTED_FEATURES = ((TRANSACTION_VERSION_FEATURE, 0, 2),)
 # Kafka uses the metadata log offset; a single node with static features has one epoch.
 FINALIZED_FEATURES_EPOCH = 0
+FEATURES_SINCE = 3  # the tagged feature fields (KIP-584)
 ZERO_MIN_FEATURES_SINCE = 4
 
 
@@ -36,6 +37,12 @@ def version_entries(apis: dict[int, ApiSpec], r: ModuleType) -> tuple[Any, ...]:
 
 def api_versions(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
+    if ctx.version < FEATURES_SINCE:
+        return make(
+            r.ApiVersionsResponse,
+            error_code=ErrorCode.none,
+            api_keys=version_entries(ctx.broker.apis, r),
+        )
     finalized = {TRANSACTION_VERSION_FEATURE: ctx.broker.txn.config.transaction_version}
     return make(
         r.ApiVersionsResponse,
