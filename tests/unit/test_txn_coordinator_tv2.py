@@ -237,3 +237,24 @@ def test_tv2_fields_round_trip_and_tv1_records_stay_version_0() -> None:
     tv1 = TransactionMetadata(TXN, 5, producer_epoch=1, txn_start_ms=-1, txn_last_update_ms=4)
     assert encode_value(tv1)[:2] == b"\x00\x00"
     assert decode_value(TXN, encode_value(tv1)) == tv1
+
+
+def test_a_timed_out_tv2_transaction_fences_its_producer() -> None:
+    # Kafka aborts a timed-out TV2 transaction with the fence bump and then the TV2 bump,
+    # so the late producer's EndTxn is not mistaken for a retry of a finished one.
+    sh = Shell(txn_log_partitions=1)
+    sh.init(timeout=1_000)
+    add2(sh, 1000, 0)
+    sh.now += 5_000
+    start = len(sh.trace)
+    sh.absorb(sh.coord.abort_timed_out(sh.now))
+    sh.drain()
+    markers = [a for a in sh.trace[start:] if isinstance(a, WriteMarkers)]
+    assert [(m.producer_epoch, m.commit) for m in markers] == [(2, False)]
+    m = sh.state()
+    assert (m.state, m.producer_epoch, m.last_producer_epoch) == (S.COMPLETE_ABORT, 2, 1)
+    assert end2(sh, 1000, 0, commit=False) == err(E.producer_fenced)
+    assert end2(sh, 1000, 0, commit=True) == err(E.producer_fenced)
+    assert add2(sh, 1000, 0) == err(E.producer_fenced)
+    # A new InitProducerId recovers the id.
+    assert sh.init() == ok(1000, 3)

@@ -649,10 +649,16 @@ class TransactionCoordinator:
         # Kafka's PrepareEpochFence -> PrepareAbort collapsed into one transition (the fence
         # state is never logged). After a failed fence write the epoch is already bumped.
         bump = not meta.has_failed_epoch_fence and meta.producer_epoch < MAX_EPOCH
+        epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
+        last_epoch = NO_PRODUCER_EPOCH
+        if supports_epoch_bump(meta.client_transaction_version) and epoch < MAX_EPOCH:
+            # A TV2 transaction's abort bumps once more, as every TV2 end does, so the
+            # fenced producer's EndTxn (its epoch + 1 would look like a retry) is fenced.
+            epoch, last_epoch = epoch + 1, epoch
         return meta.prepare(
             S.PREPARE_ABORT,
-            producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,
-            last_producer_epoch=NO_PRODUCER_EPOCH,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
             txn_last_update_ms=now_ms,
         )
 

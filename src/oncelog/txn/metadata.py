@@ -216,7 +216,11 @@ class TransactionMetadata:
             fence = (
                 t.state is TxnState.PREPARE_ABORT
                 and t.producer_id == self.producer_id
-                and t.producer_epoch == self.producer_epoch + 1
+                and (
+                    t.producer_epoch == self.producer_epoch + 1
+                    # TV2: the fence bump, then the TV2 abort's own bump
+                    or (tv2 and t.producer_epoch == self.producer_epoch + 2)
+                )
             )
             # TV2: an abort with no transaction open (nothing was added implicitly yet).
             idle_abort = tv2 and t.state is TxnState.PREPARE_ABORT and self.state in _IDLE
