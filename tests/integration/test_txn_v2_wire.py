@@ -243,3 +243,25 @@ def test_tv2_state_survives_a_restart(tmp_path, topic_name: str) -> None:  # typ
         assert produce_v12(c, topic_name, (0,), pid, epoch + 1, 0) == [ErrorCode.none]
         assert end_v5(c, pid, epoch + 1, commit=True) == (ErrorCode.none, pid, epoch + 2)
         wait_for(lambda: end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [4])
+
+
+def test_next_transactions_first_batch_waits_for_the_previous_markers(
+    tmp_path, topic_name: str
+) -> None:  # type: ignore[no-untyped-def]
+    """EndTxn v5 answers once PrepareCommit is durable, before the markers: the producer's
+    next batch (new epoch) is added implicitly only after the COMMIT marker, so it can never
+    land inside the previous transaction."""
+    settings = {"oncelog.debug.marker.delay.ms": "1500"}
+    with EmbeddedBroker(tmp_path / "data", settings=settings) as b, WireClient(b.bootstrap) as c:
+        create_topic(b.bootstrap, topic_name, 1)
+        pid, epoch = init(c)
+        assert produce_v12(c, topic_name, (0,), pid, epoch, 0) == [ErrorCode.none]
+        assert end_v5(c, pid, epoch, commit=True) == (ErrorCode.none, pid, epoch + 1)
+        started = time.monotonic()
+        assert produce_v12(c, topic_name, (0,), pid, epoch + 1, 0) == [ErrorCode.none]
+        assert time.monotonic() - started > 0.5  # it waited for the markers
+        # record 0, COMMIT marker 1, then the new transaction's record 2 (still open)
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_UNCOMMITTED) == [3]
+        assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [2]
+        assert end_v5(c, pid, epoch + 1, commit=True) == (ErrorCode.none, pid, epoch + 2)
+        wait_for(lambda: end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [4])
