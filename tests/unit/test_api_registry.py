@@ -70,7 +70,33 @@ def test_api_versions_lists_exactly_the_registry(tmp_path: Path) -> None:
     expected = sorted((int(s.key), s.min_version, s.max_version) for s in API_SPECS)
     assert advertised == expected
     assert len(advertised) == len(ApiKey)
-    assert (int(ApiKey.PRODUCE), 3, 10) in advertised and (int(ApiKey.END_TXN), 0, 3) in advertised
+    assert (int(ApiKey.PRODUCE), 3, 12) in advertised and (int(ApiKey.END_TXN), 0, 5) in advertised
+    # Transaction version 2 is finalized (KIP-584 features; the 0 minimum shows from v4 on).
+    assert [(f.name, f.max_version_level) for f in decoded.finalized_features] == [
+        ("transaction.version", 2)
+    ]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_features_by_api_versions_version(tmp_path: Path, version: int) -> None:
+    """Features exist from v3 (tagged fields); a 0 minimum is listed from v4 (KAFKA-17011)."""
+    broker = Broker(
+        BrokerConfig.build(overrides={"log.dirs": str(tmp_path)}), listen=("127.0.0.1", 0)
+    )
+    header = RequestHeader(int(ApiKey.API_VERSIONS), version, 7, "test")
+    req = load_request_schema(int(ApiKey.API_VERSIONS), version)(
+        **({"client_software_name": "t", "client_software_version": "1"} if version >= 3 else {})
+    )
+    resp = api_versions(RequestContext(broker, header, 1, "127.0.0.1:1"), req)
+    decoded = decode_api_versions(encode_response(ApiKey.API_VERSIONS, version, 7, resp), version)
+    assert decoded.error_code == ErrorCode.none
+    assert len(decoded.api_keys) == len(ApiKey)
+    supported = [
+        (f.name, f.min_version, f.max_version) for f in getattr(decoded, "supported_features", ())
+    ]
+    finalized = [(f.name, f.max_version_level) for f in getattr(decoded, "finalized_features", ())]
+    assert supported == ([("transaction.version", 0, 2)] if version >= 4 else [])
+    assert finalized == ([("transaction.version", 2)] if version >= 3 else [])
 
 
 def test_unsupported_api_versions_version_answers_v0_with_the_registry() -> None:

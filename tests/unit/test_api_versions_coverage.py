@@ -15,7 +15,7 @@ from oncelog.protocol.api_keys import ApiKey
 
 # api: (our min, our max, Kafka 4.x min, Kafka 4.x max, why we stop below Kafka's max)
 CLAIMS: dict[ApiKey, tuple[int, int, int, int, str]] = {
-    ApiKey.PRODUCE: (3, 10, 3, 13, "v11 TRANSACTION_ABORTABLE, v12 TV2, v13 ids: TV2 work"),
+    ApiKey.PRODUCE: (3, 12, 3, 13, "v13: topic ids instead of names (KIP-516)"),
     ApiKey.FETCH: (4, 17, 4, 18, "v18: a follower's high watermark (KIP-1166)"),
     ApiKey.LIST_OFFSETS: (
         1,
@@ -35,16 +35,16 @@ CLAIMS: dict[ApiKey, tuple[int, int, int, int, str]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5, 0, 6, "v6: GROUP_ID_NOT_FOUND (KIP-1043)"),
     ApiKey.LIST_GROUPS: (0, 5, 0, 5, ""),
     ApiKey.SASL_HANDSHAKE: (1, 1, 0, 1, ""),
-    ApiKey.API_VERSIONS: (0, 3, 0, 4, "v4: feature minimum 0 fix"),
+    ApiKey.API_VERSIONS: (0, 4, 0, 4, ""),
     ApiKey.CREATE_TOPICS: (2, 7, 2, 7, ""),
     ApiKey.DELETE_TOPICS: (1, 6, 1, 6, ""),
     ApiKey.DELETE_RECORDS: (0, 2, 0, 2, ""),
-    ApiKey.INIT_PRODUCER_ID: (0, 4, 0, 6, "v5 TV2, v6 KIP-939 two-phase commit"),
+    ApiKey.INIT_PRODUCER_ID: (0, 5, 0, 6, "v6: KIP-939 two-phase commit"),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4, 0, 5, "v5: TRANSACTION_ABORTABLE (TV2 work)"),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3, 0, 4, "v4: TRANSACTION_ABORTABLE (TV2 work)"),
-    ApiKey.END_TXN: (0, 3, 0, 5, "v4 TRANSACTION_ABORTABLE, v5 TV2 epoch"),
+    ApiKey.END_TXN: (0, 5, 0, 5, ""),
     ApiKey.WRITE_TXN_MARKERS: (1, 1, 1, 2, "v2: marker transaction version (KIP-1228)"),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4, 0, 5, "v5: TV2"),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5, 0, 5, ""),
     ApiKey.DESCRIBE_ACLS: (1, 3, 1, 3, ""),
     ApiKey.CREATE_ACLS: (1, 3, 1, 3, ""),
     ApiKey.DELETE_ACLS: (1, 3, 1, 3, ""),

@@ -686,7 +686,18 @@ def test_state_table_matches_kafka() -> None:
         ("DEAD", 6),
         ("PREPARE_EPOCH_FENCE", 7),
     ]
-    assert S.PREPARE_ABORT.valid_previous_states == {S.ONGOING, S.PREPARE_EPOCH_FENCE}
+    # Kafka 4.x: an idle state may precede PrepareAbort (a TV2 abort with nothing added) ...
+    assert S.PREPARE_ABORT.valid_previous_states == {
+        S.ONGOING,
+        S.PREPARE_EPOCH_FENCE,
+        S.EMPTY,
+        S.COMPLETE_COMMIT,
+        S.COMPLETE_ABORT,
+    }
+    # ... but never for a TV1 client: completing such a transition is refused.
+    idle = TransactionMetadata(TXN, 1, producer_epoch=0)
+    with pytest.raises(TxnStateError):
+        idle.complete(idle.prepare(S.PREPARE_ABORT, txn_start_ms=5))
     assert S.DEAD.valid_previous_states == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
     assert S.from_kafka_name("CompleteAbort") is S.COMPLETE_ABORT
     m = TransactionMetadata(TXN, 1, producer_epoch=0)

@@ -44,6 +44,19 @@ class ProduceError(Exception):
         self.log_start_offset = log_start_offset
 
 
+class NotInTransaction(ProduceError):
+    """A transactional batch for a partition its producer's transaction does not hold (or
+    under a stale producer id/epoch). A TV2 Produce (v12+) adds the partition implicitly and
+    retries; older versions answer ``error_code``."""
+
+    def __init__(
+        self, error_code: ErrorCode, message: str, producer_id: int, producer_epoch: int
+    ) -> None:
+        super().__init__(error_code, message)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionData:
     topic: str
@@ -145,10 +158,12 @@ class PartitionWriter:
                     fenced=ErrorCode.invalid_producer_epoch,
                 )
                 if code != ErrorCode.none:
-                    raise ProduceError(
+                    raise NotInTransaction(
                         code,
                         f"partition {topic}-{index} is not part of an ongoing transaction of "
                         f"producer {header.producer_id} epoch {header.producer_epoch}",
+                        header.producer_id,
+                        header.producer_epoch,
                     )
             assert entry.records is not None
             result = part.append(bytearray(entry.records), header, now_ms=now)

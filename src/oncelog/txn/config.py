@@ -33,6 +33,11 @@ class TxnConfig:
     blocking_begin: bool = setting("oncelog.txn.blocking.begin", True)
     # ... but for at most this long (then CONCURRENT_TRANSACTIONS, and the client retries).
     blocking_max_wait_ms: int = setting("oncelog.txn.blocking.begin.max.wait.ms", 5_000)
+    # The finalized ``transaction.version`` feature level ApiVersions advertises (Kafka sets
+    # it with kafka-features / kafka-storage format). At 2, clients that know KIP-890 part 2
+    # use EndTxn v5 and Produce v12's implicit add; below, they stay on transaction version 1.
+    # The request versions are served either way, as Kafka does.
+    transaction_version: int = setting("oncelog.feature.transaction.version", 2)
     # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
     marker_delay_ms: int = setting("oncelog.debug.marker.delay.ms", 0)
 

@@ -1,4 +1,11 @@
-"""Sans-IO transaction coordinator: KIP-98 with Kafka 3.x semantics, transaction version 1.
+"""Sans-IO transaction coordinator: KIP-98 with Kafka 4.x semantics, transaction versions 1 and 2.
+
+Transaction version 2 (KIP-890 part 2) is chosen per request, as Kafka does: an implicit add
+(``add_partitions(..., transaction_version=TV_2)``, from Produce v12 or TxnOffsetCommit v5) and
+EndTxn v5 (``end_txn(..., transaction_version=TV_2)``). Every TV2 EndTxn bumps the epoch (its
+PrepareX record holds the bumped epoch, and so do the markers) and replies with the producer id
+and epoch for the next transaction; at an exhausted epoch a new producer id is allocated and
+takes over at epoch 0 when the transaction completes.
 
 No sockets, awaits, files or clock reads: time comes in as ``now_ms`` and the only injected
 function is ``allocate_producer_id``. Every call returns a ``Step`` (``oncelog.coordinator.runtime``),
@@ -46,11 +53,14 @@ from oncelog.txn.metadata import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     TopicPartition,
     TransactionMetadata,
     TxnState,
     TxnStateError,
     select,
+    supports_epoch_bump,
 )
 from oncelog.txn.parking import AddRequest, ParkingLot
 
@@ -187,6 +197,7 @@ class TransactionCoordinator:
         *,
         now_ms: int,
         verify_only: bool = False,
+        transaction_version: int = TV_0,
     ) -> Step:
         parts = frozenset(partitions)
         early = self._precheck(transactional_id)
@@ -197,7 +208,14 @@ class TransactionCoordinator:
         if verify_only:
             return Step(reply=self._verify(transactional_id, producer_id, producer_epoch, parts))
         step = Step()
-        req = AddRequest(next(self._tokens), transactional_id, producer_id, producer_epoch, parts)
+        req = AddRequest(
+            next(self._tokens),
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            parts,
+            transaction_version,
+        )
         outcome = self._try_add(req, now_ms, step, may_block=self.blocking_begin)
         step.reply = Pending(req.token) if outcome is None else outcome
         return step
@@ -210,11 +228,18 @@ class TransactionCoordinator:
         group_id: str,
         *,
         now_ms: int,
+        transaction_version: int = TV_0,
     ) -> Step:
-        """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition."""
+        """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition (TxnOffsetCommit
+        v5 does it implicitly, with ``transaction_version=TV_2``)."""
         partition = (CONSUMER_OFFSETS_TOPIC, self.offsets_partition(group_id))
         return self.add_partitions(
-            transactional_id, producer_id, producer_epoch, [partition], now_ms=now_ms
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            [partition],
+            now_ms=now_ms,
+            transaction_version=transaction_version,
         )
 
     def end_txn(
@@ -225,10 +250,13 @@ class TransactionCoordinator:
         commit: bool,
         *,
         now_ms: int,
+        transaction_version: int = TV_0,
     ) -> Step:
         early = self._precheck(transactional_id)
         if early is not None:
             return Step(reply=early)
+        if supports_epoch_bump(transaction_version):
+            return self._end_txn_tv2(transactional_id, producer_id, producer_epoch, commit, now_ms)
         meta = self._txns.get(transactional_id)
         err = self._check_producer(meta, producer_id, producer_epoch)
         if err is not None:
@@ -239,7 +267,9 @@ class TransactionCoordinator:
         state = meta.state
         if state is S.ONGOING:
             target = meta.prepare(
-                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, txn_last_update_ms=now_ms
+                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                txn_last_update_ms=now_ms,
+                client_transaction_version=TV_0,
             )
             return self._request_step(meta, _Kind.END, target)
         if state is S.COMPLETE_COMMIT or state is S.COMPLETE_ABORT:
@@ -251,6 +281,88 @@ class TransactionCoordinator:
         if state is S.EMPTY:
             return Step(reply=Reply(E.invalid_txn_state))
         raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
+
+    def _end_txn_tv2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> Step:
+        """EndTxn v5 (Kafka's TV2 endTransaction). The epoch of a finished transaction is
+        one above the client's, so "same epoch" means the next transaction and "epoch + 1"
+        a retry; a retry after an overflow names the previous producer id at MAX_EPOCH - 1.
+
+        ========================  =============  =============  ============  =============
+        state \\ request           abort, retry   abort, same    commit, retry commit, same
+        ========================  =============  =============  ============  =============
+        Empty                     fenced         bump           fenced        invalid state
+        CompleteAbort             ok, no bump    bump           invalid state invalid state
+        CompleteCommit            invalid state  bump           ok, no bump   invalid state
+        ========================  =============  =============  ============  =============
+        """
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
+            return Step(reply=Reply(E.invalid_producer_id_mapping))
+        state = meta.state
+        retry_on_overflow = (
+            meta.last_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and meta.producer_epoch == 0
+        )
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        if state.is_prepare:
+            valid_epoch = retry_on_bump
+        elif state.is_complete:
+            valid_epoch = (
+                retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+            )
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return Step(reply=Reply(E.invalid_producer_id_mapping))
+        if meta.pending_state is not None:
+            return Step(reply=Reply(E.concurrent_transactions))
+        if not valid_epoch:
+            return Step(reply=Reply(E.producer_fenced))
+        is_retry = retry_on_bump or retry_on_overflow
+        current = Reply(E.none, meta.producer_id, meta.producer_epoch)
+        if state is S.ONGOING:
+            return self._prepare_end_tv2(meta, commit, now_ms)
+        if state.is_prepare:
+            same = (state is S.PREPARE_COMMIT) == commit
+            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
+        if state is S.EMPTY:
+            if commit:
+                return Step(reply=Reply(E.invalid_txn_state))
+            return self._prepare_end_tv2(meta, False, now_ms)
+        if state.is_complete:
+            done_commit = state is S.COMPLETE_COMMIT
+            if is_retry:
+                return Step(reply=current if done_commit == commit else Reply(E.invalid_txn_state))
+            if commit:
+                return Step(reply=Reply(E.invalid_txn_state))
+            # An abort with nothing added yet (e.g. every implicit add failed): bump anyway.
+            return self._prepare_end_tv2(meta, False, now_ms)
+        raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
+
+    def _prepare_end_tv2(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> Step:
+        epoch = meta.producer_epoch
+        # Clients never hold MAX_EPOCH, so the coordinator can always fence; an exhausted
+        # epoch is bumped one last time and a new producer id takes over at completion.
+        next_pid = self.allocate_producer_id() if meta.is_epoch_exhausted else NO_PRODUCER_ID
+        idle = meta.state is not S.ONGOING
+        target = meta.prepare(
+            S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+            producer_epoch=epoch if epoch == MAX_EPOCH and not commit else epoch + 1,
+            last_producer_epoch=epoch,
+            next_producer_id=next_pid,
+            client_transaction_version=TV_2,
+            txn_start_ms=now_ms if idle else meta.txn_start_ms,
+            txn_last_update_ms=now_ms,
+        )
+        return self._request_step(meta, _Kind.END, target)
 
     def verify_partition(
         self,
@@ -313,6 +425,9 @@ class TransactionCoordinator:
                 reply = Reply(E.none, meta.producer_id, meta.producer_epoch)
             elif transit.kind is _Kind.FENCE:
                 reply = Reply(E.concurrent_transactions)
+            elif transit.kind is _Kind.END and supports_epoch_bump(meta.client_transaction_version):
+                # EndTxn v5: the producer id and epoch of the producer's next transaction.
+                reply = Reply(E.none, *_next_identity(meta))
             else:
                 reply = Reply(E.none)
             step.resolved.append((transit.token, reply))
@@ -485,6 +600,16 @@ class TransactionCoordinator:
     ) -> Reply | None:
         """A final Reply, or None when the request is now pending (appending or parked)."""
         meta = self._txns.get(req.transactional_id)
+        if (
+            may_block
+            and meta is not None
+            and meta.state.is_prepare
+            and (req.producer_id, req.producer_epoch) == _next_identity(meta)
+        ):
+            # A TV2 producer starts its next transaction while the markers of the previous
+            # one (which handed it this id and epoch) are still being written.
+            self._parked.park(req)
+            return None
         err = self._check_producer(meta, req.producer_id, req.producer_epoch)
         if err is not None:
             return Reply(err)
@@ -501,6 +626,7 @@ class TransactionCoordinator:
             partitions=meta.partitions | req.partitions,
             txn_start_ms=meta.txn_start_ms if meta.state is S.ONGOING else now_ms,
             txn_last_update_ms=now_ms,
+            client_transaction_version=req.transaction_version,
         )
         self._begin(meta, _Kind.ADD, target, req.token, step)
         return None
@@ -523,17 +649,27 @@ class TransactionCoordinator:
         # Kafka's PrepareEpochFence -> PrepareAbort collapsed into one transition (the fence
         # state is never logged). After a failed fence write the epoch is already bumped.
         bump = not meta.has_failed_epoch_fence and meta.producer_epoch < MAX_EPOCH
+        epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
+        last_epoch = NO_PRODUCER_EPOCH
+        if supports_epoch_bump(meta.client_transaction_version) and epoch < MAX_EPOCH:
+            # A TV2 transaction's abort bumps once more, as every TV2 end does, so the
+            # fenced producer's EndTxn (its epoch + 1 would look like a retry) is fenced.
+            epoch, last_epoch = epoch + 1, epoch
         return meta.prepare(
             S.PREPARE_ABORT,
-            producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,
-            last_producer_epoch=NO_PRODUCER_EPOCH,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
             txn_last_update_ms=now_ms,
         )
 
     def _start_completion(self, meta: TransactionMetadata, now_ms: int, step: Step) -> None:
         commit = meta.state is S.PREPARE_COMMIT
+        pid, epoch = _next_identity(meta)
         target = meta.prepare(
             S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
+            producer_id=pid,
+            producer_epoch=epoch,
+            next_producer_id=NO_PRODUCER_ID,
             partitions=set(),
             txn_last_update_ms=max(now_ms, meta.txn_last_update_ms),
         )
@@ -578,3 +714,11 @@ class TransactionCoordinator:
         txn_id = target.transactional_id
         record = (encode_key(txn_id), encode_value(target))
         return Append(self.txn_log_partition(txn_id), (record,), owner=txn_id, label=target.state)
+
+
+def _next_identity(meta: TransactionMetadata) -> tuple[int, int]:
+    """The producer id and epoch a TV2 producer uses after ``meta``'s PrepareX: the same id
+    at the bumped epoch, or the next producer id at epoch 0 after an epoch overflow."""
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.next_producer_id, 0
+    return meta.producer_id, meta.producer_epoch

@@ -1,4 +1,4 @@
-"""Transaction states and per-transactional-id metadata (KIP-98, Kafka 3.x TV1 semantics).
+"""Transaction states and per-transactional-id metadata (KIP-98; transaction versions 1 and 2).
 
 Every state change is two-phase, as in Kafka: ``prepare(...)`` checks the transition, marks
 ``pending_state`` and returns the *target* metadata (what will be written to
@@ -16,6 +16,16 @@ from enum import IntEnum
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Java Short.MAX_VALUE
+
+# Kafka's TransactionVersion feature levels (``transaction.version``): what a request's
+# version says about its client. Level 2 (KIP-890 part 2) bumps the epoch on every EndTxn.
+TV_0 = 0
+TV_2 = 2
+
+
+def supports_epoch_bump(transaction_version: int) -> bool:
+    return transaction_version >= TV_2
+
 
 TopicPartition = tuple[str, int]
 
@@ -80,12 +90,13 @@ _NAMES: dict[TxnState, str] = {
 _IDLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _EXPIRABLE = _IDLE
 
-# TV1 table (Kafka 3.x). TV2 also lets PrepareAbort follow an idle state; we do not.
+# Kafka 4.x's table. PrepareAbort may follow an idle state only for a TV2 client (an abort
+# before any partition was added implicitly); ``_check_target`` enforces that.
 _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: _IDLE,
     TxnState.ONGOING: _IDLE | {TxnState.ONGOING},
     TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.PREPARE_ABORT: _IDLE | {TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE},
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: _IDLE,
@@ -115,6 +126,11 @@ class TransactionMetadata:
     # A fence bump whose log write failed: the epoch is bumped in memory only, so the next
     # fence must not bump again (the bumped epoch was never handed to anyone).
     has_failed_epoch_fence: bool = False
+    # TV2 epoch overflow: the producer id that replaces ``producer_id`` (at epoch 0) once
+    # the PrepareX record's markers are written; NO_PRODUCER_ID otherwise.
+    next_producer_id: int = NO_PRODUCER_ID
+    # The transaction version of the client's latest transition (TV_0 or TV_2).
+    client_transaction_version: int = TV_0
 
     def copy(self) -> TransactionMetadata:
         return dataclasses.replace(self, partitions=set(self.partitions))
@@ -168,12 +184,25 @@ class TransactionMetadata:
         self.partitions = set(target.partitions)
         self.txn_start_ms = target.txn_start_ms
         self.txn_last_update_ms = target.txn_last_update_ms
+        self.next_producer_id = target.next_producer_id
+        self.client_transaction_version = target.client_transaction_version
         self.pending_state = None
         self.has_failed_epoch_fence = False  # whatever we fenced with is now durable
 
     def _check_target(self, t: TransactionMetadata) -> None:
         # Mirrors the sanity checks of Kafka's completeTransitionTo.
         same = t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
+        tv2 = supports_epoch_bump(t.client_transaction_version)
+        # Every TV2 EndTxn bumps the epoch (by one; an abort at Short.MAX_VALUE stays there).
+        tv2_bump = (
+            tv2
+            and t.producer_id == self.producer_id
+            and t.producer_epoch
+            in (
+                self.producer_epoch + 1,
+                MAX_EPOCH,
+            )
+        )
         if t.state is TxnState.EMPTY:
             bumped = t.producer_epoch == self.producer_epoch + 1 or (
                 t.producer_epoch == 0 and t.producer_id != self.producer_id
@@ -187,16 +216,35 @@ class TransactionMetadata:
             fence = (
                 t.state is TxnState.PREPARE_ABORT
                 and t.producer_id == self.producer_id
-                and t.producer_epoch == self.producer_epoch + 1
+                and (
+                    t.producer_epoch == self.producer_epoch + 1
+                    # TV2: the fence bump, then the TV2 abort's own bump
+                    or (tv2 and t.producer_epoch == self.producer_epoch + 2)
+                )
             )
+            # TV2: an abort with no transaction open (nothing was added implicitly yet).
+            idle_abort = tv2 and t.state is TxnState.PREPARE_ABORT and self.state in _IDLE
             ok = (
-                (same or fence)
+                (same or fence or tv2_bump)
                 and t.partitions == self.partitions
                 and t.txn_timeout_ms == self.txn_timeout_ms
-                and t.txn_start_ms == self.txn_start_ms
+                and (t.txn_start_ms == self.txn_start_ms or idle_abort)
             )
+            if self.state in _IDLE and not idle_abort:
+                ok = False
         elif t.state.is_complete:
-            ok = same and t.txn_timeout_ms == self.txn_timeout_ms and t.txn_start_ms != -1
+            # TV2 epoch overflow: the next producer id takes over at epoch 0.
+            rotated = (
+                tv2
+                and self.next_producer_id != NO_PRODUCER_ID
+                and t.producer_id == self.next_producer_id
+                and t.producer_epoch == 0
+            )
+            ok = (
+                (same or rotated)
+                and t.txn_timeout_ms == self.txn_timeout_ms
+                and t.txn_start_ms != -1
+            )
         else:  # Dead is never completed (the id is removed) and PrepareEpochFence never logged
             ok = False
         if not ok:

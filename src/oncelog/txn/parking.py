@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from oncelog.txn.metadata import TopicPartition
+from oncelog.txn.metadata import TV_0, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,7 @@ class AddRequest:
     producer_id: int
     producer_epoch: int
     partitions: frozenset[TopicPartition]
+    transaction_version: int = TV_0  # TV_2 for an implicit add (Produce v12, TxnOffsetCommit v5)
 
 
 class ParkingLot:

@@ -47,6 +47,7 @@ from oncelog.txn.messages import Reply, TxnMarker, TxnStep, WriteMarkers
 from oncelog.txn.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
     TopicPartition,
     TransactionMetadata,
     TxnState,
@@ -195,9 +196,11 @@ class TransactionService:
         partitions: Iterable[TopicPartition],
         *,
         verify_only: bool = False,
+        transaction_version: int = TV_0,
     ) -> Reply:
         """AddPartitionsToTxn. Kafka rejects the whole request if a partition does not
-        exist: those get UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED."""
+        exist: those get UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED.
+        ``transaction_version=TV_2`` is the implicit add of a TV2 Produce (v12)."""
         parts = list(partitions)
         unknown = {tp for tp in parts if self._topics.partition(*tp) is None}
         if unknown:
@@ -217,23 +220,49 @@ class TransactionService:
             parts,
             now_ms=self._clock(),
             verify_only=verify_only,
+            transaction_version=transaction_version,
         )
         return await self._call_parkable(step)
 
     async def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        *,
+        transaction_version: int = TV_0,
     ) -> Reply:
+        """AddOffsetsToTxn, or (``transaction_version=TV_2``) TxnOffsetCommit v5's implicit add."""
         step = self.coordinator.add_offsets(
-            transactional_id, producer_id, producer_epoch, group_id, now_ms=self._clock()
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            group_id,
+            now_ms=self._clock(),
+            transaction_version=transaction_version,
         )
         return await self._call_parkable(step)
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        transaction_version: int = TV_0,
     ) -> Reply:
+        """EndTxn; with ``transaction_version=TV_2`` (v5) the epoch is bumped and the reply
+        carries the producer id and epoch of the next transaction."""
         return await self.runtime.call(
             self.coordinator.end_txn(
-                transactional_id, producer_id, producer_epoch, commit, now_ms=self._clock()
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                now_ms=self._clock(),
+                transaction_version=transaction_version,
             )
         )
 

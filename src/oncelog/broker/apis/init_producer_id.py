@@ -34,7 +34,6 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-# Transaction version 1 only: versions that signal TV2 (KIP-890 part 2) are not advertised.
 def authorize_init_producer_id(ctx: RequestContext, req: Any) -> Any | None:
     """TransactionalId WRITE; an idempotent producer needs Cluster IDEMPOTENT_WRITE
     or WRITE on some topic (Kafka >= 2.8, KIP-679)."""
@@ -51,4 +50,6 @@ def authorize_init_producer_id(ctx: RequestContext, req: Any) -> Any | None:
     return denied(ctx, ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
 
 
-API = ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, init_producer_id, authorize=authorize_init_producer_id)
+# v5 only lets a client receive TRANSACTION_ABORTABLE (KIP-890), which this API never
+# returns; TV2 clients send it. v6 (KIP-939 two-phase commit) is not served.
+API = ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id, authorize=authorize_init_producer_id)

@@ -4,10 +4,11 @@ The append path itself (validation, KIP-890 check, append, durable acks) is
 ``broker.partition_writer``; records are never decoded.
 
 v10 (KIP-951) only adds the current leader and node endpoints, which Kafka fills for
-NOT_LEADER_OR_FOLLOWER, an error a single-node broker never returns. v11 is KIP-890's
-TRANSACTION_ABORTABLE for a partition outside the transaction, v12 transaction
-version 2's implicit AddPartitionsToTxn and v13 topic ids on top of v12: they come
-with transaction version 2.
+NOT_LEADER_OR_FOLLOWER, an error a single-node broker never returns. v11 only lets a
+client receive KIP-890's TRANSACTION_ABORTABLE. v12 is transaction version 2 (KIP-890 part
+2): a transactional batch for a partition its transaction does not hold yet adds the
+partition implicitly (the coordinator's AddPartitionsToTxn on the client's behalf, as Kafka's
+AddPartitionsToTxnManager does) and is then appended. v13 (topic ids) is not served here.
 """
 
 from __future__ import annotations
@@ -21,13 +22,32 @@ from kio.static.primitive import i64
 
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.partition_writer import PartitionData, ProduceError
+from oncelog.broker.partition_writer import (
+    NotInTransaction,
+    PartitionData,
+    ProduceError,
+    ProduceOutcome,
+)
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.storage.log import AppendResult
+from oncelog.txn.metadata import TV_2
 
 log = logging.getLogger(__name__)
+
+IMPLICIT_ADD_SINCE = 12
+
+# What an implicit add's coordinator error becomes in a Produce response: Kafka's produce
+# path answers a retriable NOT_ENOUGH_REPLICAS while the coordinator is busy, and the
+# epoch error every Produce version knows.
+_ADD_ERROR_FOR_PRODUCE = {
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+}
 
 # Not worth a log line: idempotent producers retry through these by design.
 _ROUTINE = (
@@ -53,6 +73,11 @@ def produce(ctx: RequestContext, req: Any) -> Any:
     outcome = writer.append(
         entries, acks=req.acks, produce_version=ctx.version, transactional_id=req.transactional_id
     )
+    to_add = (
+        [i for i, r in enumerate(outcome.results) if isinstance(r, NotInTransaction)]
+        if ctx.version >= IMPLICIT_ADD_SINCE and req.transactional_id is not None
+        else []
+    )
 
     def in_request_order(results: list[AppendResult | ProduceError]) -> list[Any]:
         appended = iter(results)
@@ -64,13 +89,60 @@ def produce(ctx: RequestContext, req: Any) -> Any:
             for _ in t.partition_data
         ]
 
-    if not outcome.unsynced:
+    if not outcome.unsynced and not to_add:
         return _response(ctx, req, in_request_order(outcome.results))
 
     async def after_fsync() -> Any:
-        return _response(ctx, req, in_request_order(await writer.until_durable(outcome)))
+        retried = await _add_implicitly(ctx, req, entries, outcome, to_add)
+        results = await writer.until_durable(outcome)
+        for i, result in retried.items():
+            results[i] = result
+        return _response(ctx, req, in_request_order(results))
 
     return Deferred(after_fsync())
+
+
+async def _add_implicitly(
+    ctx: RequestContext,
+    req: Any,
+    entries: list[PartitionData],
+    outcome: ProduceOutcome,
+    to_add: list[int],
+) -> dict[int, AppendResult | ProduceError]:
+    """TV2: add the partitions of ``to_add`` to the producer's transaction, then append
+    their batches (each is verified again). Returns the new result per entry index."""
+    writer = ctx.broker.writer
+    by_producer: dict[tuple[int, int], list[int]] = {}
+    for i in to_add:
+        first = outcome.results[i]
+        assert isinstance(first, NotInTransaction)
+        by_producer.setdefault((first.producer_id, first.producer_epoch), []).append(i)
+    out: dict[int, AppendResult | ProduceError] = {}
+    for (pid, epoch), indexes in by_producer.items():
+        parts = [(entries[i].topic, entries[i].partition) for i in indexes]
+        reply = await ctx.broker.txn.add_partitions(
+            req.transactional_id, pid, epoch, parts, transaction_version=TV_2
+        )
+        added = []
+        for i, tp in zip(indexes, parts, strict=True):
+            code = (reply.partition_errors or {}).get(tp, reply.error)
+            if code is ErrorCode.none:
+                added.append(i)
+            else:
+                out[i] = ProduceError(
+                    _ADD_ERROR_FOR_PRODUCE.get(code, code),
+                    f"implicit AddPartitionsToTxn for {tp[0]}-{tp[1]} failed: {code.name}",
+                )
+        if added:
+            again = writer.append(
+                [entries[i] for i in added],
+                acks=req.acks,
+                produce_version=ctx.version,
+                transactional_id=req.transactional_id,
+            )
+            for i, result in zip(added, await writer.until_durable(again), strict=True):
+                out[i] = result
+    return out
 
 
 def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | ProduceError]) -> Any:
@@ -162,4 +234,4 @@ def authorize_produce(ctx: RequestContext, req: Any) -> Any | None:
     )
 
 
-API = ApiSpec(ApiKey.PRODUCE, 3, 10, produce, authorize=authorize_produce)
+API = ApiSpec(ApiKey.PRODUCE, 3, 12, produce, authorize=authorize_produce)

@@ -1,5 +1,9 @@
 """TxnOffsetCommit (API 28): offsets committed inside a producer's transaction
-(KIP-98), fenced by group generation from v3 on (KIP-447)."""
+(KIP-98), fenced by group generation from v3 on (KIP-447).
+
+v4 only lets a client receive TRANSACTION_ABORTABLE. v5 is transaction version 2 (KIP-890
+part 2): the request also does AddOffsetsToTxn's work, so the group's offsets partition is
+added to the transaction implicitly before the offsets are checked and written."""
 
 from __future__ import annotations
 
@@ -18,12 +22,31 @@ from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
+from oncelog.txn.metadata import TV_2
+
+IMPLICIT_ADD_SINCE = 5
 
 
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
     # The service checks that the producer holds the transaction (KIP-98) and the
     # group generation (KIP-447); only the fenced code depends on the version.
     topics, unreadable = split_readable(ctx, commit_topics(req))
+    fenced = ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch
+    if ctx.version >= IMPLICIT_ADD_SINCE:
+        added = await ctx.broker.txn.add_offsets(
+            req.transactional_id,
+            req.producer_id,
+            req.producer_epoch,
+            req.group_id,
+            transaction_version=TV_2,
+        )
+        if not added.ok:
+            failed = tuple(
+                (name, tuple((p.partition, added.error) for p in parts)) for name, parts in topics
+            )
+            return commit_response(
+                ctx.response, "TxnOffsetCommit", gm.CommitReply(failed + unreadable)
+            )
     reply = await ctx.broker.groups.txn_commit_offsets(
         gm.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id,
@@ -35,7 +58,7 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
             member_id=getattr(req, "member_id", ""),
             group_instance_id=getattr(req, "group_instance_id", None),
         ),
-        fenced=ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch,
+        fenced=fenced,
     )
     reply = gm.CommitReply(reply.topics + unreadable)
     return commit_response(ctx.response, "TxnOffsetCommit", reply)
@@ -53,5 +76,5 @@ def authorize_txn_offset_commit(ctx: RequestContext, req: Any) -> Any | None:
 
 
 API = ApiSpec(
-    ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit, authorize=authorize_txn_offset_commit
+    ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit, authorize=authorize_txn_offset_commit
 )
