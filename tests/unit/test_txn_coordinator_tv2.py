@@ -4,6 +4,7 @@ epoch, aborts with nothing added, and the producer id rotation on epoch overflow
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -219,7 +220,9 @@ def test_implicit_add_waits_behind_the_previous_transactions_markers() -> None:
     )
 
 
-def test_tv2_fields_round_trip_and_tv1_records_stay_version_0() -> None:
+def test_tv2_fields_round_trip_as_kafkas_tagged_fields() -> None:
+    """NextProducerId and ClientTransactionVersion are TransactionLogValue v1's tags 1 and
+    2; a TV1 transaction leaves them out (their defaults), as Kafka does."""
     meta = TransactionMetadata(
         TXN,
         5,
@@ -235,8 +238,10 @@ def test_tv2_fields_round_trip_and_tv1_records_stay_version_0() -> None:
     assert raw[:2] == b"\x00\x01"
     assert decode_value(TXN, raw) == meta
     tv1 = TransactionMetadata(TXN, 5, producer_epoch=1, txn_start_ms=-1, txn_last_update_ms=4)
-    assert encode_value(tv1)[:2] == b"\x00\x00"
     assert decode_value(TXN, encode_value(tv1)) == tv1
+    both_tags = dataclasses.replace(tv1, next_producer_id=6, client_transaction_version=TV_2)
+    # tag 1 (1 + 1 + 8 bytes) and tag 2 (1 + 1 + 2 bytes) in the tagged-field section only
+    assert len(encode_value(both_tags)) == len(encode_value(tv1)) + 14
 
 
 def test_a_timed_out_tv2_transaction_fences_its_producer() -> None:
