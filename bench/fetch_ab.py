@@ -89,7 +89,11 @@ def main() -> None:
                     for level in levels:
                         cpu0 = cpu_seconds(broker.proc.pid)
                         elapsed = read_all(
-                            broker.bootstrap, args.partitions, count, level, args.partition_max_bytes
+                            broker.bootstrap,
+                            args.partitions,
+                            count,
+                            level,
+                            args.partition_max_bytes,
                         )
                         cpu[tree, level].append((cpu_seconds(broker.proc.pid) - cpu0) / (mb / 1024))
                         rate[tree, level].append(mb / elapsed)

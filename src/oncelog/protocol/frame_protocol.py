@@ -19,9 +19,9 @@ from oncelog.protocol.framing import Frame, FrameError, FrameParser
 from oncelog.protocol.request_budget import RequestBudget
 from oncelog.protocol.response_frame import ResponseFrame
 
-# How many writable wake-ups ``send`` waits for the transport's own buffer to empty
-# before it gives up on sendfile for that response and writes through the transport.
-_FLUSH_WAITS = 8
+# Writable wake-ups in a row in which the transport's own buffer does not shrink before
+# ``send`` gives up on sendfile for that response and writes through the transport.
+_FLUSH_STALLS = 50
 
 
 class FrameProtocol(asyncio.BufferedProtocol):
@@ -46,6 +46,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.sendfile = sendfile
         self._writable: asyncio.Future[None] | None = None
         self._lost = False
+        self.sendfile_bytes = 0  # file bytes sent by sendfile (tests, metrics)
 
     # -- asyncio callbacks -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -168,15 +169,19 @@ class FrameProtocol(asyncio.BufferedProtocol):
             return None
         fd = os.dup(sock.fileno())
         try:
-            for _ in range(_FLUSH_WAITS):
-                if transport.get_write_buffer_size() == 0:
-                    return fd
+            stalls, left = 0, transport.get_write_buffer_size()
+            while left > 0 and stalls < _FLUSH_STALLS:
                 # The transport flushes in its own writable callback, which runs before
-                # this coroutine resumes.
+                # this coroutine resumes: wait for it to hand everything to the socket.
                 await self._wait_writable(fd)
+                now = transport.get_write_buffer_size()
+                stalls = stalls + 1 if now >= left else 0
+                left = now
         except BaseException:
             os.close(fd)
             raise
+        if left == 0:
+            return fd
         os.close(fd)
         return None
 
@@ -209,6 +214,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                         )
                     position += sent
                     left -= sent
+                    self.sendfile_bytes += sent
 
     async def _send_through_transport(self, out: ResponseFrame) -> None:
         """TLS (or a transport still holding bytes): each range is read just before it is
