@@ -56,7 +56,7 @@ def read_all(bootstrap: str, partitions: int, count: int, isolation: str, part_m
 
 def start_broker(data_dir: Path, src: str) -> EmbeddedBroker:
     os.environ["PYTHONPATH"] = str(Path(src).resolve())
-    return EmbeddedBroker(data_dir).start()
+    return EmbeddedBroker(data_dir).start(timeout=180)
 
 
 def main() -> None:

@@ -87,7 +87,7 @@ def answer_of(fd: int, version: int, top_error: ErrorCode, session_id: int,
     return FetchAnswer(version, top_error, session_id, results)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     version=st.sampled_from(list(HAND_BUILT)),
     correlation_id=i32,
