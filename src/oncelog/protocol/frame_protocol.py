@@ -45,6 +45,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         # False on TLS listeners: the socket carries encrypted bytes, never raw file data.
         self.sendfile = sendfile
         self._writable: asyncio.Future[None] | None = None
+        self._watched: int | None = None  # the socket duplicate watched for writability
         self._lost = False
         self.sendfile_bytes = 0  # file bytes sent by sendfile (tests, metrics)
 
@@ -144,46 +145,50 @@ class FrameProtocol(asyncio.BufferedProtocol):
             await self.drain()
             return
         try:
-            fd = await self._direct_fd()
+            fd = self._socket_duplicate()
             if fd is None:
                 await self._send_through_transport(out)
-            else:
-                try:
+                return
+            try:
+                if await self._transport_flushed(fd):
                     await self._send_direct(fd, out)
-                finally:
-                    os.close(fd)
+                else:
+                    await self._send_through_transport(out)
+            finally:
+                if self._watched is not None:
+                    asyncio.get_running_loop().remove_writer(fd)
+                    self._watched = None
+                os.close(fd)
         finally:
             out.close()
 
-    async def _direct_fd(self) -> int | None:
-        """A duplicate of the socket's descriptor when sendfile may be used now: a plain
-        TCP socket and an empty transport buffer (what the transport still holds must
-        reach the socket first). None: write through the transport instead."""
+    def _socket_duplicate(self) -> int | None:
+        """A duplicate of the socket's descriptor when sendfile may be used: a plain TCP
+        socket (never TLS, whose socket carries encrypted bytes). None: write through
+        the transport instead."""
         transport = self.transport
         if not self.sendfile or transport is None or transport.is_closing():
             return None
         if transport.get_extra_info("sslcontext") is not None:
             return None
         sock = transport.get_extra_info("socket")
-        if sock is None:
-            return None
-        fd = os.dup(sock.fileno())
-        try:
-            stalls, left = 0, transport.get_write_buffer_size()
-            while left > 0 and stalls < _FLUSH_STALLS:
-                # The transport flushes in its own writable callback, which runs before
-                # this coroutine resumes: wait for it to hand everything to the socket.
-                await self._wait_writable(fd)
-                now = transport.get_write_buffer_size()
-                stalls = stalls + 1 if now >= left else 0
-                left = now
-        except BaseException:
-            os.close(fd)
-            raise
-        if left == 0:
-            return fd
-        os.close(fd)
-        return None
+        return None if sock is None else os.dup(sock.fileno())
+
+    async def _transport_flushed(self, fd: int) -> bool:
+        """Wait until the transport's own buffer (an earlier response) reached the socket:
+        sendfile must not overtake it. False if it stops shrinking (then the response
+        goes through the transport, behind it)."""
+        transport = self.transport
+        assert transport is not None
+        stalls, left = 0, transport.get_write_buffer_size()
+        while left > 0 and stalls < _FLUSH_STALLS:
+            # The transport flushes in its own writable callback, which runs before this
+            # coroutine resumes.
+            await self._wait_writable(fd)
+            now = transport.get_write_buffer_size()
+            stalls = stalls + 1 if now >= left else 0
+            left = now
+        return left == 0
 
     async def _send_direct(self, fd: int, out: ResponseFrame) -> None:
         """The zero-copy path: headers with ``os.write``, record ranges with
@@ -224,13 +229,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
             await self.drain()
 
     async def _wait_writable(self, fd: int) -> None:
+        """Wait until ``fd`` (the socket's duplicate) is writable. It stays watched until
+        the response is sent (``send`` unwatches it): one epoll registration per
+        response, not one per full socket buffer."""
         loop = asyncio.get_running_loop()
         self._writable = loop.create_future()
-        loop.add_writer(fd, self._on_writable)
+        if self._watched != fd:
+            loop.add_writer(fd, self._on_writable)
+            self._watched = fd
         try:
             await self._writable
         finally:
-            loop.remove_writer(fd)
             self._writable = None
         if self._lost or self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection closed while a response was sent")
