@@ -53,14 +53,6 @@ _conn_ids = itertools.count(1)
 Response = bytes | ResponseFrame
 
 
-def _drop(owed: asyncio.Future[Response | None]) -> None:
-    """An owed response that will never be written: release its file ranges."""
-    if owed.done() and not owed.cancelled() and owed.exception() is None:
-        out = owed.result()
-        if isinstance(out, ResponseFrame):
-            out.close()
-
-
 # Responses a connection may owe while dispatching further requests (librdkafka keeps
 # up to 5 produce requests in flight).
 MAX_OWED_RESPONSES = 8
@@ -172,7 +164,7 @@ class Connection:
         finally:
             self.protocol.close()
             while not self._owed.empty():  # unblock a reader waiting to queue one more
-                _drop(self._owed.get_nowait())
+                self._owed.get_nowait()  # a dropped ResponseFrame closes its file ranges
 
     async def dispatch(self, frame: Frame) -> Response | asyncio.Future[Response | None] | None:
         try:
