@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.framing import LARGE, FrameError, encode_frame
+from oncelog.protocol.response_frame import FileRange, ResponseFrame
 
 
 async def serve_one(
@@ -57,3 +62,142 @@ def test_end_inside_a_frame_is_an_error() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+# -- ResponseFrame: headers as bytes, file ranges with sendfile --------------------------
+
+
+def _runners() -> list[object]:
+    import uvloop
+
+    return [pytest.param(asyncio.run, id="asyncio"), pytest.param(uvloop.run, id="uvloop")]
+
+
+def _range_file(tmp_path: Path, size: int) -> tuple[int, bytes]:
+    data = os.urandom(size)
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    return os.open(path, os.O_RDONLY), data
+
+
+@pytest.mark.parametrize("run", _runners())
+@pytest.mark.parametrize("sendfile", [True, False], ids=["sendfile", "transport"])
+def test_response_frames_go_out_whole_and_in_order(
+    tmp_path: Path, run: Callable[[Coroutine[Any, Any, None]], None], sendfile: bool
+) -> None:
+    """Large ranges fill the socket (EAGAIN mid-range) while the client reads slowly; a
+    bytes response written before them is still in the transport's buffer; the stream the
+    client reads is exactly the responses, in order, each whole."""
+    fd, data = _range_file(tmp_path, 6 << 20)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        connected: asyncio.Future[FrameProtocol] = loop.create_future()
+        server = await loop.create_server(
+            lambda: FrameProtocol(1 << 20, connected.set_result, sendfile=sendfile),
+            "127.0.0.1",
+            0,
+        )
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        proto = await connected
+        big = b"b" * (3 << 20)
+        frames: list[bytes | ResponseFrame] = [
+            big,  # not drained before the next: the transport still holds most of it
+            ResponseFrame([b"head-1", FileRange(fd, 0, 4 << 20), b"mid", FileRange(fd, 5, 9)]),
+            b"small",
+            ResponseFrame([b"head-2", FileRange(fd, 1 << 20, 5 << 20), b"tail"]),
+        ]
+        expected = (
+            big
+            + b"head-1" + data[: 4 << 20] + b"mid" + data[5:14]
+            + b"small"
+            + b"head-2" + data[1 << 20 : 6 << 20] + b"tail"
+        )  # fmt: skip
+
+        async def send_all() -> None:
+            proto.write(frames[0])  # no drain: the next frame starts with a full buffer
+            for f in frames[1:]:
+                await proto.send(f)
+
+        async def read_slowly() -> bytes:
+            got = bytearray()
+            while len(got) < len(expected):
+                got += await reader.read(256 << 10)
+                await asyncio.sleep(0.001)
+            return bytes(got)
+
+        _, got = await asyncio.gather(send_all(), read_slowly())
+        assert got == expected
+        # Both ranges of 4 and 5 MB went by sendfile (the 9 bytes may too), or none did.
+        assert proto.sendfile_bytes - ((9 << 20) if sendfile else 0) in (0, 9)
+        assert all(r.fd == -1 for f in frames if isinstance(f, ResponseFrame) for r in f.ranges())
+        writer.close()
+        server.close()
+
+    try:
+        run(main())
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("run", _runners())
+def test_a_client_gone_mid_send_ends_the_send_with_a_connection_error(
+    tmp_path: Path, run: Callable[[Coroutine[Any, Any, None]], None]
+) -> None:
+    fd, _ = _range_file(tmp_path, 8 << 20)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        connected: asyncio.Future[FrameProtocol] = loop.create_future()
+        server = await loop.create_server(
+            lambda: FrameProtocol(1 << 20, connected.set_result), "127.0.0.1", 0
+        )
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        proto = await connected
+        frame = ResponseFrame([b"head", FileRange(fd, 0, 8 << 20)])
+        sending = asyncio.ensure_future(proto.send(frame))
+        await reader.read(1 << 16)  # the send has started and fills the socket
+        writer.transport.abort()  # the client resets the connection without reading on
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(sending, 10)
+        assert all(r.fd == -1 for r in frame.ranges())
+        server.close()
+
+    try:
+        run(main())
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("run", _runners())
+def test_closing_the_transport_mid_send_wakes_the_sender(
+    tmp_path: Path, run: Callable[[Coroutine[Any, Any, None]], None]
+) -> None:
+    """The broker closes a connection (shutdown) while a response waits for a client that
+    reads nothing: the send ends with a ConnectionError instead of waiting forever."""
+    fd, _ = _range_file(tmp_path, 8 << 20)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        connected: asyncio.Future[FrameProtocol] = loop.create_future()
+        server = await loop.create_server(
+            lambda: FrameProtocol(1 << 20, connected.set_result), "127.0.0.1", 0
+        )
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        proto = await connected
+        sending = asyncio.ensure_future(proto.send(ResponseFrame([FileRange(fd, 0, 8 << 20)])))
+        await asyncio.sleep(0.2)
+        assert not sending.done()  # the client reads nothing: the socket is full
+        proto.close()
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(sending, 10)
+        writer.close()
+        server.close()
+
+    try:
+        run(main())
+    finally:
+        os.close(fd)

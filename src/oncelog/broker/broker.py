@@ -196,7 +196,10 @@ class Broker:
 
             def factory(listener: Listener = listener) -> FrameProtocol:
                 return FrameProtocol(
-                    max_size, lambda p: self._on_connect(p, listener), budget=budget
+                    max_size,
+                    lambda p: self._on_connect(p, listener),
+                    budget=budget,
+                    sendfile=not listener.protocol.uses_tls,  # TLS: encrypted bytes only
                 )
 
             try:

@@ -37,6 +37,7 @@ from oncelog.protocol.messages import (
     error_response,
     peek_header,
 )
+from oncelog.protocol.response_frame import EncodesItself, ResponseFrame
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 request_log = logging.getLogger("oncelog.broker.requests")
 
 _conn_ids = itertools.count(1)
+
+# An encoded response: bytes, or a frame of bytes and file ranges (Fetch, sent zero-copy).
+Response = bytes | ResponseFrame
+
 
 # Responses a connection may owe while dispatching further requests (librdkafka keeps
 # up to 5 produce requests in flight).
@@ -72,7 +77,9 @@ class Connection:
         peer = protocol.transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         # Responses owed behind a Deferred one, written in order by ``_writer``.
-        self._owed: asyncio.Queue[asyncio.Future[bytes | None]] = asyncio.Queue(MAX_OWED_RESPONSES)
+        self._owed: asyncio.Queue[asyncio.Future[Response | None]] = asyncio.Queue(
+            MAX_OWED_RESPONSES
+        )
         self._writer: asyncio.Task[None] | None = None
         self._writing = 0  # 1 while the writer awaits or writes the response it took
         self.session = Session(
@@ -106,8 +113,7 @@ class Connection:
                     await self._owe(out)
                 elif out is not None:
                     # The next frame is read only after this response is written: in order.
-                    self.protocol.write(out)
-                    await self.protocol.drain()
+                    await self.protocol.send(out)
                 if self.session.close_after_response is not None:
                     # Kafka's connection.failed.authentication.delay.ms: the client reads
                     # the error before the close, and retry storms are slowed down.
@@ -131,9 +137,9 @@ class Connection:
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0
 
-    async def _owe(self, out: asyncio.Future[bytes | None] | bytes | None) -> None:
+    async def _owe(self, out: asyncio.Future[Response | None] | Response | None) -> None:
         if not isinstance(out, asyncio.Future):
-            done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
             done.set_result(out)
             out = done
         if self._writer is None:
@@ -149,8 +155,7 @@ class Connection:
                 self._writing = 1
                 out = await fut
                 if out is not None:
-                    self.protocol.write(out)
-                    await self.protocol.drain()
+                    await self.protocol.send(out)
                 self._writing = 0
         except (CloseConnection, ConnectionError) as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
@@ -159,9 +164,9 @@ class Connection:
         finally:
             self.protocol.close()
             while not self._owed.empty():  # unblock a reader waiting to queue one more
-                self._owed.get_nowait()
+                self._owed.get_nowait()  # a dropped ResponseFrame closes its file ranges
 
-    async def dispatch(self, frame: Frame) -> bytes | asyncio.Future[bytes | None] | None:
+    async def dispatch(self, frame: Frame) -> Response | asyncio.Future[Response | None] | None:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except RequestParseError as exc:
@@ -242,7 +247,7 @@ class Connection:
         version: int,
         correlation_id: int,
         started: float,
-    ) -> bytes | None:
+    ) -> Response | None:
         stats = self.broker.stats
         stats.produce_waiting += 1  # here, not at dispatch: a task cancelled unstarted never runs
         try:
@@ -263,8 +268,10 @@ class Connection:
 
     def _encode(
         self, name: str, api_key: int, version: int, correlation_id: int, result: object
-    ) -> bytes:
+    ) -> Response:
         try:
+            if isinstance(result, EncodesItself):  # Fetch: headers around file ranges
+                return result.frame(correlation_id)
             return encode_response(api_key, version, correlation_id, result)
         except Exception as exc:
             raise self._bug("response encoder", name, version, exc) from exc

@@ -4,15 +4,24 @@ The event loop writes received bytes straight into the parser's buffers
 (BufferedProtocol), so a large frame lands in its own bytearray with no extra
 copy. Reading pauses while too many frames wait to be served; writers wait while
 the transport's send buffer is above its high-water mark.
+
+A ``ResponseFrame`` (a Fetch response: headers plus file ranges) is sent by ``send``
+straight to the socket, ranges with ``os.sendfile``: see ``_send_direct``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 
 from oncelog.protocol.framing import Frame, FrameError, FrameParser
 from oncelog.protocol.request_budget import RequestBudget
+from oncelog.protocol.response_frame import ResponseFrame
+
+# Writable wake-ups in a row in which the transport's own buffer does not shrink before
+# ``send`` gives up on sendfile for that response and writes through the transport.
+_FLUSH_STALLS = 50
 
 
 class FrameProtocol(asyncio.BufferedProtocol):
@@ -22,6 +31,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         on_connect: Callable[[FrameProtocol], None],
         max_queued: int = 64,
         budget: RequestBudget | None = None,
+        sendfile: bool = True,
     ) -> None:
         self.parser = FrameParser(max_size)
         self.budget = budget if budget is not None else RequestBudget()
@@ -32,6 +42,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
+        # False on TLS listeners: the socket carries encrypted bytes, never raw file data.
+        self.sendfile = sendfile
+        self._writable: asyncio.Future[None] | None = None
+        self._watched: int | None = None  # the socket duplicate watched for writability
+        self._lost = False
+        self.sendfile_bytes = 0  # file bytes sent by sendfile (tests, metrics)
 
     # -- asyncio callbacks -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,8 +84,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._eof = True
+        self._lost = True
         self._wake()
         self.resume_writing()
+        self._on_writable()
 
     def pause_writing(self) -> None:
         if self._drained is None:
@@ -115,6 +133,120 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the client closed the connection")
         self.transport.write(data)
+
+    async def send(self, out: bytes | ResponseFrame) -> None:
+        """Write one whole response and wait for room: the next one may follow at once.
+
+        Responses go out strictly one after the other: a ``ResponseFrame`` is complete
+        on the socket (or in the transport's buffer) before this returns, so nothing
+        written next can overtake or split it."""
+        if not isinstance(out, ResponseFrame):
+            self.write(out)
+            await self.drain()
+            return
+        try:
+            fd = self._socket_duplicate()
+            if fd is None:
+                await self._send_through_transport(out)
+                return
+            try:
+                if await self._transport_flushed(fd):
+                    await self._send_direct(fd, out)
+                else:
+                    await self._send_through_transport(out)
+            finally:
+                if self._watched is not None:
+                    asyncio.get_running_loop().remove_writer(fd)
+                    self._watched = None
+                os.close(fd)
+        finally:
+            out.close()
+
+    def _socket_duplicate(self) -> int | None:
+        """A duplicate of the socket's descriptor when sendfile may be used: a plain TCP
+        socket (never TLS, whose socket carries encrypted bytes). None: write through
+        the transport instead."""
+        transport = self.transport
+        if not self.sendfile or transport is None or transport.is_closing():
+            return None
+        if transport.get_extra_info("sslcontext") is not None:
+            return None
+        sock = transport.get_extra_info("socket")
+        return None if sock is None else os.dup(sock.fileno())
+
+    async def _transport_flushed(self, fd: int) -> bool:
+        """Wait until the transport's own buffer (an earlier response) reached the socket:
+        sendfile must not overtake it. False if it stops shrinking (then the response
+        goes through the transport, behind it)."""
+        transport = self.transport
+        assert transport is not None
+        stalls, left = 0, transport.get_write_buffer_size()
+        while left > 0 and stalls < _FLUSH_STALLS:
+            # The transport flushes in its own writable callback, which runs before this
+            # coroutine resumes.
+            await self._wait_writable(fd)
+            now = transport.get_write_buffer_size()
+            stalls = stalls + 1 if now >= left else 0
+            left = now
+        return left == 0
+
+    async def _send_direct(self, fd: int, out: ResponseFrame) -> None:
+        """The zero-copy path: headers with ``os.write``, record ranges with
+        ``os.sendfile`` (page cache to socket, no copy through Python), on a duplicate of
+        the socket's non-blocking descriptor. The transport is bypassed while its buffer
+        is empty and the connection writes nothing else meanwhile (one response at a
+        time), so the bytes on the wire stay in order. A full socket (EAGAIN) waits for
+        writability on the duplicate; a client gone mid-send raises ConnectionError."""
+        for part in out.parts:
+            if isinstance(part, bytes):
+                view = memoryview(part)
+                while view:
+                    try:
+                        view = view[os.write(fd, view) :]
+                    except BlockingIOError:
+                        await self._wait_writable(fd)
+            else:
+                position, left = part.position, part.length
+                while left > 0:
+                    try:
+                        sent = os.sendfile(fd, part.fd, position, left)
+                    except BlockingIOError:
+                        await self._wait_writable(fd)
+                        continue
+                    if sent == 0:  # the frame's size is already on the wire: abandon it
+                        raise ConnectionAbortedError(
+                            f"file shorter than the response range at {position}"
+                        )
+                    position += sent
+                    left -= sent
+                    self.sendfile_bytes += sent
+
+    async def _send_through_transport(self, out: ResponseFrame) -> None:
+        """TLS (or a transport still holding bytes): each range is read just before it is
+        written, so a large response is never whole in memory."""
+        for part in out.parts:
+            self.write(part if isinstance(part, bytes) else part.read())
+            await self.drain()
+
+    async def _wait_writable(self, fd: int) -> None:
+        """Wait until ``fd`` (the socket's duplicate) is writable. It stays watched until
+        the response is sent (``send`` unwatches it): one epoll registration per
+        response, not one per full socket buffer."""
+        loop = asyncio.get_running_loop()
+        self._writable = loop.create_future()
+        if self._watched != fd:
+            loop.add_writer(fd, self._on_writable)
+            self._watched = fd
+        try:
+            await self._writable
+        finally:
+            self._writable = None
+        if self._lost or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the connection closed while a response was sent")
+
+    def _on_writable(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

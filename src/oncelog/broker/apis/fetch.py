@@ -12,33 +12,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res
+from oncelog.broker.apis.fetch_response import FetchAnswer, PartitionResult, TopicResults
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import READ_COMMITTED
 from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
+from oncelog.protocol.response_frame import FileRange
 from oncelog.storage.log import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
-
-
-@dataclass(slots=True)
-class PartitionResult:
-    key: PartitionKey
-    error: ErrorCode
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    records: bytes = b""
-    aborted: tuple[tuple[int, int], ...] | None = None
 
 
 TOPIC_IDS_VERSION = 13
@@ -68,10 +58,12 @@ def read_partition(
     try:
         data = part.read(offset, max_bytes, max_offset=bound, min_one=min_one)
     except OffsetOutOfRangeError:
-        result.error = ErrorCode.offset_out_of_range
+        result.error_code = ErrorCode.offset_out_of_range
         return result
     if data is not None:
-        result.records = data.read()
+        # The range is sent from the file as it is (never read into Python here): a
+        # duplicate descriptor keeps it readable even if the segment is deleted meanwhile.
+        result.records = FileRange(data.fd, data.position, data.length)
         if committed:
             result.aborted = tuple(part.aborted_transactions(offset, bound))
     return result
@@ -105,7 +97,7 @@ def _fetch_all(
             min_one=total == 0,
             leader_epoch=epoch,
         )
-        size = len(res.records)
+        size = res.size
         total += size
         remaining -= size
         results.append(res)
@@ -162,7 +154,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     deadline = time.monotonic() + req.max_wait.total_seconds()
     while True:
         results, total = _fetch_all(broker, wanted, max_bytes, committed)
-        if total >= req.min_bytes or any(x.error != ErrorCode.none for x in results):
+        if total >= req.min_bytes or any(x.error_code != ErrorCode.none for x in results):
             break
         left = deadline - time.monotonic()
         if left <= 0 or not await _parked(broker, _append_keys(broker, wanted), left):
@@ -170,12 +162,12 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             break
     bytes_out = broker.stats.bytes_out
     for res in results:
-        if res.records:
+        if res.size:
             name = _topic_name(broker, res.key[0])  # v13+: the key holds the topic id
             if name is not None:
-                bytes_out[name] += len(res.records)
+                bytes_out[name] += res.size
     incremental = session is not None and req.session_epoch > 0
-    by_topic: dict[str | uuid.UUID, list[Any]] = {}
+    by_topic: dict[str | uuid.UUID, list[PartitionResult]] = {}
     for res in results:
         if session is not None:
             changed = session.changed(
@@ -183,51 +175,21 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 res.high_watermark,
                 res.last_stable_offset,
                 res.log_start_offset,
-                bool(res.records),
-                res.error,
+                res.size > 0,
+                res.error_code,
             )
             if incremental and not changed:
                 continue
-        by_topic.setdefault(res.key[0], []).append(
-            make(
-                r.PartitionData,
-                partition_index=res.key[1],
-                error_code=res.error,
-                high_watermark=res.high_watermark,
-                last_stable_offset=res.last_stable_offset,
-                log_start_offset=res.log_start_offset,
-                aborted_transactions=None
-                if res.aborted is None
-                else tuple(
-                    make(r.AbortedTransaction, producer_id=pid, first_offset=first)
-                    for pid, first in res.aborted
-                ),
-                preferred_read_replica=-1,
-                records=res.records,
-            )
-        )
+        by_topic.setdefault(res.key[0], []).append(res)
     for key in unreadable:
         by_topic.setdefault(key[0], []).append(
-            make(
-                r.PartitionData,
-                partition_index=key[1],
-                error_code=ErrorCode.topic_authorization_failed,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            )
+            PartitionResult(key, ErrorCode.topic_authorization_failed)
         )
-    return make(
-        r.FetchResponse,
-        error_code=ErrorCode.none,
-        session_id=session.id if session is not None else 0,
-        responses=tuple(
-            make(r.FetchableTopicResponse, topic=ref, topic_id=ref, partitions=tuple(ps))
-            for ref, ps in by_topic.items()
-        ),
+    return FetchAnswer(
+        ctx.version,
+        ErrorCode.none,
+        session.id if session is not None else 0,
+        [TopicResults(ref, ps) for ref, ps in by_topic.items()],
     )
 
 
