@@ -73,7 +73,7 @@ def decode_request(
             correlation_id, client_id, produce = fast
             return RequestHeader(api_key, version, correlation_id, client_id), produce
     header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
-    if isinstance(frame, bytearray):  # kio reads only read-only buffers; a view avoids a copy
+    if not isinstance(frame, bytes):  # kio reads only read-only buffers; a view avoids a copy
         frame = memoryview(frame).toreadonly()
     try:
         check_request(header_schema, body_schema, frame)
