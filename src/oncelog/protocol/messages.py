@@ -50,7 +50,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): fixed layout in every header version."""
     if len(frame) < _HEADER_PREFIX.size:
         raise RequestParseError("frame shorter than a request header")
