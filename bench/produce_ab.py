@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from produce import cpu_seconds  # noqa: E402
+from produce_ab_support import started  # noqa: E402
 
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
 
@@ -121,7 +122,7 @@ def main() -> None:
             for src in args.src:
                 os.environ["PYTHONPATH"] = str(Path(src).resolve())
                 with tempfile.TemporaryDirectory(prefix="oncelog-ab-") as tmp:
-                    with EmbeddedBroker(Path(tmp) / "data", log_level="WARNING") as b:
+                    with started(EmbeddedBroker(Path(tmp) / "data", log_level="WARNING")) as b:
                         assert b.proc is not None
                         for w in workloads:
                             txn_ms = args.txn_ms if w == "txn" else None

@@ -32,6 +32,7 @@ from kio.schema.produce.v10 import request as pr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from produce import cpu_seconds  # noqa: E402
+from produce_ab_support import started  # noqa: E402
 
 from oncelog.client.wire import WireClient, encode_request  # noqa: E402
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
@@ -43,9 +44,14 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 
 
+def minor_faults(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[7])
+
+
 def run(bootstrap: str, topic: str, mb: int, records: int, partitions: int, inflight: int,
-        pid: int) -> tuple[float, float]:  # fmt: skip
-    """(MB/s, broker CPU-s/GB)."""
+        pid: int) -> tuple[float, float, float]:  # fmt: skip
+    """(MB/s, broker CPU-s/GB, broker minor page faults per MB)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     t = datetime.timedelta(seconds=30)
@@ -83,6 +89,7 @@ def run(bootstrap: str, topic: str, mb: int, records: int, partitions: int, infl
         seqs = [0] * partitions
         pending: deque[int] = deque()
         cpu0 = cpu_seconds(pid)
+        faults0 = minor_faults(pid)
         start = time.perf_counter()
         for i in range(count + inflight):
             if len(pending) == inflight or i >= count:
@@ -107,8 +114,9 @@ def run(bootstrap: str, topic: str, mb: int, records: int, partitions: int, infl
             pending.append(i)
         elapsed = time.perf_counter() - start
         cpu = cpu_seconds(pid) - cpu0
+        faults = minor_faults(pid) - faults0
     gb = count * len(batch) / 1e9
-    return gb * 1000 / elapsed, cpu / gb
+    return gb * 1000 / elapsed, cpu / gb, faults / gb / 1000
 
 
 def main() -> None:
@@ -120,20 +128,21 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    out: dict[str, list[tuple[float, float]]] = {s: [] for s in args.src}
+    out: dict[str, list[tuple[float, float, float]]] = {s: [] for s in args.src}
     for r in range(args.repeat):
         for src in args.src:
             os.environ["PYTHONPATH"] = str(Path(src).resolve())
             with tempfile.TemporaryDirectory(prefix="oncelog-raw-") as tmp:
-                with EmbeddedBroker(Path(tmp) / "data", log_level="WARNING") as b:
+                with started(EmbeddedBroker(Path(tmp) / "data", log_level="WARNING")) as b:
                     assert b.proc is not None
                     res = run(b.bootstrap, f"raw{r}", args.mb, args.records, args.partitions,
                               args.inflight, b.proc.pid)  # fmt: skip
             out[src].append(res)
-            print(f"round {r} {src}: {res[0]:.0f} MB/s {res[1]:.3f} CPU-s/GB", flush=True)
+            print(f"round {r} {src}: {res[0]:.0f} MB/s {res[1]:.3f} CPU-s/GB "
+                  f"{res[2]:.0f} page faults/MB", flush=True)  # fmt: skip
     for src, runs in out.items():
-        cpu = [c for _, c in runs]
-        mbs = [m for m, _ in runs]
+        cpu = [c for _, c, _ in runs]
+        mbs = [m for m, _, _ in runs]
         print(f"  {src:>30}: CPU-s/GB {statistics.median(cpu):.3f} [{min(cpu):.3f}-{max(cpu):.3f}]"
               f"  MB/s {statistics.median(mbs):.0f} [{min(mbs):.0f}-{max(mbs):.0f}]")  # fmt: skip
 
