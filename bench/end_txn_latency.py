@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -33,6 +34,31 @@ from oncelog.embedded import EmbeddedBroker  # noqa: E402
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def broker_side(http_url: str | None, api: str = "END_TXN") -> str:
+    """The broker's own view (request decoded to response ready) from its latency
+    histogram: the bucket bounds holding p50 and p99, and the share within 5 ms."""
+    if http_url is None:
+        return "no metrics listener"
+    text = urllib.request.urlopen(f"{http_url}/metrics", timeout=10).read().decode()
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("oncelog_request_duration_seconds_bucket") and f'api="{api}"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+    if not buckets or buckets[-1][1] == 0:
+        return "no samples"
+    total = buckets[-1][1]
+
+    def bound(q: float) -> str:
+        for le, n in buckets:
+            if n >= q * total:
+                return f"<= {le * 1000:g} ms"
+        return "?"
+
+    within = next((n for le, n in buckets if le == 0.005), 0.0) / total
+    return f"p50 {bound(0.5)}, p99 {bound(0.99)}, {100 * within:.1f}% within 5 ms"
 
 
 def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
@@ -83,11 +109,17 @@ def main() -> None:
         for src in args.src:
             os.environ["PYTHONPATH"] = str(Path(src).resolve())
             with tempfile.TemporaryDirectory(prefix="oncelog-endtxn-") as tmp:
-                with started(EmbeddedBroker(Path(tmp) / "data", log_level="WARNING")) as b:
+                broker = EmbeddedBroker(
+                    Path(tmp) / "data",
+                    log_level="WARNING",
+                    settings={"metrics.listener": "http://127.0.0.1:0"},
+                )
+                with started(broker) as b:
                     samples = run(b.bootstrap, args.producers, args.rounds)
+                    inside = broker_side(b.http_url)
             out[src].extend(samples)
             print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
-                  f"ms over {len(samples)} commits", flush=True)  # fmt: skip
+                  f"ms over {len(samples)} commits; broker side: {inside}", flush=True)  # fmt: skip
     print(f"EndTxn round trip, {args.producers} transactional producers, ms")
     for src, samples in out.items():
         print(
