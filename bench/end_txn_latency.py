@@ -26,6 +26,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from produce import cpu_seconds  # noqa: E402
 from produce_ab_support import started  # noqa: E402
 
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
@@ -115,11 +116,15 @@ def main() -> None:
                     settings={"metrics.listener": "http://127.0.0.1:0"},
                 )
                 with started(broker) as b:
+                    assert b.proc is not None
+                    cpu0 = cpu_seconds(b.proc.pid)
                     samples = run(b.bootstrap, args.producers, args.rounds)
+                    per_txn_ms = (cpu_seconds(b.proc.pid) - cpu0) / len(samples) * 1000
                     inside = broker_side(b.http_url)
             out[src].extend(samples)
             print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
-                  f"ms over {len(samples)} commits; broker side: {inside}", flush=True)  # fmt: skip
+                  f"ms over {len(samples)} commits; broker side: {inside}; broker CPU per "
+                  f"transaction {per_txn_ms:.2f} ms", flush=True)  # fmt: skip
     print(f"EndTxn round trip, {args.producers} transactional producers, ms")
     for src, samples in out.items():
         print(
