@@ -37,9 +37,19 @@ _pool: list[bytearray] = []  # free rolling buffers (one event loop thread uses 
 RECYCLED = 1024 * 1024  # large frames up to this size are received into recycled buffers
 _RECYCLED_COUNT = 8  # at most this many recycled buffers (8 MiB) are ever kept
 _recycled: list[bytearray] = []  # owned here for good; in use while referenced elsewhere
-# sys.getrefcount of a recycled buffer nobody else holds, seen from ``_take_recycled``:
-# the list, the loop variable and the call's argument.
-_UNREFERENCED = 3
+
+
+def _unreferenced_count() -> int:
+    """sys.getrefcount of a buffer only the pool holds, seen from the same loop shape as
+    ``_take_recycled`` (the list, the loop variable, the call's argument: 3 on CPython
+    3.11; measured rather than assumed, as borrowed references change it in 3.14)."""
+    probe = [bytearray(1)]
+    for buf in probe:
+        return sys.getrefcount(buf)
+    raise AssertionError("unreachable")
+
+
+_UNREFERENCED = _unreferenced_count()
 
 
 def _borrow() -> bytearray:
