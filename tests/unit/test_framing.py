@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oncelog.protocol import framing
 from oncelog.protocol.framing import (
     LARGE,
+    RECYCLED,
     ROLLING,
     Frame,
     FrameError,
@@ -80,8 +82,42 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     target[:] = stream[1000:]
     parser.buffer_updated(len(target))
     frame = parser.next_frame()
+    assert isinstance(frame, memoryview) and not frame.readonly and frame == body
+    assert target.obj is frame.obj  # the memory the loop wrote into is the frame itself
+
+
+def test_frame_above_the_recycled_size_gets_a_bytearray_of_its_own() -> None:
+    body = payload(RECYCLED + 1, 3)
+    parser = FrameParser(MAX)
+    parser.feed(encode_frame(body))
+    frame = parser.next_frame()
     assert isinstance(frame, bytearray) and frame == body
-    assert target.obj is frame  # the memory the loop wrote into is the frame itself
+
+
+def test_recycled_buffers_are_reused_only_once_unreferenced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A produce-sized frame reuses a buffer, never one a live frame or view still holds."""
+    monkeypatch.setattr(framing, "_recycled", [])
+    parser = FrameParser(MAX)
+    stream = encode_frame(payload(LARGE * 2, 1)) + encode_frame(payload(LARGE * 2, 2))
+    parser.feed(stream)
+    first, second = drain(parser)
+    assert isinstance(first, memoryview) and isinstance(second, memoryview)
+    assert first.obj is not second.obj  # both alive: two buffers
+    records = first[100:200]  # a view of the first frame, as a request's records are
+    held = id(first.obj)
+    del first
+    parser.feed(encode_frame(payload(LARGE * 2, 3)))
+    (third,) = drain(parser)
+    assert id(third.obj) != held and third.obj is not second.obj  # the records keep it
+    assert records == payload(LARGE * 2, 1)[100:200]  # untouched
+    assert len(framing._recycled) == 3
+    del records
+    parser.feed(encode_frame(payload(LARGE * 2, 4)))
+    (fourth,) = drain(parser)
+    assert id(fourth.obj) == held and fourth == payload(LARGE * 2, 4)
+    assert len(framing._recycled) == 3
 
 
 def test_small_frames_are_cut_from_the_rolling_buffer_across_its_end() -> None:

@@ -61,7 +61,9 @@ class NotInTransaction(ProduceError):
 class PartitionData:
     topic: str
     partition: int
-    records: bytes | None
+    # A writable memoryview (a slice of the received frame, see protocol.produce_wire)
+    # is appended in place; anything else is copied first.
+    records: bytes | bytearray | memoryview | None
 
 
 @dataclass(slots=True)
@@ -165,8 +167,13 @@ class PartitionWriter:
                         header.producer_id,
                         header.producer_epoch,
                     )
-            assert entry.records is not None
-            result = part.append(bytearray(entry.records), header, now_ms=now)
+            records = entry.records
+            assert records is not None
+            if not (isinstance(records, memoryview) and not records.readonly):
+                records = bytearray(records)
+            # The log writes the base offset (and LogAppendTime) into these bytes, then
+            # pwrites them: no copy of the batch on the produce path.
+            result = part.append(records, header, now_ms=now)
         except LogError as exc:
             start = part.log_start_offset if isinstance(exc, ProducerStateError) else -1
             raise ProduceError(exc.error_code, str(exc), start) from exc

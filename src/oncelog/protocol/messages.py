@@ -22,11 +22,14 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.framing import begin_frame, end_frame
 from oncelog.protocol.guard import FrameShapeError, check_request
 from oncelog.protocol.nulls import forbidden_null
+from oncelog.protocol.produce_wire import EncodedResponse, decode_produce
 
 _HEADER_PREFIX = struct.Struct(">hhi")
+_PRODUCE = int(ApiKey.PRODUCE)
 ZERO_MS = datetime.timedelta(0)
 
 
@@ -47,7 +50,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): fixed layout in every header version."""
     if len(frame) < _HEADER_PREFIX.size:
         raise RequestParseError("frame shorter than a request header")
@@ -64,8 +67,13 @@ def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
 def decode_request(
     frame: bytes | bytearray | memoryview, api_key: int, version: int
 ) -> tuple[RequestHeader, Any]:
+    if api_key == _PRODUCE:  # Produce: its records stay in the frame (see produce_wire)
+        fast = decode_produce(frame)
+        if fast is not None:
+            correlation_id, client_id, produce = fast
+            return RequestHeader(api_key, version, correlation_id, client_id), produce
     header_reader, body_reader, header_schema, body_schema = _request_reader(api_key, version)
-    if isinstance(frame, bytearray):  # kio reads only read-only buffers; a view avoids a copy
+    if not isinstance(frame, bytes):  # kio reads only read-only buffers; a view avoids a copy
         frame = memoryview(frame).toreadonly()
     try:
         check_request(header_schema, body_schema, frame)
@@ -99,6 +107,8 @@ def _response_writer(api_key: int, version: int) -> tuple[Any, Any, Any]:
 
 def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
     """Size-prefixed response frame, with the header version kio's schema names."""
+    if isinstance(response, EncodedResponse):
+        return response.frame(correlation_id)
     header_writer, body_writer, header_schema = _response_writer(api_key, version)
     buf = io.BytesIO()
     begin_frame(buf)

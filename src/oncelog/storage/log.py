@@ -240,7 +240,12 @@ class PartitionLog:
 
     @_locked
     def append(
-        self, batch: bytearray, header: BatchHeader, *, now_ms: int, coordinator: bool = False
+        self,
+        batch: bytearray | memoryview,
+        header: BatchHeader,
+        *,
+        now_ms: int,
+        coordinator: bool = False,
     ) -> AppendResult:
         """Append one CRC-validated client batch; duplicates are answered, not written.
 
@@ -296,7 +301,7 @@ class PartitionLog:
         return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
 
     def _write(
-        self, batch: bytearray, header: BatchHeader, now_ms: int
+        self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int
     ) -> tuple[int, int, BatchHeader]:
         seg = self._segment_for(header, now_ms)
         base = self._leo

@@ -1,0 +1,137 @@
+"""EndTxn round trip with many transactional producers at once (issue 15: p99 <= 5 ms).
+
+``--producers`` confluent-kafka transactional producers (50 by default), one thread each,
+loop: begin, produce a small record to their own partition, flush, then time
+``commit_transaction`` (the EndTxn round trip: the records are already acknowledged).
+Prints p50/p99/max over all commits, per source tree given with ``--src`` (brokers
+started with ``PYTHONPATH=<src>``, alternating round by round). Prints figures; it is not
+a timed test.
+
+    python bench/end_txn_latency.py --src /path/to/base/src --src src --rounds 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from produce import cpu_seconds  # noqa: E402
+from produce_ab_support import started  # noqa: E402
+
+from oncelog.embedded import EmbeddedBroker  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def broker_side(http_url: str | None, api: str = "END_TXN") -> str:
+    """The broker's own view (request decoded to response ready) from its latency
+    histogram: the bucket bounds holding p50 and p99, and the share within 5 ms."""
+    if http_url is None:
+        return "no metrics listener"
+    text = urllib.request.urlopen(f"{http_url}/metrics", timeout=10).read().decode()
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("oncelog_request_duration_seconds_bucket") and f'api="{api}"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+    if not buckets or buckets[-1][1] == 0:
+        return "no samples"
+    total = buckets[-1][1]
+
+    def bound(q: float) -> str:
+        for le, n in buckets:
+            if n >= q * total:
+                return f"<= {le * 1000:g} ms"
+        return "?"
+
+    within = next((n for le, n in buckets if le == 0.005), 0.0) / total
+    return f"p50 {bound(0.5)}, p99 {bound(0.99)}, {100 * within:.1f}% within 5 ms"
+
+
+def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
+    topic = "lat"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, producers, 1)])[topic].result(60)
+    clients = []
+    for i in range(producers):
+        p = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": f"lat-{i}", "linger.ms": 0}
+        )
+        p.init_transactions(60)
+        clients.append(p)
+    samples: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(producers)
+
+    def loop(i: int, p: Producer) -> None:
+        mine = []
+        barrier.wait()
+        for _ in range(rounds):
+            p.begin_transaction()
+            p.produce(topic, b"x" * 100, partition=i)
+            p.flush(30)
+            t0 = time.perf_counter()
+            p.commit_transaction(30)
+            mine.append((time.perf_counter() - t0) * 1000)
+        with lock:
+            samples.extend(mine)
+
+    threads = [threading.Thread(target=loop, args=(i, p)) for i, p in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return samples
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--src", action="append", required=True)
+    ap.add_argument("--producers", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=40, help="commits per producer")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    out: dict[str, list[float]] = {s: [] for s in args.src}
+    for r in range(args.repeat):
+        for src in args.src:
+            os.environ["PYTHONPATH"] = str(Path(src).resolve())
+            with tempfile.TemporaryDirectory(prefix="oncelog-endtxn-") as tmp:
+                broker = EmbeddedBroker(
+                    Path(tmp) / "data",
+                    log_level="WARNING",
+                    settings={"metrics.listener": "http://127.0.0.1:0"},
+                )
+                with started(broker) as b:
+                    assert b.proc is not None
+                    cpu0 = cpu_seconds(b.proc.pid)
+                    samples = run(b.bootstrap, args.producers, args.rounds)
+                    per_txn_ms = (cpu_seconds(b.proc.pid) - cpu0) / len(samples) * 1000
+                    inside = broker_side(b.http_url)
+            out[src].extend(samples)
+            print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
+                  f"ms over {len(samples)} commits; broker side: {inside}; broker CPU per "
+                  f"transaction {per_txn_ms:.2f} ms", flush=True)  # fmt: skip
+    print(f"EndTxn round trip, {args.producers} transactional producers, ms")
+    for src, samples in out.items():
+        print(
+            f"  {src:>30}: p50 {pct(samples, 0.5):6.2f}  p99 {pct(samples, 0.99):6.2f}  "
+            f"max {max(samples):6.2f}  mean {statistics.fmean(samples):6.2f}  n={len(samples)}"
+        )
+
+
+if __name__ == "__main__":
+    main()
