@@ -2,8 +2,9 @@
 
 The event loop writes received bytes straight into the parser's buffers
 (BufferedProtocol), so a large frame lands in its own bytearray with no extra
-copy. Reading pauses while too many frames wait to be served; writers wait while
-the transport's send buffer is above its high-water mark.
+copy. Reading pauses while too many frames wait to be served, and while the
+client leaves its responses unread (the transport's send buffer is above its
+high-water mark, where writers wait too).
 """
 
 from __future__ import annotations
@@ -51,15 +52,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if parser.queued != frames:
             self.budget.take(parser.queued - frames, parser.queued_bytes - size)
             self._wake()
-            if (
-                (parser.queued >= self.max_queued or self.budget.spent)
-                and not self._paused
-                and self.transport is not None
-            ):
+            if parser.queued >= self.max_queued or self.budget.spent:
                 # Muted while its own requests wait, as Kafka mutes a channel; it reads
                 # again once it has served them (see ``next_frame``).
-                self._paused = True
-                self.transport.pause_reading()
+                self._pause_reading()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -74,12 +70,34 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def pause_writing(self) -> None:
         if self._drained is None:
             self._drained = asyncio.get_running_loop().create_future()
+        # A client that does not read its responses gets no more requests read either:
+        # its requests would only pile up behind the responses it leaves unread.
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         if self._drained is not None:
             if not self._drained.done():
                 self._drained.set_result(None)
             self._drained = None
+        self._maybe_resume_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._paused and self.transport is not None and not self.transport.is_closing():
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        """Read again once the responses drain and the queued requests are mostly served."""
+        queued = self.parser.queued
+        if (
+            self._paused
+            and self._drained is None
+            and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
+            and self.transport is not None
+            and not self.transport.is_closing()
+        ):
+            self._paused = False
+            self.transport.resume_reading()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -92,14 +110,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             frame = self.parser.next_frame()  # raises FrameError once the stream is broken
             if frame is not None:
                 self.budget.give(1, len(frame))
-                queued = self.parser.queued
-                if (
-                    self._paused
-                    and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
-                    and self.transport is not None
-                ):
-                    self._paused = False
-                    self.transport.resume_reading()
+                self._maybe_resume_reading()
                 return frame
             if self._eof:
                 if self.parser.inside_frame:
