@@ -24,8 +24,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         max_queued: int = 64,
         budget: RequestBudget | None = None,
     ) -> None:
-        self.parser = FrameParser(max_size)
+        self.parser = FrameParser(max_size, self._reserve)
         self.budget = budget if budget is not None else RequestBudget()
+        self._held = 0  # bytes this connection has charged to the budget
         self.on_connect = on_connect
         self.max_queued = max_queued
         self.transport: asyncio.Transport | None = None
@@ -44,18 +45,39 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return self.parser.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        frames = self.parser.queued
+        self.parser.buffer_updated(nbytes)
+        self._account(frames)
+
+    def _account(self, frames_before: int) -> None:
+        """Charge the budget for the frames cut and the memory of the partial frame."""
         parser = self.parser
-        frames, size = parser.queued, parser.queued_bytes
-        parser.buffer_updated(nbytes)
         if parser.error is not None:
             self._wake()  # the stream is broken: the connection must learn it
-        if parser.queued != frames:
-            self.budget.take(parser.queued - frames, parser.queued_bytes - size)
+        held = parser.queued_bytes + parser.partial_bytes
+        if parser.queued != frames_before or held != self._held:
+            self.budget.take(parser.queued - frames_before, held - self._held)
+            self._held = held
+        if parser.queued != frames_before:
             self._wake()
             if parser.queued >= self.max_queued or self.budget.spent:
                 # Muted while its own requests wait, as Kafka mutes a channel; it reads
                 # again once it has served them (see ``next_frame``).
                 self._pause_reading()
+        if parser.starved:
+            self._pause_reading()  # until the budget gives memory back (``_memory_back``)
+
+    def _reserve(self, nbytes: int) -> bool:
+        if not self.budget.reserve(self, nbytes, self._memory_back):
+            return False
+        self._held += nbytes
+        return True
+
+    def _memory_back(self) -> None:
+        frames = self.parser.queued
+        if self.parser.retry():
+            self._account(frames)
+            self._maybe_resume_reading()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -92,6 +114,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if (
             self._paused
             and self._drained is None
+            and not self.parser.starved
             and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
             and self.transport is not None
             and not self.transport.is_closing()
@@ -109,7 +132,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         while True:
             frame = self.parser.next_frame()  # raises FrameError once the stream is broken
             if frame is not None:
+                self._held -= len(frame)
                 self.budget.give(1, len(frame))
+                if self.parser.partial_bytes == 0:
+                    self.budget.end_overdraft(self)
                 self._maybe_resume_reading()
                 return frame
             if self._eof:
@@ -139,5 +165,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def release(self) -> None:
         """The connection is done: return its unserved frames to the budget and drop
         every receive buffer."""
-        self.budget.give(self.parser.queued, self.parser.queued_bytes)
+        self.budget.give(self.parser.queued, self._held)
+        self._held = 0
+        self.budget.end_overdraft(self)
         self.parser.release()

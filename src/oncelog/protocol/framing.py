@@ -10,7 +10,9 @@ Memory follows the bytes that arrived, never a size prefix alone: a large frame'
 buffer starts at ``LARGE_STEP`` at most and doubles as it fills (a 100 MiB prefix
 followed by silence costs 1 MiB), a connection's first read goes to a 4 KiB buffer,
 and the 256 KiB rolling buffer is borrowed from a small shared pool only while it
-holds bytes, so an idle connection holds none.
+holds bytes, so an idle connection holds none. Each allocation or growth of a large
+frame's buffer first asks ``allow`` (the broker-wide ``queued.max.request.bytes``
+budget); refused, the parser stops taking bytes (``starved``) until ``retry`` succeeds.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import io
 import struct
 from collections import deque
+from collections.abc import Callable
 
 SIZE_PREFIX = struct.Struct(">i")
 ROLLING = 256 * 1024
@@ -40,6 +43,10 @@ def _give_back(buf: bytearray) -> None:
 Frame = bytes | bytearray
 
 
+def _always(nbytes: int) -> bool:
+    return True
+
+
 class FrameError(Exception):
     """The peer sent a size Kafka would refuse; the connection must close."""
 
@@ -51,8 +58,9 @@ class FrameParser:
     the frames already cut are still handed out, then ``next_frame`` raises.
     """
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, allow: Callable[[int], bool] | None = None) -> None:
         self.max_size = max_size
+        self._allow = allow if allow is not None else _always
         self._buf: bytearray | None = None  # borrowed while it holds bytes
         self._view = memoryview(b"")
         self._start = self._end = 0
@@ -62,6 +70,7 @@ class FrameParser:
         self._frames: deque[Frame] = deque()
         self.queued_bytes = 0  # total size of the frames in ``_frames``
         self.error: FrameError | None = None
+        self.starved = False  # a large buffer's allocation was refused: take no bytes
 
     # -- bytes in ------------------------------------------------------------------
     def get_buffer(self) -> memoryview:
@@ -96,15 +105,41 @@ class FrameParser:
                     self._frames.append(self._large)
                     self.queued_bytes += self._large_size
                     self._large = None
-                else:  # grow with the bytes that came, never ahead of them
-                    grown = bytearray(min(self._large_size, 2 * len(self._large)))
-                    grown[: self._large_got] = self._large
-                    self._large = grown
+                else:
+                    self._grow()
         elif self.error is None:
             self._end += nbytes
             self._cut_frames()
         if self._buf is not None and self._start == self._end:
             self._release()
+
+    def _grow(self) -> None:
+        """Grow the full large buffer with the bytes that came, never ahead of them."""
+        assert self._large is not None
+        size = min(self._large_size, 2 * len(self._large))
+        if not self._allow(size - len(self._large)):
+            self.starved = True
+            return
+        grown = bytearray(size)
+        grown[: self._large_got] = self._large
+        self._large = grown
+
+    def retry(self) -> bool:
+        """Ask again for the memory refused before; True once bytes may come again."""
+        if self.starved:
+            self.starved = False
+            if self._large is not None:
+                self._grow()
+            else:
+                self._cut_frames()
+                if self._buf is not None and self._start == self._end:
+                    self._release()
+        return not self.starved
+
+    @property
+    def partial_bytes(self) -> int:
+        """Memory held for a large frame still arriving (counted in the budget)."""
+        return len(self._large) if self._large is not None else 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in through ``get_buffer`` (for tests and non-buffered transports)."""
@@ -159,7 +194,11 @@ class FrameParser:
                 self._start = body + size
                 continue
             if size > LARGE:
-                self._large = bytearray(min(size, max(LARGE_STEP, have)))
+                first = min(size, max(LARGE_STEP, have))
+                if not self._allow(first):
+                    self.starved = True  # its bytes wait in the rolling buffer
+                    return
+                self._large = bytearray(first)
                 self._large[:have] = self._view[body : self._end]
                 self._large_got = have
                 self._large_size = size
