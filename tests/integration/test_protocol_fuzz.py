@@ -17,6 +17,7 @@ import queue
 import random
 import socket
 import struct
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -38,7 +39,8 @@ from .protocol_fuzz import (
 )
 
 MUTANTS_PER_FRAME = 24
-WORKERS = 3  # processes pipelining mutants of the generated pool
+WORKERS = 2  # processes pipelining mutants of the generated pool
+THREADS = 4  # connections per worker process
 WORKER_BATCH = 64
 
 
@@ -80,28 +82,48 @@ def _mutating_worker(
     halt: multiprocessing.synchronize.Event,
     results: multiprocessing.Queue[tuple[str, int, int, int, int]],
 ) -> None:
-    """A worker process: pipelines byte mutants and replays of the generated pool (which
-    ``fresh`` keeps feeding) on its own connection until ``halt``."""
-    conn = FuzzConnection(address)
-    rnd = random.Random(seed)
-    frames = 0
-    outcome = "ok"
-    try:
-        while not halt.is_set():
-            try:
-                while True:
-                    pool[rnd.randrange(len(pool))] = fresh.get_nowait()
-            except queue.Empty:
-                pass
-            batch = [mutate(rnd.choice(pool), rnd) for _ in range(WORKER_BATCH)]
-            batch[:: WORKER_BATCH // 4] = rnd.choices(pool, k=4)  # replays
-            frames += conn.send_batch(batch)
-    except BaseException as exc:  # an oracle failure (OrderViolation) or a crash
-        outcome = repr(exc)
-        halt.set()
-    finally:
-        conn.reset()
-        results.put((outcome, frames, conn.responses, conn.closes, conn.slow_closes))
+    """A worker process: ``THREADS`` connections pipeline byte mutants and replays of the
+    generated pool (which ``fresh`` keeps feeding) until ``halt``. A mutant often makes
+    the broker close the connection, so each connection mostly waits on round trips:
+    threads overlap them."""
+    outcomes: list[tuple[str, int, int, int, int]] = []
+
+    def run(rnd: random.Random) -> None:
+        conn = FuzzConnection(address)
+        frames = 0
+        outcome = "ok"
+        try:
+            while not halt.is_set():
+                try:
+                    while True:
+                        pool[rnd.randrange(len(pool))] = fresh.get_nowait()
+                except queue.Empty:
+                    pass
+                batch = [mutate(rnd.choice(pool), rnd) for _ in range(WORKER_BATCH)]
+                batch[:: WORKER_BATCH // 4] = rnd.choices(pool, k=4)  # replays
+                frames += conn.send_batch(batch)
+        except BaseException as exc:  # an oracle failure (OrderViolation) or a crash
+            outcome = repr(exc)
+            halt.set()
+        finally:
+            conn.reset()
+            outcomes.append((outcome, frames, conn.responses, conn.closes, conn.slow_closes))
+
+    seeds = random.Random(seed)
+    threads = [
+        threading.Thread(target=run, args=(random.Random(seeds.random()),)) for _ in range(THREADS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [o for o in outcomes if o[0] != "ok"]
+    results.put(
+        (
+            failed[0][0] if failed else "ok",
+            *(sum(o[i] for o in outcomes) for i in range(1, 5)),  # type: ignore[misc]
+        )
+    )
 
 
 def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
