@@ -31,7 +31,7 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import create_topic
 from .protocol_fuzz import (
     API_VERSIONS_V0,
-    Canary,
+    CanaryProcess,
     FuzzConnection,
     mutate,
     read_topic,
@@ -39,8 +39,11 @@ from .protocol_fuzz import (
 )
 
 MUTANTS_PER_FRAME = 24
-WORKERS = 2  # processes pipelining mutants of the generated pool
-THREADS = 4  # connections per worker process
+# Processes pipelining mutants of the generated pool, and connections in each. 2 x 4 gave
+# 533-706 frames/s (canary max 0.5-0.6 s) at a load average of 10-13 on the shared 2-core
+# machine; at 20-57 the canary stalled over 1 s with 1 x 3 as with 2 x 4.
+WORKERS = int(os.environ.get("ONCELOG_FUZZ_WORKERS", "2"))
+THREADS = int(os.environ.get("ONCELOG_FUZZ_THREADS", "4"))
 WORKER_BATCH = 64
 
 
@@ -164,7 +167,7 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
     ]
     for w in workers:
         w.start()
-    canary = Canary(broker.bootstrap, topic)
+    canary = CanaryProcess(broker.bootstrap, topic)
     canary.start()
     deadline = time.monotonic() + seconds
 
@@ -262,4 +265,6 @@ def test_protocol_fuzz(tmp_path: Path) -> None:
 @pytest.mark.timeout(_seconds(1800) + 300)
 def test_protocol_fuzz_long(tmp_path: Path) -> None:
     stats = run_fuzz(tmp_path, _seconds(1800))
-    assert stats["frames"] > 100_000
+    # the goal is 1,000,000 frames in 30 minutes (556/s); on the shared machine a
+    # 10-minute soak reached 121/s under a load average of 30-57
+    assert stats["frames"] > 100 * _seconds(1800)
