@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import multiprocessing
+import multiprocessing.synchronize
 import random
 import socket
 import struct
@@ -360,6 +362,52 @@ class Canary(threading.Thread):
     def p99(self) -> float:
         ordered = sorted(self.latencies)
         return ordered[int(len(ordered) * 0.99)] if ordered else float("inf")
+
+
+class CanaryProcess:
+    """A ``Canary`` in a process of its own: the fuzzer's Hypothesis generation and its
+    garbage collections (in the test's interpreter) cannot stall it, so its stalls are
+    the broker's."""
+
+    def __init__(self, bootstrap: str, topic: str, interval: float = 0.02) -> None:
+        mp = multiprocessing.get_context("fork")
+        self._halt = mp.Event()
+        self._out: multiprocessing.Queue[Any] = mp.Queue()
+        self._proc = mp.Process(
+            target=_run_canary,
+            args=(bootstrap, topic, interval, self._halt, self._out),
+            daemon=True,
+        )
+        self.latencies: list[float] = []
+        self.acked: dict[int, bytes] = {}
+        self.errors: list[str] = []
+        self.stalls: list[str] = []
+
+    def start(self) -> None:
+        self._proc.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.latencies, self.acked, self.errors, self.stalls = self._out.get(timeout=120)
+        self._proc.join(30)
+
+    def p99(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[int(len(ordered) * 0.99)] if ordered else float("inf")
+
+
+def _run_canary(
+    bootstrap: str,
+    topic: str,
+    interval: float,
+    halt: multiprocessing.synchronize.Event,
+    out: multiprocessing.Queue[Any],
+) -> None:
+    canary = Canary(bootstrap, topic, interval)
+    canary.start()
+    halt.wait()
+    canary.stop()
+    out.put((canary.latencies, canary.acked, canary.errors, canary.stalls))
 
 
 def read_topic(bootstrap: str, topic: str, upto: int) -> dict[int, bytes]:

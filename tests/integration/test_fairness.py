@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from oncelog.client.wire import WireClient
@@ -23,10 +23,12 @@ from .protocol_fuzz import Canary, encode, read_topic
 PIPELINED = 20_000
 NON_READERS = 50
 PER_NON_READER = 2_000
-# The goal is 50 ms; the shared 2-core test machine runs other suites at the same
-# time, so the test asserts a looser bound (override with ONCELOG_FAIRNESS_P99_MS) and
-# prints the measured figure.
-P99_BOUND_MS = float(os.environ.get("ONCELOG_FAIRNESS_P99_MS", "250"))
+# The goal is 50 ms, met on the shared 2-core test machine even at a load average
+# of 10-12 (33-51 ms measured; before the turn scheduler and the encoded ApiVersions
+# answer: 131-139 ms). Other suites running at the same time steal the canary's CPU, so
+# the default bound leaves a margin (ONCELOG_FAIRNESS_P99_MS=50 asserts the goal itself);
+# the measured figure is printed.
+P99_BOUND_MS = float(os.environ.get("ONCELOG_FAIRNESS_P99_MS", "100"))
 
 
 def _frames(n: int) -> bytes:
@@ -91,11 +93,12 @@ def test_pipelining_and_non_reading_clients_do_not_starve_a_producer(
     assert got[0] == PIPELINED
     assert not canary.errors, canary.errors
     during = canary.latencies[50:]  # round trips overlapping the load
+    p50_ms = sorted(during)[len(during) // 2] * 1000
     p99_ms = sorted(during)[int(len(during) * 0.99)] * 1000
     print(
         f"\nfairness: {PIPELINED} pipelined requests answered in {pipelined_s:.1f} s; canary "
-        f"{len(canary.latencies)} produces, p99 {p99_ms:.1f} ms, "
-        f"max {max(canary.latencies) * 1000:.1f} ms"
+        f"{len(canary.latencies)} produces, p50 {p50_ms:.1f} ms, p99 {p99_ms:.1f} ms "
+        f"(goal 50 ms, asserted {P99_BOUND_MS:.0f} ms), max {max(canary.latencies) * 1000:.1f} ms"
     )
     assert p99_ms <= P99_BOUND_MS
     found = read_topic(broker.bootstrap, topic, max(canary.acked) + 1)
@@ -145,6 +148,23 @@ def test_creating_and_deleting_thousands_of_partitions_does_not_hold_the_loop(
     print(f"\nwide topic: worst ping {created * 1000:.0f} ms during create, "
           f"{deleted * 1000:.0f} ms during delete")  # fmt: skip
     assert created <= 0.5 and deleted <= 0.5  # before: 1.8 s and 2.7 s
+
+
+def test_adding_thousands_of_partitions_does_not_hold_the_loop(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = f"grow-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    grown = _ping_while(
+        broker,
+        lambda: admin.create_partitions([NewPartitions(name, 2001)])[name].result(60),
+    )
+    assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2001
+    assert len(list(broker.data_dir.glob(f"{name}-*"))) == 2001
+    print(f"\nadding 2,000 partitions: worst ping {grown * 1000:.0f} ms")
+    assert grown <= 0.5  # before: the logs opened on the loop (about 1.8 s, as a create)
+    broker.restart()  # the grown partition count is durable
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2001
 
 
 def test_auto_creating_hundreds_of_topics_writes_the_metadata_once(

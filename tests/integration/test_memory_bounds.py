@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
+from pathlib import Path
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from oncelog.embedded import EmbeddedBroker
 
+from .protocol_fuzz import encode
 from .test_bad_input import assert_other_client_works
 
 MiB = 1024 * 1024
@@ -64,3 +69,56 @@ def test_announced_frames_and_idle_connections_stay_within_bounds(
     )
     assert loaded - start <= BOUND_MiB
     assert after - start <= SETTLED_MiB
+
+
+BUDGET_MiB = 8
+FRAME_MiB = 20
+SENT_MiB = 12
+
+
+def test_the_request_byte_budget_bounds_frames_still_arriving(tmp_path: Path) -> None:
+    """queued.max.request.bytes=8 MiB and 10 connections each sending 12 MiB of a 20 MiB
+    request: the buffers of the frames still arriving stay within the budget plus one
+    frame (before, each grew to 16 MiB: 160 MiB); once the rest comes, every request is
+    answered (one connection at a time overdraws, so none waits forever)."""
+    broker = EmbeddedBroker(
+        tmp_path / "data", settings={"queued.max.request.bytes": str(BUDGET_MiB * MiB)}
+    ).start()
+    try:
+        assert_other_client_works(broker)
+        time.sleep(0.5)
+        start = rss_mib(broker)
+        request = ApiVersionsRequest(
+            client_software_name="x" * (FRAME_MiB * MiB), client_software_version="1"
+        )
+        frame = encode(request, 7)
+        measured = threading.Event()
+        answered: list[int] = []
+
+        def client() -> None:
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=120) as s:
+                s.sendall(frame[: SENT_MiB * MiB])  # blocks while the broker reads no more
+                measured.wait(120)
+                s.sendall(frame[SENT_MiB * MiB :])
+                reply = s.recv(8, socket.MSG_WAITALL)
+                answered.append(struct.unpack(">ii", reply)[1])
+
+        clients = [threading.Thread(target=client, daemon=True) for _ in range(ANNOUNCERS)]
+        for c in clients:
+            c.start()
+        time.sleep(3)  # as much as the broker takes of the first 12 MiB of each
+        assert_other_client_works(broker)
+        loaded = rss_mib(broker)
+        measured.set()  # now the rest of each frame
+        for c in clients:
+            c.join(120)
+        assert_other_client_works(broker)
+        print(
+            f"\nbudgeted memory: RSS {start:.0f} MiB at start, {loaded:.0f} MiB with "
+            f"{ANNOUNCERS} x {SENT_MiB} MiB of {FRAME_MiB} MiB frames arriving "
+            f"(budget {BUDGET_MiB} MiB), all answered: {answered == [7] * ANNOUNCERS}"
+        )
+        assert answered == [7] * ANNOUNCERS
+        assert loaded - start <= BUDGET_MiB + FRAME_MiB + 16
+    finally:
+        broker.stop()

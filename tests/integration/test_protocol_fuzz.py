@@ -10,10 +10,14 @@ ONCELOG_FUZZ_SECONDS overrides either.
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.synchronize
 import os
+import queue
 import random
 import socket
 import struct
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +31,7 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import create_topic
 from .protocol_fuzz import (
     API_VERSIONS_V0,
-    Canary,
+    CanaryProcess,
     FuzzConnection,
     mutate,
     read_topic,
@@ -35,6 +39,12 @@ from .protocol_fuzz import (
 )
 
 MUTANTS_PER_FRAME = 24
+# Processes pipelining mutants of the generated pool, and connections in each. 2 x 4 gave
+# 533-706 frames/s (canary max 0.5-0.6 s) at a load average of 10-13 on the shared 2-core
+# machine; at 20-57 the canary stalled over 1 s with 1 x 3 as with 2 x 4.
+WORKERS = int(os.environ.get("ONCELOG_FUZZ_WORKERS", "2"))
+THREADS = int(os.environ.get("ONCELOG_FUZZ_THREADS", "4"))
+WORKER_BATCH = 64
 
 
 def _storm(address: tuple[str, int], rnd: random.Random) -> None:
@@ -67,20 +77,102 @@ def run_fuzz(tmp_path: Path, seconds: float) -> dict[str, int]:
         broker.stop()
 
 
+def _mutating_worker(
+    address: tuple[str, int],
+    seed: int,
+    pool: list[bytes],
+    fresh: multiprocessing.Queue[bytes],
+    halt: multiprocessing.synchronize.Event,
+    results: multiprocessing.Queue[tuple[str, int, int, int, int]],
+) -> None:
+    """A worker process: ``THREADS`` connections pipeline byte mutants and replays of the
+    generated pool (which ``fresh`` keeps feeding) until ``halt``. A mutant often makes
+    the broker close the connection, so each connection mostly waits on round trips:
+    threads overlap them."""
+    outcomes: list[tuple[str, int, int, int, int]] = []
+
+    def run(rnd: random.Random) -> None:
+        conn = FuzzConnection(address)
+        frames = 0
+        outcome = "ok"
+        try:
+            while not halt.is_set():
+                try:
+                    while True:
+                        pool[rnd.randrange(len(pool))] = fresh.get_nowait()
+                except queue.Empty:
+                    pass
+                batch = [mutate(rnd.choice(pool), rnd) for _ in range(WORKER_BATCH)]
+                batch[:: WORKER_BATCH // 4] = rnd.choices(pool, k=4)  # replays
+                frames += conn.send_batch(batch)
+        except BaseException as exc:  # an oracle failure (OrderViolation) or a crash
+            outcome = repr(exc)
+            halt.set()
+        finally:
+            conn.reset()
+            outcomes.append((outcome, frames, conn.responses, conn.closes, conn.slow_closes))
+
+    seeds = random.Random(seed)
+    threads = [
+        threading.Thread(target=run, args=(random.Random(seeds.random()),)) for _ in range(THREADS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [o for o in outcomes if o[0] != "ok"]
+    results.put(
+        (
+            failed[0][0] if failed else "ok",
+            *(sum(o[i] for o in outcomes) for i in range(1, 5)),  # type: ignore[misc]
+        )
+    )
+
+
 def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
+    """Hypothesis generates frames in this process and sends each fresh one (with a few
+    mutants) on its own connection; ``WORKERS`` processes meanwhile pipeline cheap byte
+    mutants and replays of the generated pool on theirs. Generation costs tens of ms per
+    example, so mutants of a pool it keeps refilling carry most of the volume; processes,
+    not threads, so neither they nor Hypothesis take the canary thread's interpreter."""
     topic = f"canary-{uuid.uuid4().hex}"
     create_topic(broker.bootstrap, topic)
     address = ("127.0.0.1", broker.port)
-    canary = Canary(broker.bootstrap, topic)
-    canary.start()
-    conn = FuzzConnection(address)
-    rnd = random.Random(int(os.environ.get("ONCELOG_FUZZ_SEED", "0")) or None)
-    corpus: list[bytes] = [API_VERSIONS_V0]
+    seed = int(os.environ.get("ONCELOG_FUZZ_SEED", "0")) or random.randrange(1 << 30)
+    print(f"\nprotocol fuzz seed {seed} (ONCELOG_FUZZ_SEED)")
+    rnd = random.Random(seed)
     stats = {"frames": 0, "examples": 0, "storms": 0}
+    conn = FuzzConnection(address)
+    # a first pool, so the workers start with generated frames
+    pool: list[bytes] = [API_VERSIONS_V0]
+
+    @settings(max_examples=50, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(request_frames())
+    def seed_pool(frame: bytes) -> None:
+        pool.append(frame)
+
+    seed_pool()
+    mp = multiprocessing.get_context("fork")
+    halt = mp.Event()
+    results: multiprocessing.Queue[tuple[str, int, int, int, int]] = mp.Queue()
+    feeds: list[multiprocessing.Queue[bytes]] = [mp.Queue() for _ in range(WORKERS)]
+    workers = [
+        mp.Process(
+            target=_mutating_worker,
+            args=(address, rnd.randrange(1 << 30), pool, feed, halt, results),
+            daemon=True,
+        )
+        for feed in feeds
+    ]
+    for w in workers:
+        w.start()
+    canary = CanaryProcess(broker.bootstrap, topic)
+    canary.start()
     deadline = time.monotonic() + seconds
 
     @settings(
-        max_examples=100,
+        max_examples=10,  # the deadline is checked between runs
         deadline=None,
         database=None,
         phases=[Phase.generate],
@@ -89,28 +181,37 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
     @given(st.data())
     def fuzz_step(data: st.DataObject) -> None:
         frames = data.draw(st.lists(request_frames(), min_size=1, max_size=8))
-        corpus.extend(frames)
-        while len(corpus) > 500:
-            corpus.pop(rnd.randrange(len(corpus)))
-        batch = frames + [mutate(rnd.choice(corpus), rnd) for _ in range(MUTANTS_PER_FRAME)]
+        for frame in frames:
+            pool[rnd.randrange(len(pool))] = frame
+            for feed in feeds:
+                feed.put(frame)
+        batch = frames + [mutate(rnd.choice(pool), rnd) for _ in range(MUTANTS_PER_FRAME)]
         rnd.shuffle(batch)
         stats["frames"] += conn.send_batch(batch)
         stats["examples"] += 1
-        if stats["examples"] % 400 == 0:
+        if stats["examples"] % 400 == 0:  # every minute or two
             _storm(address, rnd)
             stats["storms"] += 1
         assert broker.proc is not None and broker.proc.poll() is None, "the broker exited"
 
     try:
-        while time.monotonic() < deadline:
-            fuzz_step()  # 100 fresh examples per call
+        while time.monotonic() < deadline and not halt.is_set():
+            fuzz_step()
     finally:
+        halt.set()
+        outcomes = [results.get(timeout=60) for _ in workers]
+        for w in workers:
+            w.join(30)
         conn.reset()
         canary.stop()
         exit_code = broker.stop()
-    stats["responses"] = conn.responses
-    stats["closes"] = conn.closes
-    stats["slow_closes"] = conn.slow_closes
+    failures = [outcome for outcome, *_ in outcomes if outcome != "ok"]
+    assert not failures, failures
+    stats["frames"] += sum(o[1] for o in outcomes)
+    stats["responses"] = conn.responses + sum(o[2] for o in outcomes)
+    stats["closes"] = conn.closes + sum(o[3] for o in outcomes)
+    stats["slow_closes"] = conn.slow_closes + sum(o[4] for o in outcomes)
+    stats["frames_per_s"] = int(stats["frames"] / seconds)
     stats["canary_records"] = len(canary.acked)
     stats["canary_p99_ms"] = int(canary.p99() * 1000)
     stats["canary_max_ms"] = int(max(canary.latencies) * 1000)
@@ -164,4 +265,6 @@ def test_protocol_fuzz(tmp_path: Path) -> None:
 @pytest.mark.timeout(_seconds(1800) + 300)
 def test_protocol_fuzz_long(tmp_path: Path) -> None:
     stats = run_fuzz(tmp_path, _seconds(1800))
-    assert stats["frames"] > 100_000
+    # the issue's goal is 1,000,000 frames in 30 minutes (556/s); on the shared machine a
+    # 10-minute soak reached 121/s under a load average of 30-57
+    assert stats["frames"] > 100 * _seconds(1800)

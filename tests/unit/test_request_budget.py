@@ -66,3 +66,38 @@ def test_the_byte_budget_counts_frame_sizes() -> None:
     assert budget.spent
     budget.give(1, 100)
     assert not budget.spent
+
+
+def test_partial_frames_count_and_one_connection_at_a_time_may_overdraw() -> None:
+    """queued.max.request.bytes bounds the buffers of frames still arriving: past the
+    bound only one connection (the overdraft) may grow its buffer, so its frame
+    completes; the others stop reading until memory comes back."""
+    mib = 1 << 20
+
+    async def run() -> None:
+        budget = RequestBudget(max_requests=500, max_bytes=mib + mib // 2)
+        a, ta = make_sized(budget, 8 * mib)
+        b, tb = make_sized(budget, 8 * mib)
+        frame_a = encode_frame(b"a" * (4 * mib))
+        feed(a, frame_a[: 2 * mib])  # 1 MiB buffer, then grown to 2 MiB: A overdraws
+        assert budget.overdraft is a and budget.bytes == 2 * mib and ta.reading
+        feed(b, encode_frame(b"b" * (4 * mib))[: 64 * 1024 + 100])  # B's first 1 MiB: refused
+        assert b.parser.starved and not tb.reading and budget.bytes == 2 * mib
+        feed(a, frame_a[2 * mib :])  # A's frame completes within its overdraft
+        assert budget.bytes == 4 * mib and budget.requests == 1
+        assert await a.next_frame() == b"a" * (4 * mib)
+        # served: the memory and the overdraft come back, and B reads again
+        assert budget.overdraft is None and not b.parser.starved and tb.reading
+        assert budget.bytes == mib  # B's first buffer
+        b.release()
+        a.release()
+        assert budget.bytes == 0 and budget.requests == 0
+
+    asyncio.run(run())
+
+
+def make_sized(budget: RequestBudget, max_size: int) -> tuple[FrameProtocol, FakeTransport]:
+    protocol = FrameProtocol(max_size, lambda p: None, budget=budget)
+    transport = FakeTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.topics import TopicError, TopicRegistry
+from oncelog.broker.topics import TopicError, TopicRegistry, drop_partitions
 from oncelog.coordinator.internal_topics import (
     CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -109,3 +109,41 @@ def test_the_broker_wide_partition_limit_refuses_creates_and_growth(tmp_path: Pa
     reg.create("d", 4, {})
     assert reg.partition_count("d") == 4
     reg.close()
+
+
+def test_growing_a_topic_in_steps_reserves_room_and_survives_a_delete(tmp_path: Path) -> None:
+    """plan (on the loop) / open (a thread) / commit (on the loop): the new partitions are
+    invisible until committed, a second growth meanwhile is refused, and a delete
+    meanwhile makes the commit answer UNKNOWN_TOPIC_OR_PARTITION."""
+    reg = TopicRegistry(
+        tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW, max_partitions=10
+    )
+    reg.load()
+    try:
+        reg.create("a", 2, {})
+        plan = reg.plan_add_partitions("a", 5)
+        assert plan is not None and plan.indexes == range(2, 5)
+        with pytest.raises(TopicError) as again:
+            reg.plan_add_partitions("a", 6)
+        assert again.value.code == ErrorCode.invalid_partitions
+        with pytest.raises(TopicError) as room:  # 2 + 3 planned + 6 > 10
+            reg.create("b", 6, {})
+        assert room.value.code == ErrorCode.policy_violation
+        opened = reg.open_partitions(plan)
+        assert reg.partition_count("a") == 2  # not visible before the commit
+        reg.commit_add_partitions(plan, opened)
+        assert reg.partition_count("a") == 5 and reg.partition("a", 4) is opened[-1]
+
+        plan = reg.plan_add_partitions("a", 7)
+        assert plan is not None
+        opened = reg.open_partitions(plan)
+        reg.delete("a")
+        with pytest.raises(TopicError) as gone:
+            reg.commit_add_partitions(plan, opened)
+        assert gone.value.code == ErrorCode.unknown_topic_or_partition
+        assert reg.get("a") is None
+        drop_partitions(opened)  # what the CreatePartitions handler does with them
+        assert not list(tmp_path.glob("a-*"))
+        reg.create("c", 10, {})  # the reservation was released: all 10 fit
+    finally:
+        reg.close()

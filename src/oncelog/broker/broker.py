@@ -24,6 +24,7 @@ from oncelog.broker.startup import ListenError
 from oncelog.broker.state_view import BrokerStateView
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
+from oncelog.broker.turns import TurnScheduler
 from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
@@ -86,6 +87,7 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.apis: dict[int, ApiSpec] = build_registry()
+        self.turns = TurnScheduler()  # pipelined requests wait their turn (fair service)
         self.durable = _durable_acks(config)
         self.scram_credentials = ScramCredentialStore(
             self.data_dir / "meta" / "scram_credentials.json"

@@ -101,10 +101,9 @@ class Connection:
         try:
             while True:
                 if self.protocol.parser.queued:
-                    # Fair service: the next request is already here, so let every other
-                    # connection run one request first (a pipelining client gets one
-                    # request per turn of the event loop, not the whole loop).
-                    await asyncio.sleep(0)
+                    # Fair service: the next request is already here, so it waits its
+                    # turn behind fresh requests and other backlogs (see ``turns``).
+                    await self.broker.turns.turn()
                 frame = await self.protocol.next_frame()
                 if frame is None:
                     break

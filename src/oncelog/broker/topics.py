@@ -298,8 +298,28 @@ class TopicRegistry:
         drop_partitions(self.detach(name))
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        plan = self.plan_add_partitions(name, total, validate_only=validate_only)
+        if plan is None:
+            return
+        try:
+            opened = self.open_partitions(plan)
+        except BaseException:
+            self.abandon_add_partitions(plan)
+            raise
+        self.commit_add_partitions(plan, opened)  # on the loop: the topic is still there
+
+    # Growing a topic in three steps, as creating one: ``plan_add_partitions`` validates
+    # and reserves (on the loop), ``open_partitions`` opens the new logs (any thread),
+    # ``commit_add_partitions`` makes them visible (on the loop).
+    def plan_add_partitions(
+        self, name: str, total: int, *, validate_only: bool = False
+    ) -> TopicCreation | None:
         topic = self._existing(name)
         _refuse_internal(topic, "add partitions to")
+        if name in self._creating:  # another request is growing it (Kafka serialises them)
+            raise TopicError(
+                ErrorCode.invalid_partitions, f"Partitions are being added to topic '{name}'."
+            )
         current = len(topic.partitions)
         if total < current:
             raise TopicError(
@@ -311,13 +331,29 @@ class TopicRegistry:
                 ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
             )
         self._check_room(total - current)
-        if validate_only:
-            return
         cfg = self.log_config(topic.configs)
-        now = self._clock()
-        for p in range(current, total):
-            topic.partitions.append(self._open_partition(name, p, cfg, now))
+        if validate_only:
+            return None
+        self._creating.add(name)
+        self._planned += total - current
+        return TopicCreation(topic, range(current, total), cfg, self._clock())
+
+    def commit_add_partitions(self, plan: TopicCreation, opened: list[PartitionLog]) -> None:
+        """Append the opened logs. If the topic was deleted while they opened, raises
+        UNKNOWN_TOPIC_OR_PARTITION and the caller drops them (``drop_partitions``)."""
+        self.abandon_add_partitions(plan)
+        topic = plan.topic
+        if self.topics.get(topic.name) is not topic:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                f"Topic '{topic.name}' was deleted while its partitions were added.",
+            )
+        topic.partitions.extend(opened)
         self._save()
+
+    def abandon_add_partitions(self, plan: TopicCreation) -> None:
+        self._creating.discard(plan.topic.name)
+        self._planned -= len(plan.indexes)
 
     def delete_records(self, name: str, index: int, offset: int) -> int:
         """DeleteRecords: raise the log start of one partition to ``offset`` (-1: the high

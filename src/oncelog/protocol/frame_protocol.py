@@ -2,8 +2,9 @@
 
 The event loop writes received bytes straight into the parser's buffers
 (BufferedProtocol), so a large frame lands in its own bytearray with no extra
-copy. Reading pauses while too many frames wait to be served; writers wait while
-the transport's send buffer is above its high-water mark.
+copy. Reading pauses while too many frames wait to be served, and while the
+client leaves its responses unread (the transport's send buffer is above its
+high-water mark, where writers wait too).
 
 A ``ResponseFrame`` (a Fetch response: headers plus file ranges) is sent by ``send``
 straight to the socket, ranges with ``os.sendfile``: see ``_send_direct``.
@@ -33,8 +34,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         budget: RequestBudget | None = None,
         sendfile: bool = True,
     ) -> None:
-        self.parser = FrameParser(max_size)
+        self.parser = FrameParser(max_size, self._reserve)
         self.budget = budget if budget is not None else RequestBudget()
+        self._held = 0  # bytes this connection has charged to the budget
         self.on_connect = on_connect
         self.max_queued = max_queued
         self.transport: asyncio.Transport | None = None
@@ -59,23 +61,39 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return self.parser.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        frames = self.parser.queued
+        self.parser.buffer_updated(nbytes)
+        self._account(frames)
+
+    def _account(self, frames_before: int) -> None:
+        """Charge the budget for the frames cut and the memory of the partial frame."""
         parser = self.parser
-        frames, size = parser.queued, parser.queued_bytes
-        parser.buffer_updated(nbytes)
         if parser.error is not None:
             self._wake()  # the stream is broken: the connection must learn it
-        if parser.queued != frames:
-            self.budget.take(parser.queued - frames, parser.queued_bytes - size)
+        held = parser.queued_bytes + parser.partial_bytes
+        if parser.queued != frames_before or held != self._held:
+            self.budget.take(parser.queued - frames_before, held - self._held)
+            self._held = held
+        if parser.queued != frames_before:
             self._wake()
-            if (
-                (parser.queued >= self.max_queued or self.budget.spent)
-                and not self._paused
-                and self.transport is not None
-            ):
+            if parser.queued >= self.max_queued or self.budget.spent:
                 # Muted while its own requests wait, as Kafka mutes a channel; it reads
                 # again once it has served them (see ``next_frame``).
-                self._paused = True
-                self.transport.pause_reading()
+                self._pause_reading()
+        if parser.starved:
+            self._pause_reading()  # until the budget gives memory back (``_memory_back``)
+
+    def _reserve(self, nbytes: int) -> bool:
+        if not self.budget.reserve(self, nbytes, self._memory_back):
+            return False
+        self._held += nbytes
+        return True
+
+    def _memory_back(self) -> None:
+        frames = self.parser.queued
+        if self.parser.retry():
+            self._account(frames)
+            self._maybe_resume_reading()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -92,12 +110,35 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def pause_writing(self) -> None:
         if self._drained is None:
             self._drained = asyncio.get_running_loop().create_future()
+        # A client that does not read its responses gets no more requests read either:
+        # its requests would only pile up behind the responses it leaves unread.
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         if self._drained is not None:
             if not self._drained.done():
                 self._drained.set_result(None)
             self._drained = None
+        self._maybe_resume_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._paused and self.transport is not None and not self.transport.is_closing():
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        """Read again once the responses drain and the queued requests are mostly served."""
+        queued = self.parser.queued
+        if (
+            self._paused
+            and self._drained is None
+            and not self.parser.starved
+            and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
+            and self.transport is not None
+            and not self.transport.is_closing()
+        ):
+            self._paused = False
+            self.transport.resume_reading()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -109,15 +150,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         while True:
             frame = self.parser.next_frame()  # raises FrameError once the stream is broken
             if frame is not None:
+                self._held -= len(frame)
                 self.budget.give(1, len(frame))
-                queued = self.parser.queued
-                if (
-                    self._paused
-                    and (queued == 0 or (queued < self.max_queued // 2 and not self.budget.spent))
-                    and self.transport is not None
-                ):
-                    self._paused = False
-                    self.transport.resume_reading()
+                if self.parser.partial_bytes == 0:
+                    self.budget.end_overdraft(self)
+                self._maybe_resume_reading()
                 return frame
             if self._eof:
                 if self.parser.inside_frame:
@@ -260,5 +297,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def release(self) -> None:
         """The connection is done: return its unserved frames to the budget and drop
         every receive buffer."""
-        self.budget.give(self.parser.queued, self.parser.queued_bytes)
+        self.budget.give(self.parser.queued, self._held)
+        self._held = 0
+        self.budget.end_overdraft(self)
         self.parser.release()

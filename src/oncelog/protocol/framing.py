@@ -18,6 +18,10 @@ fresh 1 MiB bytearray per request costs a page fault per 4 KiB when it is mapped
 munmap when it dies, which was a third of the broker's CPU per produced GB. A recycled
 buffer is taken again only once nothing references it any more (the frame and every view
 of it are gone), so a request still holding its records keeps its buffer.
+
+Each allocation or growth of a large frame's buffer (a recycled one included) first asks
+``allow`` (the broker-wide ``queued.max.request.bytes`` budget); refused, the parser stops
+taking bytes (``starved``) until ``retry`` succeeds.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import io
 import struct
 import sys
 from collections import deque
+from collections.abc import Callable
 
 SIZE_PREFIX = struct.Struct(">i")
 ROLLING = 256 * 1024
@@ -76,6 +81,10 @@ def _take_recycled() -> bytearray | None:
 Frame = bytes | bytearray | memoryview
 
 
+def _always(nbytes: int) -> bool:
+    return True
+
+
 class FrameError(Exception):
     """The peer sent a size Kafka would refuse; the connection must close."""
 
@@ -87,8 +96,9 @@ class FrameParser:
     the frames already cut are still handed out, then ``next_frame`` raises.
     """
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, allow: Callable[[int], bool] | None = None) -> None:
         self.max_size = max_size
+        self._allow = allow if allow is not None else _always
         self._buf: bytearray | None = None  # borrowed while it holds bytes
         self._view = memoryview(b"")
         self._start = self._end = 0
@@ -99,6 +109,7 @@ class FrameParser:
         self._frames: deque[Frame] = deque()
         self.queued_bytes = 0  # total size of the frames in ``_frames``
         self.error: FrameError | None = None
+        self.starved = False  # a large buffer's allocation was refused: take no bytes
 
     # -- bytes in ------------------------------------------------------------------
     def get_buffer(self) -> memoryview:
@@ -132,16 +143,42 @@ class FrameParser:
                 if self._large_got == self._large_size:
                     self._queue_large(self._large, self._large_size)
                     self._large = None
-                else:  # grow with the bytes that came, never ahead of them
-                    grown = bytearray(min(self._large_size, 2 * len(self._large)))
-                    grown[: self._large_got] = self._large
-                    self._large = grown
-                    self._large_cap = len(grown)
+                else:
+                    self._grow()
         elif self.error is None:
             self._end += nbytes
             self._cut_frames()
         if self._buf is not None and self._start == self._end:
             self._release()
+
+    def _grow(self) -> None:
+        """Grow the full large buffer with the bytes that came, never ahead of them."""
+        assert self._large is not None
+        size = min(self._large_size, 2 * len(self._large))
+        if not self._allow(size - len(self._large)):
+            self.starved = True
+            return
+        grown = bytearray(size)
+        grown[: self._large_got] = self._large
+        self._large = grown
+        self._large_cap = size
+
+    def retry(self) -> bool:
+        """Ask again for the memory refused before; True once bytes may come again."""
+        if self.starved:
+            self.starved = False
+            if self._large is not None:
+                self._grow()
+            else:
+                self._cut_frames()
+                if self._buf is not None and self._start == self._end:
+                    self._release()
+        return not self.starved
+
+    @property
+    def partial_bytes(self) -> int:
+        """Memory charged for a large frame still arriving (counted in the budget)."""
+        return self._large_cap if self._large is not None else 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in through ``get_buffer`` (for tests and non-buffered transports)."""
@@ -201,8 +238,12 @@ class FrameParser:
                 self._start = body + size
                 continue
             if size > LARGE:
+                first = min(size, len(recycled) if recycled else max(LARGE_STEP, have))
+                if not self._allow(first):
+                    self.starved = True  # its bytes wait in the rolling buffer
+                    return
                 if recycled is None:
-                    recycled = bytearray(min(size, max(LARGE_STEP, have)))
+                    recycled = bytearray(first)
                 self._large = recycled
                 self._large[:have] = self._view[body : self._end]
                 self._large_got = have

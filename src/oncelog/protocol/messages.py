@@ -105,6 +105,21 @@ def _response_writer(api_key: int, version: int) -> tuple[Any, Any, Any]:
     return entity_writer(header_schema), entity_writer(schema), header_schema
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
+class EncodedBody:
+    """A response body already encoded: a handler whose answer never changes (ApiVersions)
+    encodes it once, and a pipelining client then costs a header per request."""
+
+    body: bytes
+
+
+def encode_body(api_key: int, version: int, response: Any) -> EncodedBody:
+    _, body_writer, _ = _response_writer(api_key, version)
+    buf = io.BytesIO()
+    body_writer(buf, response)
+    return EncodedBody(buf.getvalue())
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
     """Size-prefixed response frame, with the header version kio's schema names."""
     if isinstance(response, EncodedResponse):
@@ -113,7 +128,10 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     buf = io.BytesIO()
     begin_frame(buf)
     header_writer(buf, header_schema(correlation_id=correlation_id))
-    body_writer(buf, response)
+    if isinstance(response, EncodedBody):
+        buf.write(response.body)
+    else:
+        body_writer(buf, response)
     return end_frame(buf)
 
 

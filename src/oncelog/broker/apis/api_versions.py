@@ -9,6 +9,7 @@ never listed.
 
 from __future__ import annotations
 
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -17,7 +18,16 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.protocol.messages import encode_response, make, response_module
+from oncelog.protocol.messages import (
+    EncodedBody,
+    encode_body,
+    encode_response,
+    make,
+    response_module,
+)
+
+# (api key, min version, max version) per served API
+Ranges = tuple[tuple[int, int, int], ...]
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 # (name, min, max) of the features this broker implements.
@@ -35,23 +45,44 @@ def version_entries(apis: dict[int, ApiSpec], r: ModuleType) -> tuple[Any, ...]:
     )
 
 
-def api_versions(ctx: RequestContext, req: Any) -> Any:
-    r = ctx.response
-    if ctx.version < FEATURES_SINCE:
-        return make(
-            r.ApiVersionsResponse,
-            error_code=ErrorCode.none,
-            api_keys=version_entries(ctx.broker.apis, r),
-        )
-    finalized = {TRANSACTION_VERSION_FEATURE: ctx.broker.txn.config.transaction_version}
-    return make(
+def api_versions(ctx: RequestContext, req: Any) -> EncodedBody:
+    # Clients send it first on every connection, and a pipelining client may send
+    # thousands: the answer is encoded once per version and feature level, not per request.
+    level = ctx.broker.txn.config.transaction_version
+    return _encoded_answer(_ranges(ctx.broker.apis), ctx.header.api_version, level)
+
+
+_last_ranges: tuple[dict[int, ApiSpec], Ranges] | None = None
+
+
+def _ranges(apis: dict[int, ApiSpec]) -> Ranges:
+    """The registry's ranges, recomputed only when another registry is asked about."""
+    global _last_ranges
+    if _last_ranges is None or _last_ranges[0] is not apis:
+        ranges = tuple((key, s.min_version, s.max_version) for key, s in apis.items())
+        _last_ranges = (apis, ranges)
+    return _last_ranges[1]
+
+
+@cache
+def _encoded_answer(ranges: Ranges, version: int, transaction_version: int) -> EncodedBody:
+    r = response_module(ApiKey.API_VERSIONS, version)
+    entries = tuple(
+        make(r.ApiVersion, api_key=key, min_version=lo, max_version=hi)
+        for key, lo, hi in sorted(ranges)
+    )
+    if version < FEATURES_SINCE:
+        answer = make(r.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=entries)
+        return encode_body(ApiKey.API_VERSIONS, version, answer)
+    finalized = {TRANSACTION_VERSION_FEATURE: transaction_version}
+    answer = make(
         r.ApiVersionsResponse,
         error_code=ErrorCode.none,
-        api_keys=version_entries(ctx.broker.apis, r),
+        api_keys=entries,
         supported_features=tuple(
             make(r.SupportedFeatureKey, name=name, min_version=lo, max_version=hi)
             for name, lo, hi in SUPPORTED_FEATURES
-            if lo > 0 or ctx.version >= ZERO_MIN_FEATURES_SINCE
+            if lo > 0 or version >= ZERO_MIN_FEATURES_SINCE
         ),
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=tuple(
@@ -60,6 +91,7 @@ def api_versions(ctx: RequestContext, req: Any) -> Any:
             if level > 0
         ),
     )
+    return encode_body(ApiKey.API_VERSIONS, version, answer)
 
 
 def unsupported_version_response(apis: dict[int, ApiSpec], correlation_id: int) -> bytes:

@@ -8,13 +8,14 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.apis.topic_creation import OFF_LOOP_PARTITIONS, add_partitions
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
 
-def create_partitions(ctx: RequestContext, req: Any) -> Any:
+async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results = []
@@ -30,7 +31,13 @@ def create_partitions(ctx: RequestContext, req: Any) -> Any:
                     ErrorCode.invalid_replica_assignment,
                     f"Replica assignments must name only broker {broker.node_id}",
                 )
-            broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            await add_partitions(
+                broker.topics,
+                t.name,
+                t.count,
+                validate_only=req.validate_only,
+                off_loop_above=OFF_LOOP_PARTITIONS,
+            )
         except TopicError as exc:
             code, message = exc.code, exc.message
         results.append(

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import config_entries
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.apis.topic_creation import create_topic
+from oncelog.broker.apis.topic_creation import OFF_LOOP_PARTITIONS, create_topic
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
@@ -45,11 +45,6 @@ def _denied_topic(r: Any, name: str) -> Any:
         replication_factor=-1,
         configs=None,
     )
-
-
-# Creating more partitions than this opens their logs in a worker thread: thousands of
-# directories and files would otherwise hold the event loop for seconds.
-OFF_LOOP_PARTITIONS = 32
 
 
 async def create_topics(ctx: RequestContext, req: Any) -> Any:

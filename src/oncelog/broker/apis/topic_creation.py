@@ -1,4 +1,5 @@
-"""Create a topic with its disk work off the event loop (CreateTopics, Metadata auto-create).
+"""Create or grow a topic with its disk work off the event loop (CreateTopics, Metadata
+auto-create, CreatePartitions).
 
 Opening a partition's log creates a directory and files; thousands of them, or
 hundreds of auto-created topics in one Metadata request, would hold the loop for
@@ -9,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from oncelog.broker.topics import Topic, TopicRegistry
+from oncelog.broker.topics import Topic, TopicError, TopicRegistry, drop_partitions
+
+# Creating more partitions than this opens their logs in a worker thread: thousands of
+# directories and files would otherwise hold the event loop for seconds.
+OFF_LOOP_PARTITIONS = 32
 
 
 async def create_topic(
@@ -37,3 +42,31 @@ async def create_topic(
         raise
     plan.topic.partitions.extend(partitions)
     return registry.commit_create(plan, save=save)
+
+
+async def add_partitions(
+    registry: TopicRegistry,
+    name: str,
+    total: int,
+    *,
+    validate_only: bool = False,
+    off_loop_above: int = 0,
+) -> None:
+    """Like ``registry.add_partitions``; more than ``off_loop_above`` new partitions open
+    in a thread."""
+    plan = registry.plan_add_partitions(name, total, validate_only=validate_only)
+    if plan is None:
+        return
+    try:
+        if len(plan.indexes) <= off_loop_above:
+            opened = registry.open_partitions(plan)
+        else:
+            opened = await asyncio.to_thread(registry.open_partitions, plan)
+    except BaseException:
+        registry.abandon_add_partitions(plan)
+        raise
+    try:
+        registry.commit_add_partitions(plan, opened)
+    except TopicError:  # deleted meanwhile: the new logs belong to no topic
+        await asyncio.to_thread(drop_partitions, opened)
+        raise
