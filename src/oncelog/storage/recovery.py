@@ -27,6 +27,7 @@ from oncelog.records.control import read_marker
 from . import segment_swap
 from .checkpoint import (
     SNAPSHOT_SUFFIX,
+    CleanShutdown,
     delete_snapshot,
     list_snapshots,
     read_log_start,
@@ -62,10 +63,24 @@ class LoadedLog:
 
 
 def load_log(
-    directory: Path, config: LogConfig, *, now_ms: int, producer_id_expiration_ms: int
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    producer_id_expiration_ms: int,
+    sync: bool = True,
+    clean: CleanShutdown | None = None,
 ) -> LoadedLog:
+    """``sync=False`` leaves the fsyncs of a normal open (the consumed clean-shutdown
+    marker, rewritten txn indexes) to one ``sync_filesystem`` by the caller, which must
+    happen before the log takes appends. ``clean``: this partition's entry of the
+    broker's clean-shutdown checkpoint (already removed durably by the caller)."""
     directory.mkdir(parents=True, exist_ok=True)
-    clean_end = take_clean_shutdown(directory)
+    clean_end = take_clean_shutdown(directory, sync=sync)
+    if clean_end is None and clean is not None:
+        clean_end = clean.log_end_offset
+    else:
+        clean = None  # a partition's own marker is newer than any broker checkpoint
     segment_swap.recover(directory)  # before the listing: a swap changes the segment set
     bases = _clean_directory(directory)
 
@@ -152,13 +167,24 @@ def load_log(
     state, replay_from, snapshots = _load_snapshot(
         directory, segments[0].base_offset, log_end, txn_reset_from, producer_id_expiration_ms
     )
+    if not recovered and txn_reset_from is None and clean is not None:
+        # The checkpoint holds the producer state at the log end: nothing to replay.
+        if clean.producer_snapshot is not None:
+            try:
+                state = ProducerStateManager.from_snapshot(
+                    clean.producer_snapshot, producer_id_expiration_ms=producer_id_expiration_ms
+                )
+                replay_from = log_end
+            except ValueError as exc:
+                log.warning("%s: ignoring the clean-shutdown producer state: %s", directory, exc)
     for seg in segments:
         if seg.next_offset > replay_from:
             seg.txn_index.truncate_to(replay_from)
     _replay(segments, state, replay_from, now_ms)
     state.truncate_head(log_start)
-    for seg in segments:
-        seg.txn_index.sync()
+    if sync:
+        for seg in segments:
+            seg.txn_index.sync()
     return LoadedLog(segments, log_start, state, snapshots, recovered)
 
 
