@@ -41,7 +41,6 @@ from . import segment_swap
 from .checkpoint import (
     CleanShutdown,
     delete_snapshot,
-    read_cleaner_offset,
     write_clean_shutdown,
     write_clean_shutdowns,
     write_cleaner_offset,
@@ -180,6 +179,7 @@ class PartitionLog:
         producer_state: ProducerStateManager,
         snapshots: list[int],
         now_ms: int,
+        cleaner_offset: int | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -197,7 +197,7 @@ class PartitionLog:
         self._cleaning_sources: dict[int, LogSegment] = {}
         # First offset not yet cleaned; the earliest delete horizon a pass left behind
         # (unknown after a restart: 0 lets one pass find it).
-        first_dirty = read_cleaner_offset(directory)
+        first_dirty = cleaner_offset
         self.first_dirty_offset = (
             first_dirty
             if first_dirty is not None and log_start_offset <= first_dirty <= self._leo
@@ -239,6 +239,7 @@ class PartitionLog:
             producer_state=loaded.producer_state,
             snapshots=loaded.snapshots,
             now_ms=now_ms,
+            cleaner_offset=loaded.cleaner_offset,
         )
         active = loaded.segments[-1]
         if loaded.recovered and active.size:

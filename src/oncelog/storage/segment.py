@@ -23,7 +23,13 @@ from oncelog.records.batch import (
 )
 
 from .config import LogConfig
-from .index import IndexCorruptError, OffsetIndex, TimeIndex, read_last_time_entry
+from .index import (
+    IndexCorruptError,
+    OffsetIndex,
+    TimeIndex,
+    read_last_offset_entry,
+    read_last_time_entry,
+)
 from .record_scan import first_record_at_or_after, first_record_with_timestamp
 from .txn_index import TransactionIndex
 
@@ -144,6 +150,7 @@ class LogSegment:
     # -- writes ------------------------------------------------------------------------
 
     def index_full(self) -> bool:
+        self.ensure_indexes()
         return (
             len(self.offset_index) >= self.segment_index_bytes // OffsetIndex.entry_size
             or len(self.time_index) >= self.segment_index_bytes // TimeIndex.entry_size
@@ -161,6 +168,8 @@ class LogSegment:
         now_ms: int,
     ) -> None:
         """Write one batch (offsets already assigned) at the end of the file."""
+        if not self._indexes_loaded:  # the first append to a lazily opened segment
+            self.ensure_indexes()
         position = self.size
         try:
             _pwrite_all(self.fd, data, position)
@@ -206,6 +215,7 @@ class LogSegment:
     def seal_time_index(self) -> None:
         """Make the time index's last entry the segment max: for an inactive segment
         that entry is all open() reads back for retention."""
+        self.ensure_indexes()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def on_become_inactive(self) -> None:
@@ -256,7 +266,7 @@ class LogSegment:
         self._reset_indexes()
         for pos, header in self.scan(0):
             self._index_batch(pos, header.last_offset, header.max_timestamp, header.size)
-        self.seal_time_index()  # only older segments load lazily
+        self.seal_time_index()  # the max as last entry: what a later open reads back
         self._indexes_loaded = True
         with contextlib.suppress(OSError):
             self.persist_indexes()
@@ -264,6 +274,7 @@ class LogSegment:
     def _reset_indexes(self) -> None:
         self.offset_index.reset()
         self.time_index.reset()
+        self._indexes_loaded = True  # empty and authoritative: re-derived from here
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
@@ -335,21 +346,31 @@ class LogSegment:
         return True
 
     def load_clean(self) -> bool:
-        """Active segment after a clean shutdown: trust the indexes, scan only their tail."""
-        try:
-            self.offset_index.load(self.size)
-            self.time_index.load()
-        except IndexCorruptError:
+        """Active segment after a clean shutdown: trust the indexes, scan only the log's
+        tail past the offset index's last entry.
+
+        Only the last entry of each index is read here; the indexes themselves load on
+        first use (``ensure_indexes``, as Kafka's LazyIndex), so thousands of idle
+        partitions cost one small pread per index at start-up. An index found corrupt
+        then is rebuilt from the log at that point.
+        """
+        last_indexed = read_last_offset_entry(self.path(INDEX_SUFFIX), self.base_offset)
+        last_time = read_last_time_entry(self.path(TIME_INDEX_SUFFIX), self.base_offset)
+        if last_indexed is None or last_time is None:
             return False
-        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        indexed_offset, start = last_indexed
+        if start >= max(self.size, 1) and not (start == 0 and self.size == 0):
+            return False
+        self.max_timestamp, self.offset_of_max_timestamp = last_time
         if self.max_timestamp < 0:
             self.offset_of_max_timestamp = -1
-        start = self.offset_index.last_position
         end = start
         expected = self.base_offset if start == 0 else None
         for pos, header in self.scan(start):
             if expected is not None and header.base_offset != expected:
                 return False
+            if pos == start and start > 0 and header.last_offset != indexed_offset:
+                return False  # the entry does not point at the batch it names
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -358,7 +379,6 @@ class LogSegment:
             return False
         self.next_offset = self.base_offset if expected is None else expected
         self._bytes_since_index = self.size - start
-        self._indexes_loaded = True
         self._set_rolling_base()
         return True
 
