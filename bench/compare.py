@@ -260,9 +260,10 @@ def producer_worker(args: argparse.Namespace) -> None:
             p.poll(0)
             if args.rate and sent >= int((time.perf_counter() - start) * args.rate / RECORD):
                 break
-    for p in producers:
-        p.flush(60)
+    deadline = time.perf_counter() + 30  # one deadline for all: flushes run one by one
+    unflushed = sum(p.flush(max(0.0, deadline - time.perf_counter())) for p in producers)
     elapsed = time.perf_counter() - start
+    errors[0] += unflushed
     lat.sort()
     print(
         json.dumps(
@@ -280,7 +281,12 @@ def run_producers(t: Target, topic: str, seconds: float, total_rate: float) -> d
         cmd += ["--topic", topic, "--partitions", parts, "--seconds", str(seconds)]
         cmd += ["--rate", str(total_rate / MANY_WORKERS)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-    outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    outs = []
+    for proc in procs:
+        lines = proc.communicate()[0].strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"producer worker exited with {proc.returncode}")
+        outs.append(json.loads(lines[-1]))
     lat = sorted(x for o in outs for x in o["latencies_ms"])
     return {
         "bytes": sum(o["bytes"] for o in outs),
@@ -596,7 +602,7 @@ def main() -> None:
     unknown = (set(chosen) | skip) - set(ALL_WORKLOADS)
     if unknown:
         ap.error(f"unknown workloads: {', '.join(sorted(unknown))}")
-    workloads = [w for w in ALL_WORKLOADS if w in chosen and w not in skip]
+    workloads = [w for w in chosen if w not in skip]  # in the order given
     mb = 100 if args.quick and args.mb == 600 else args.mb
     many_seconds = 5.0 if args.quick else 15.0
     txn_rounds = 20 if args.quick else 100
@@ -633,9 +639,12 @@ def main() -> None:
                 progress.update(task, description=w)
                 if w.startswith("restart"):
                     if w == "restart-2k":
-                        rows += restart_rows(tmp, w, 20, 100, scale_records, kill=True)
+                        done = restart_rows(tmp, w, 20, 100, scale_records, kill=True)
                     else:
-                        rows += restart_rows(tmp, w, 10, 2000, 0, kill=False)
+                        done = restart_rows(tmp, w, 10, 2000, 0, kill=False)
+                    rows += done
+                    for row in done:
+                        progress.console.print(f"{row.workload}: {cells(row)} {row.note}")
                     progress.advance(task)
                     continue
                 for t in targets:
@@ -644,11 +653,14 @@ def main() -> None:
                     gb = (records * RECORD) / 1e9 if w in _SIZED else 0.0
                     probe = Row(w, t.name)
                     with measured(t, probe, lambda gb=gb: gb):
-                        holder.append(
-                            run_workload(
-                                w, t, run_id, mb, records, many_seconds, max_rate, txn_rounds
+                        try:
+                            holder.append(
+                                run_workload(
+                                    w, t, run_id, mb, records, many_seconds, max_rate, txn_rounds
+                                )
                             )
-                        )
+                        except Exception as exc:  # one broker failing a workload: say so
+                            holder.append(Row(w, t.name, note=f"failed: {exc}"[:120]))
                     row = holder[0]
                     if row.cpu_s_per_gb is None:
                         row.cpu_s_per_gb = probe.cpu_s_per_gb
@@ -657,6 +669,7 @@ def main() -> None:
                     if w == "many-max" and row.mb_s:
                         max_rate[t.name] = row.mb_s * 1e6
                     rows.append(row)
+                    progress.console.print(f"{row.workload} {row.broker}: {cells(row)} {row.note}")
                 progress.advance(task)
     finally:
         oncelog.stop(60)
