@@ -251,3 +251,30 @@ def test_damaged_checkpoint_vouches_for_nothing(tmp_path: Path) -> None:
     assert take_clean_shutdowns(checkpoint) == {}
     assert not checkpoint.exists()
     assert take_clean_shutdowns(checkpoint) == {}
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("crashed", [False, True])
+def test_idle_partitions_hold_no_descriptor(tmp_path: Path, crashed: bool) -> None:
+    dirs = many(tmp_path, 30)
+    logs = open_many(tmp_path, dirs, {})
+    for log in logs:
+        fill(log, 2)
+    if crashed:
+        for log in logs:
+            log.abandon()
+    else:
+        close_logs(logs, tmp_path, tmp_path / "clean-shutdown.json")
+    before = open_descriptors()
+    logs = open_many(tmp_path, dirs, take_clean_shutdowns(tmp_path / "clean-shutdown.json"))
+    assert open_descriptors() == before  # opened, recovered or not, and idle
+    assert read_all(logs[3]) == list(range(6))  # a read opens that one partition's file
+    assert open_descriptors() == before + 1
+    assert append(logs[3], 1).base_offset == 6
+    assert open_descriptors() == before + 1
+    for log in logs:
+        log.close()
+    assert open_descriptors() == before

@@ -204,6 +204,8 @@ def load_log(
     if sync:
         for seg in segments:
             seg.txn_index.sync()
+    for seg in segments:
+        seg.release_fd()  # an idle partition holds no descriptor until it is used
     cleaner_offset = read_cleaner_offset(directory) if CLEANER_FILE in names else None
     return LoadedLog(segments, log_start, state, snapshots, recovered, cleaner_offset)
 

@@ -77,7 +77,10 @@ class LogSegment:
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.fd = fd
+        # The log file's descriptor opens on first use and idle segments give it back
+        # (``release_fd``): 20,000 partitions must not hold 20,000 descriptors.
+        self._fd = fd
+        self._closed = False
         self.size = size
         self.next_offset = base_offset  # one past the last offset stored here
         self.max_timestamp = -1
@@ -102,7 +105,8 @@ class LogSegment:
         if os.fstat(fd).st_size:
             os.close(fd)
             raise FileExistsError(f"segment {path} already holds data")
-        seg = cls(directory, base_offset, fd, 0, now_ms=now_ms, config=config)
+        os.close(fd)  # reopened on first use
+        seg = cls(directory, base_offset, -1, 0, now_ms=now_ms, config=config)
         seg._indexes_loaded = True
         # Empty index files from the start: a missing one later means damage.
         seg.offset_index.persist()
@@ -114,19 +118,29 @@ class LogSegment:
     def open(
         cls, directory: Path, base_offset: int, *, now_ms: int, config: LogConfig
     ) -> LogSegment:
-        fd = os.open(
-            directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC
-        )
-        return cls(directory, base_offset, fd, os.fstat(fd).st_size, now_ms=now_ms, config=config)
+        size = os.stat(directory / offset_file_name(base_offset, LOG_SUFFIX)).st_size
+        return cls(directory, base_offset, -1, size, now_ms=now_ms, config=config)
 
     def path(self, suffix: str) -> Path:
         name = offset_file_name(self.base_offset, suffix)
         return self.directory / (name + DELETED_SUFFIX if self.deleted else name)
 
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened on first use (-1 once closed)."""
+        if self._fd < 0 and not self._closed:
+            self._fd = os.open(self.path(LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC)
+        return self._fd
+
+    def release_fd(self) -> None:
+        """Give the descriptor back until the next use (an idle segment after open)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closed = True
+        self.release_fd()
 
     def mark_deleted(self) -> None:
         """Rename the files to ``*.deleted``; the fd stays open for in-flight reads."""
@@ -321,7 +335,9 @@ class LogSegment:
         """What retention.ms compares: the max timestamp, else the file's mtime (as Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        # stat by path while idle: retention must not open every partition's file
+        st = os.fstat(self._fd) if self._fd >= 0 else os.stat(self.path(LOG_SUFFIX))
+        return st.st_mtime_ns // 1_000_000
 
     # -- loading and recovery ------------------------------------------------------------
 
