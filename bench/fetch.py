@@ -44,13 +44,20 @@ def fill(bootstrap: str, topic: str, total_bytes: int, record_size: int, partiti
     return count
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    isolation_level: str = "read_committed",
+) -> float:
+    """Seconds to read ``count`` records of ``topic`` from the start with a fresh consumer."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-fetch",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation_level,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
         }

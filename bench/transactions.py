@@ -88,9 +88,15 @@ def throughput(
     return n * record_size / elapsed / 1e6
 
 
-def latencies(bootstrap: str, topic: str, rounds: int) -> tuple[list[float], list[float]]:
+def latencies(
+    bootstrap: str, topic: str, rounds: int, transactional_id: str | None = None
+) -> tuple[list[float], list[float]]:
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"lat-{topic}", "linger.ms": 0}
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id or f"lat-{topic}",
+            "linger.ms": 0,
+        }
     )
     producer.init_transactions(30)
     commit_ms, next_send_ms = [], []

@@ -19,6 +19,7 @@ from kio.schema.produce.v9 import request as pr
 from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
 from oncelog.records.builder import build_batch
+from oncelog.storage.checkpoint import take_clean_shutdowns
 
 from .helpers import consume, create_topic, produce
 
@@ -169,8 +170,10 @@ def test_sigterm_shuts_down_cleanly_within_five_seconds(tmp_path: Path, topic_na
     started = _time.monotonic()
     assert b.stop(timeout=10) == 0
     assert _time.monotonic() - started < 5
-    # a clean shutdown leaves markers that let the next start skip the recovery walk
-    assert list((tmp_path / "data" / f"{topic_name}-0").glob("*clean_shutdown*"))
+    # a clean shutdown leaves a checkpoint that lets the next start skip the recovery walk:
+    # every partition's log end (500 records each) and its producer state
+    entries = take_clean_shutdowns(tmp_path / "data" / "meta" / "clean-shutdown.json")
+    assert {entries[f"{topic_name}-{p}"].log_end_offset for p in (0, 1)} == {500}
 
 
 def test_durable_acks_leave_only_after_fdatasync(tmp_path: Path, topic_name: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
@@ -12,7 +13,6 @@ from oncelog.broker.authentication import Authentication
 from oncelog.broker.authorizer import Authorizer
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
-from oncelog.broker.http.listener import HttpListener
 from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
 from oncelog.broker.notifier import AppendNotifier
@@ -38,6 +38,9 @@ from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.service import TransactionService
+
+if TYPE_CHECKING:
+    from oncelog.broker.http.listener import HttpListener
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +137,14 @@ class Broker:
         # Metrics and console: read-only views of the services above, built at scrape time.
         self.state_view = BrokerStateView(self, now_ms)
         url = config.get_str("metrics.listener")
-        self.http: HttpListener | None = (
-            HttpListener(
+        self.http: HttpListener | None = None
+        if url:
+            # Imported only when used: aiohttp alone is ~0.3 s of every broker start.
+            from oncelog.broker.http.listener import HttpListener
+
+            self.http = HttpListener(
                 self, self.state_view, url, allow_abort=config.get_bool("console.allow.abort")
             )
-            if url
-            else None
-        )
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()

@@ -43,6 +43,9 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
         await asyncio.wait_for(broker.stop(), SHUTDOWN_TIMEOUT_S)
     except TimeoutError:
         log.error("shutdown did not finish within %.0f s", SHUTDOWN_TIMEOUT_S)
+        # Still close the logs cleanly (a no-op for those already closed), so the next
+        # start need not recover them.
+        broker.topics.close()
 
 
 def run(broker: Broker) -> None:

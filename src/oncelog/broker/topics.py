@@ -13,7 +13,7 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,10 +21,11 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from oncelog.storage.checkpoint import CleanShutdown, take_clean_shutdowns
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.log import PartitionLog, close_logs, open_logs
 from oncelog.storage.partition_dir import iter_partition_dirs, partition_dir
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ class TopicRegistry:
         self.data_dir = data_dir
         self._clock = clock
         self.meta_path = data_dir / "meta" / "topics.json"
+        # Log ends and producer states of the last clean shutdown (see close_logs).
+        self.clean_shutdown_path = data_dir / "meta" / "clean-shutdown.json"
+        self._clean: dict[str, CleanShutdown] = {}  # consumed by the first load
         self.topic_defaults = topic_defaults
         self.default_log_config = LogConfig.from_props(topic_defaults)
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -114,14 +118,17 @@ class TopicRegistry:
         now = self._clock()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "meta").mkdir(exist_ok=True)
+        self._clean = take_clean_shutdowns(self.clean_shutdown_path)
         if self.meta_path.exists():
             doc = json.loads(self.meta_path.read_text())
             for name, entry in doc["topics"].items():
                 topic = Topic(name, uuid.UUID(entry["id"]), dict(entry["configs"]))
                 cfg = self.log_config(topic.configs)
-                for p in range(entry["partitions"]):
-                    topic.partitions.append(self._open_partition(name, p, cfg, now))
+                topic.partitions.extend(
+                    self._open_partitions(name, range(entry["partitions"]), cfg, now)
+                )
                 self._index(topic)
+        self._clean = {}
         self._remove_orphans()
 
     def _save(self) -> None:
@@ -145,13 +152,23 @@ class TopicRegistry:
                 log.warning("removing orphaned partition directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
 
-    def _open_partition(self, name: str, index: int, cfg: LogConfig, now: int) -> PartitionLog:
-        return PartitionLog.open(
-            partition_dir(self.data_dir, name, index),
-            cfg,
-            now_ms=now,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-        )
+    def _open_partitions(
+        self, name: str, indexes: range, cfg: LogConfig, now: int
+    ) -> list[PartitionLog]:
+        """Open (create or recover) partitions with one filesystem sync for all of them."""
+
+        def opener(index: int) -> Callable[[], PartitionLog]:
+            directory = partition_dir(self.data_dir, name, index)
+            return lambda: PartitionLog.open(
+                directory,
+                cfg,
+                now_ms=now,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                sync=False,
+                clean=self._clean.get(directory.name),
+            )
+
+        return open_logs(self.data_dir, (opener(i) for i in indexes))
 
     def _index(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -232,9 +249,7 @@ class TopicRegistry:
 
     def open_partitions(self, plan: TopicCreation) -> list[PartitionLog]:
         """Create and open the planned partitions' logs: disk work, safe off the loop."""
-        return [
-            self._open_partition(plan.topic.name, p, plan.config, plan.now) for p in plan.indexes
-        ]
+        return self._open_partitions(plan.topic.name, plan.indexes, plan.config, plan.now)
 
     def _check_room(self, more: int) -> None:
         total = sum(len(t.partitions) for t in self.topics.values()) + self._planned
@@ -403,12 +418,9 @@ class TopicRegistry:
         self._save()
 
     def close(self) -> None:
-        for topic in self.topics.values():
-            for part in topic.partitions:
-                try:
-                    part.close()
-                except Exception:
-                    log.exception("error closing %s", topic.name)
+        logs = [part for topic in self.topics.values() for part in topic.partitions]
+        for directory, exc in close_logs(logs, self.data_dir, self.clean_shutdown_path):
+            log.error("error closing %s", directory, exc_info=exc)
 
 
 def _refuse_internal(topic: Topic, what: str) -> None:

@@ -218,25 +218,50 @@ class TimeIndex(_IndexFile):
         self._loaded()
 
 
-def read_last_time_entry(path: Path, base_offset: int) -> tuple[int, int] | None:
-    """The final (timestamp, offset) of a time index file without loading it all.
+_EMPTY = ()
 
-    None if the file is missing or torn: the caller then rebuilds the segment's indexes.
-    """
+
+def _read_last_entry(path: Path, entry: struct.Struct) -> tuple[int, ...] | None:
+    """The final entry of an index file, ``()`` if the file is empty, None if it is
+    missing or torn; one small pread, not the whole file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     try:
         size = os.fstat(fd).st_size
-        if size % _TIME_ENTRY.size:
+        if size % entry.size:
             return None
         if size == 0:
-            return -1, base_offset
-        data = os.pread(fd, _TIME_ENTRY.size, size - _TIME_ENTRY.size)
+            return _EMPTY
+        data = os.pread(fd, entry.size, size - entry.size)
     finally:
         os.close(fd)
-    if len(data) != _TIME_ENTRY.size:
+    return entry.unpack(data) if len(data) == entry.size else None
+
+
+def read_last_time_entry(path: Path, base_offset: int) -> tuple[int, int] | None:
+    """The final (timestamp, offset) of a time index file without loading it all:
+    ``(-1, base_offset)`` if it is empty, None if it is missing or torn (the caller
+    then rebuilds the segment's indexes)."""
+    last = _read_last_entry(path, _TIME_ENTRY)
+    if last is None:
         return None
-    ts, rel = _TIME_ENTRY.unpack(data)
+    if not last:
+        return -1, base_offset
+    ts, rel = last
     return ts, base_offset + rel
+
+
+def read_last_offset_entry(path: Path, base_offset: int) -> tuple[int, int] | None:
+    """The final (offset, position) of an offset index file without loading it all:
+    ``(base_offset - 1, 0)`` if it is empty, None if it is missing, torn or negative."""
+    last = _read_last_entry(path, _OFFSET_ENTRY)
+    if last is None:
+        return None
+    if not last:
+        return base_offset - 1, 0
+    rel, position = last
+    if rel < 0 or position < 0:
+        return None
+    return base_offset + rel, position

@@ -26,9 +26,13 @@ from oncelog.records.control import read_marker
 
 from . import segment_swap
 from .checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_FILE,
+    LOG_START_FILE,
     SNAPSHOT_SUFFIX,
+    CleanShutdown,
     delete_snapshot,
-    list_snapshots,
+    read_cleaner_offset,
     read_log_start,
     snapshot_path,
     take_clean_shutdown,
@@ -59,15 +63,35 @@ class LoadedLog:
     producer_state: ProducerStateManager
     snapshots: list[int]  # snapshot offsets on disk, ascending
     recovered: bool  # False when a clean shutdown let us skip the walk
+    cleaner_offset: int | None = None  # the compacted log's first dirty offset, if recorded
 
 
 def load_log(
-    directory: Path, config: LogConfig, *, now_ms: int, producer_id_expiration_ms: int
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    producer_id_expiration_ms: int,
+    sync: bool = True,
+    clean: CleanShutdown | None = None,
 ) -> LoadedLog:
+    """``sync=False`` leaves the fsyncs of a normal open (the consumed clean-shutdown
+    marker, rewritten txn indexes) to one ``sync_filesystem`` by the caller, which must
+    happen before the log takes appends. ``clean``: this partition's entry of the
+    broker's clean-shutdown checkpoint (already removed durably by the caller)."""
     directory.mkdir(parents=True, exist_ok=True)
-    clean_end = take_clean_shutdown(directory)
-    segment_swap.recover(directory)  # before the listing: a swap changes the segment set
-    bases = _clean_directory(directory)
+    # One listing decides which small files exist: thousands of partitions open at
+    # start-up, and each read or unlink of a missing file is a wasted syscall.
+    names = set(os.listdir(directory))
+    clean_end = take_clean_shutdown(directory, sync=sync) if CLEAN_SHUTDOWN_FILE in names else None
+    if clean_end is None and clean is not None:
+        clean_end = clean.log_end_offset
+    else:
+        clean = None  # a partition's own marker is newer than any broker checkpoint
+    if any(n.endswith(segment_swap.LEFTOVER_SUFFIXES) for n in names):
+        segment_swap.recover(directory)  # before the listing: a swap changes the segments
+        names = set(os.listdir(directory))
+    bases = _clean_directory(directory, names)
 
     def open_segment(base: int) -> LogSegment:
         return LogSegment.open(directory, base, now_ms=now_ms, config=config)
@@ -75,7 +99,7 @@ def load_log(
     def new_segment(base: int) -> LogSegment:
         return LogSegment.create(directory, base, now_ms=now_ms, config=config)
 
-    checkpoint = read_log_start(directory)
+    checkpoint = read_log_start(directory) if LOG_START_FILE in names else None
 
     segments: list[LogSegment] = []
     txn_reset_from: int | None = None  # lowest segment whose txn index was unreadable
@@ -149,22 +173,45 @@ def load_log(
         segments = [new_segment(log_start)]
         log_end = log_start
 
+    given: ProducerStateManager | None = None
+    if not recovered and txn_reset_from is None and clean is not None:
+        # The checkpoint holds the producer state at the log end: nothing to replay.
+        if clean.producer_snapshot is not None:
+            try:
+                given = ProducerStateManager.from_snapshot(
+                    clean.producer_snapshot, producer_id_expiration_ms=producer_id_expiration_ms
+                )
+            except ValueError as exc:
+                log.warning("%s: ignoring the clean-shutdown producer state: %s", directory, exc)
     state, replay_from, snapshots = _load_snapshot(
-        directory, segments[0].base_offset, log_end, txn_reset_from, producer_id_expiration_ms
+        directory,
+        sorted(
+            b for b in (parse_offset_file_name(n, SNAPSHOT_SUFFIX) for n in names) if b is not None
+        ),
+        segments[0].base_offset,
+        log_end,
+        txn_reset_from,
+        producer_id_expiration_ms,
+        read=given is None,
     )
+    if given is not None:
+        state, replay_from = given, log_end
     for seg in segments:
         if seg.next_offset > replay_from:
             seg.txn_index.truncate_to(replay_from)
     _replay(segments, state, replay_from, now_ms)
     state.truncate_head(log_start)
+    if sync:
+        for seg in segments:
+            seg.txn_index.sync()
     for seg in segments:
-        seg.txn_index.sync()
-    return LoadedLog(segments, log_start, state, snapshots, recovered)
+        seg.release_fd()  # an idle partition holds no descriptor until it is used
+    cleaner_offset = read_cleaner_offset(directory) if CLEANER_FILE in names else None
+    return LoadedLog(segments, log_start, state, snapshots, recovered, cleaner_offset)
 
 
-def _clean_directory(directory: Path) -> list[int]:
+def _clean_directory(directory: Path, names: set[str]) -> list[int]:
     """Remove leftovers of interrupted deletes/writes; return the segment base offsets."""
-    names = os.listdir(directory)
     bases = {b for b in (parse_offset_file_name(n, LOG_SUFFIX) for n in names) if b is not None}
     for name in names:
         orphan = any(
@@ -185,22 +232,26 @@ def _delete_segment_files(directory: Path, base: int) -> None:
 
 def _load_snapshot(
     directory: Path,
+    on_disk: list[int],
     first_base: int,
     log_end: int,
     txn_reset_from: int | None,
     expiration_ms: int,
+    *,
+    read: bool = True,
 ) -> tuple[ProducerStateManager, int, list[int]]:
-    """Newest usable snapshot: inside [first segment base, log end] (older ones would
-    skip data we no longer have) and not above a segment whose txn index needs replay."""
+    """Newest usable snapshot of ``on_disk`` (ascending): inside [first segment base, log
+    end] (older ones would skip data we no longer have) and not above a segment whose txn
+    index needs replay. ``read=False``: the caller has the state; only prune the list."""
     limit = log_end if txn_reset_from is None else min(log_end, txn_reset_from)
     state: ProducerStateManager | None = None
     replay_from = first_base
     kept: list[int] = []
-    for offset in reversed(list_snapshots(directory)):
+    for offset in reversed(on_disk):
         if not first_base <= offset <= log_end:
             delete_snapshot(directory, offset)
             continue
-        if state is None and offset <= limit:
+        if read and state is None and offset <= limit:
             try:
                 data = snapshot_path(directory, offset).read_bytes()
                 state = ProducerStateManager.from_snapshot(

@@ -23,7 +23,13 @@ from oncelog.records.batch import (
 )
 
 from .config import LogConfig
-from .index import IndexCorruptError, OffsetIndex, TimeIndex, read_last_time_entry
+from .index import (
+    IndexCorruptError,
+    OffsetIndex,
+    TimeIndex,
+    read_last_offset_entry,
+    read_last_time_entry,
+)
 from .record_scan import first_record_at_or_after, first_record_with_timestamp
 from .txn_index import TransactionIndex
 
@@ -71,7 +77,10 @@ class LogSegment:
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.fd = fd
+        # The log file's descriptor opens on first use and idle segments give it back
+        # (``release_fd``): 20,000 partitions must not hold 20,000 descriptors.
+        self._fd = fd
+        self._closed = False
         self.size = size
         self.next_offset = base_offset  # one past the last offset stored here
         self.max_timestamp = -1
@@ -97,7 +106,8 @@ class LogSegment:
         if os.fstat(fd).st_size:
             os.close(fd)
             raise FileExistsError(f"segment {path} already holds data")
-        seg = cls(directory, base_offset, fd, 0, now_ms=now_ms, config=config)
+        os.close(fd)  # reopened on first use
+        seg = cls(directory, base_offset, -1, 0, now_ms=now_ms, config=config)
         seg._indexes_loaded = True
         # Empty index files from the start: a missing one later means damage.
         seg.offset_index.persist()
@@ -109,19 +119,29 @@ class LogSegment:
     def open(
         cls, directory: Path, base_offset: int, *, now_ms: int, config: LogConfig
     ) -> LogSegment:
-        fd = os.open(
-            directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC
-        )
-        return cls(directory, base_offset, fd, os.fstat(fd).st_size, now_ms=now_ms, config=config)
+        size = os.stat(directory / offset_file_name(base_offset, LOG_SUFFIX)).st_size
+        return cls(directory, base_offset, -1, size, now_ms=now_ms, config=config)
 
     def path(self, suffix: str) -> Path:
         name = offset_file_name(self.base_offset, suffix)
         return self.directory / (name + self._deleted_suffix if self.deleted else name)
 
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened on first use (-1 once closed)."""
+        if self._fd < 0 and not self._closed:
+            self._fd = os.open(self.path(LOG_SUFFIX), os.O_RDWR | os.O_CLOEXEC)
+        return self._fd
+
+    def release_fd(self) -> None:
+        """Give the descriptor back until the next use (an idle segment after open)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closed = True
+        self.release_fd()
 
     def mark_deleted(self) -> None:
         """Rename the files to ``*.deleted``; the fd stays open for in-flight reads."""
@@ -154,6 +174,7 @@ class LogSegment:
     # -- writes ------------------------------------------------------------------------
 
     def index_full(self) -> bool:
+        self.ensure_indexes()
         return (
             len(self.offset_index) >= self.segment_index_bytes // OffsetIndex.entry_size
             or len(self.time_index) >= self.segment_index_bytes // TimeIndex.entry_size
@@ -171,6 +192,8 @@ class LogSegment:
         now_ms: int,
     ) -> None:
         """Write one batch (offsets already assigned) at the end of the file."""
+        if not self._indexes_loaded:  # the first append to a lazily opened segment
+            self.ensure_indexes()
         position = self.size
         try:
             _pwrite_all(self.fd, data, position)
@@ -216,6 +239,7 @@ class LogSegment:
     def seal_time_index(self) -> None:
         """Make the time index's last entry the segment max: for an inactive segment
         that entry is all open() reads back for retention."""
+        self.ensure_indexes()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def on_become_inactive(self) -> None:
@@ -266,7 +290,7 @@ class LogSegment:
         self._reset_indexes()
         for pos, header in self.scan(0):
             self._index_batch(pos, header.last_offset, header.max_timestamp, header.size)
-        self.seal_time_index()  # only older segments load lazily
+        self.seal_time_index()  # the max as last entry: what a later open reads back
         self._indexes_loaded = True
         with contextlib.suppress(OSError):
             self.persist_indexes()
@@ -274,6 +298,7 @@ class LogSegment:
     def _reset_indexes(self) -> None:
         self.offset_index.reset()
         self.time_index.reset()
+        self._indexes_loaded = True  # empty and authoritative: re-derived from here
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
@@ -320,7 +345,9 @@ class LogSegment:
         """What retention.ms compares: the max timestamp, else the file's mtime (as Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        # stat by path while idle: retention must not open every partition's file
+        st = os.fstat(self._fd) if self._fd >= 0 else os.stat(self.path(LOG_SUFFIX))
+        return st.st_mtime_ns // 1_000_000
 
     # -- loading and recovery ------------------------------------------------------------
 
@@ -345,21 +372,31 @@ class LogSegment:
         return True
 
     def load_clean(self) -> bool:
-        """Active segment after a clean shutdown: trust the indexes, scan only their tail."""
-        try:
-            self.offset_index.load(self.size)
-            self.time_index.load()
-        except IndexCorruptError:
+        """Active segment after a clean shutdown: trust the indexes, scan only the log's
+        tail past the offset index's last entry.
+
+        Only the last entry of each index is read here; the indexes themselves load on
+        first use (``ensure_indexes``, as Kafka's LazyIndex), so thousands of idle
+        partitions cost one small pread per index at start-up. An index found corrupt
+        then is rebuilt from the log at that point.
+        """
+        last_indexed = read_last_offset_entry(self.path(INDEX_SUFFIX), self.base_offset)
+        last_time = read_last_time_entry(self.path(TIME_INDEX_SUFFIX), self.base_offset)
+        if last_indexed is None or last_time is None:
             return False
-        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        indexed_offset, start = last_indexed
+        if start >= max(self.size, 1) and not (start == 0 and self.size == 0):
+            return False
+        self.max_timestamp, self.offset_of_max_timestamp = last_time
         if self.max_timestamp < 0:
             self.offset_of_max_timestamp = -1
-        start = self.offset_index.last_position
         end = start
         expected = self.base_offset if start == 0 else None
         for pos, header in self.scan(start):
             if expected is not None and header.base_offset != expected:
                 return False
+            if pos == start and start > 0 and header.last_offset != indexed_offset:
+                return False  # the entry does not point at the batch it names
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -368,7 +405,6 @@ class LogSegment:
             return False
         self.next_offset = self.base_offset if expected is None else expected
         self._bytes_since_index = self.size - start
-        self._indexes_loaded = True
         self._set_rolling_base()
         return True
 

@@ -38,6 +38,8 @@ from .segment import (
 log = logging.getLogger(__name__)
 
 _INDEXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# A directory holding no file with these endings has no swap to recover.
+LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX)
 _SEGMENT_FILES = (LOG_SUFFIX, *_INDEXES)
 
 
