@@ -7,9 +7,15 @@ import socket
 import struct
 import time
 
+import pytest
+
 from oncelog.embedded import EmbeddedBroker
 
 from .test_bad_input import assert_other_client_works
+
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
 
 MiB = 1024 * 1024
 ANNOUNCERS = 10

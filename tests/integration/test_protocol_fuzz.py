@@ -34,6 +34,10 @@ from .protocol_fuzz import (
     request_frames,
 )
 
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
+
 MUTANTS_PER_FRAME = 24
 
 
