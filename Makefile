@@ -16,16 +16,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The suite mostly waits (brokers, workers, Spark and PostgreSQL are subprocesses), so it
+# runs in 4 pytest-xdist workers even on 2 cores. Tests marked with the same xdist_group
+# (Spark, the timing-sensitive ones, modules with an expensive module-scoped fixture) run
+# one after another on one worker. XDIST= (empty) runs the suite in one process.
+XDIST ?= -n 4 --dist loadgroup
+
 test: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy src
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -m "not slow" $(XDIST) tests
 
 # The full-size soak/chaos variants (100,000-record copier, longer Spark kills).
 test-slow: install
-	ONCELOG_SLOW=1 $(BIN)/python -m pytest -q tests
+	ONCELOG_SLOW=1 $(BIN)/python -m pytest -q $(XDIST) tests
 
 test-fast: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -20,6 +20,9 @@ from oncelog.client.admin import Admin
 from oncelog.client.config import ClientConfig
 from oncelog.embedded import EmbeddedBroker
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_cli_parity")
+
 runner = CliRunner()
 FAST = {
     "offsets.topic.num.partitions": "1",

@@ -24,6 +24,9 @@ from oncelog.embedded import EmbeddedBroker
 
 from .secure_proxy import SecureProxy
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_client_security")
+
 USERS = {"alice": "s3cret"}
 
 

@@ -20,6 +20,10 @@ from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic, produce
 
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
+
 SLOW = os.environ.get("ONCELOG_SLOW") == "1"
 N = 100_000 if SLOW else 20_000
 PARTS = 2

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
@@ -19,6 +20,10 @@ from oncelog.embedded import EmbeddedBroker
 
 from .helpers import create_topic
 from .protocol_fuzz import Canary, encode, read_topic
+
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
 
 PIPELINED = 20_000
 NON_READERS = 50

@@ -17,6 +17,9 @@ from oncelog.embedded import EmbeddedBroker
 from tests.integration.helpers import consume, create_topic, produce
 from tests.integration.security import TlsFiles, confluent_ssl, make_tls, tls_listener_settings
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_listeners_tls")
+
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:

@@ -11,10 +11,16 @@ from pathlib import Path
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+import pytest
+
 from oncelog.embedded import EmbeddedBroker
 
 from .protocol_fuzz import encode
 from .test_bad_input import assert_other_client_works
+
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
 
 MiB = 1024 * 1024
 ANNOUNCERS = 10

@@ -38,6 +38,10 @@ from .protocol_fuzz import (
     request_frames,
 )
 
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
+
 MUTANTS_PER_FRAME = 24
 # Processes pipelining mutants of the generated pool, and connections in each. 2 x 4 gave
 # 533-706 frames/s (canary max 0.5-0.6 s) at a load average of 10-13 on the shared 2-core

@@ -43,6 +43,9 @@ from tests.integration.security import (
     secured_settings,
 )
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_sasl")
+
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-scram-secret"
 
 
@@ -215,8 +218,13 @@ def _error_codes(conf: dict[str, object], boot: str) -> list[int]:
     errors: list[KafkaError] = []
     p = Producer({"bootstrap.servers": boot, "error_cb": errors.append, **conf})
     with pytest.raises(KafkaException):
-        p.list_topics(timeout=5)
-    p.poll(0.5)
+        p.list_topics(timeout=1)
+    # The error callback fires within milliseconds; poll for it instead of a fixed wait.
+    deadline = time.monotonic() + 8
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        if time.monotonic() > deadline:
+            break
+        p.poll(0.1)
     return [e.code() for e in errors]
 
 
@@ -247,9 +255,10 @@ def test_a_wrong_password_is_an_authentication_error_not_a_timeout(
     }
     if listener == "SASL_SSL":
         kconf["ssl_cafile"] = str(tls.ca)
-    # kafka-python retries bootstrap until max_block_ms, but each attempt fails with error 58
+    # kafka-python (3.x) retries bootstrap in __init__ until bootstrap_timeout_ms (default
+    # 30 s; max_block_ms does not bound it), each attempt failing with error 58
     with pytest.raises(KafkaPythonError):
-        KafkaProducer(**kconf, max_block_ms=3000)
+        KafkaProducer(**kconf, max_block_ms=3000, bootstrap_timeout_ms=3000)
     failures = [
         r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()
     ]

@@ -18,6 +18,10 @@ from oncelog.testing.verify import read_topic, stable
 
 from .apps.spark_common import create_topic, produce_plain, spark_broker
 
+# xdist (make test): the Spark tests share one worker, so one local Spark JVM (the session
+# fixture) serves them all and no two Spark jobs compete for the 2 cores.
+pytestmark = pytest.mark.xdist_group("spark")
+
 __all__ = ["spark_broker"]  # fixtures
 
 ROOT = Path(__file__).parents[2]

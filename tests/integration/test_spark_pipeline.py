@@ -29,6 +29,10 @@ from oncelog.testing.verify import (
 
 from .apps.spark_common import spark, spark_broker, unique
 
+# xdist (make test): the Spark tests share one worker, so one local Spark JVM (the session
+# fixture) serves them all and no two Spark jobs compete for the 2 cores.
+pytestmark = pytest.mark.xdist_group("spark")
+
 __all__ = ["spark", "spark_broker"]  # fixtures
 
 

@@ -19,6 +19,10 @@ from .apps.spark_common import create_topic, spark, unique
 from .security import make_tls, secured_settings
 from .test_spark_sink import PREFIX, assert_exactly_once, transactional_input
 
+# xdist (make test): the Spark tests share one worker, so one local Spark JVM (the session
+# fixture) serves them all and no two Spark jobs compete for the 2 cores.
+pytestmark = pytest.mark.xdist_group("spark")
+
 __all__ = ["spark"]  # fixture
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -23,6 +23,10 @@ from .apps.spark_common import (
     unique,
 )
 
+# xdist (make test): the Spark tests share one worker, so one local Spark JVM (the session
+# fixture) serves them all and no two Spark jobs compete for the 2 cores.
+pytestmark = pytest.mark.xdist_group("spark")
+
 __all__ = ["spark", "spark_broker"]  # fixtures
 
 

@@ -17,6 +17,9 @@ from oncelog.embedded import EmbeddedBroker
 from .kafka_adapters import consume_all
 from .workers import WorkerProcess, wait_for, worker_settings
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_cluster")
+
 GROUP = "trio"
 
 

@@ -25,6 +25,10 @@ from oncelog.embedded import EmbeddedBroker
 from .kafka_adapters import consume_all
 from .workers import WorkerProcess, wait_for, worker_settings
 
+# xdist (make test): timing-sensitive (latency, RSS or deadline bounds under chaos), so
+# never run alongside another test of this group.
+pytestmark = pytest.mark.xdist_group("timing")
+
 TOPIC = "chaos"
 
 

@@ -34,6 +34,9 @@ from oncelog.embedded import EmbeddedBroker
 
 from .workers import WorkerProcess, wait_for, worker_settings
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_exactly_once_fencing")
+
 GROUP = "eosfence"
 CONFIG_TOPIC = f"{GROUP}-configs"
 JOINED = re.compile(r"joined generation (\d+) as (leader|follower)")

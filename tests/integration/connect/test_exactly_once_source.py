@@ -22,6 +22,9 @@ from .eos_connectors import PREFIX, fibonacci
 from .kafka_adapters import read_to_end
 from .workers import WorkerProcess, wait_for, worker_settings
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_exactly_once_source")
+
 EOS_GROUP = "eos"
 ALOS_GROUP = "alos"
 

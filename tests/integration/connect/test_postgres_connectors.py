@@ -31,6 +31,10 @@ from oncelog.connect.offsets import MemoryOffsetStore
 from oncelog.connect.records import SinkRecord, SourceRecord
 from oncelog.connect.task_context import BasicSinkTaskContext, BasicSourceTaskContext
 
+# xdist (make test): one worker runs the PostgreSQL tests, so the session's private server
+# starts once.
+pytestmark = pytest.mark.xdist_group("postgres")
+
 
 def _sql(url: str, *statements: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:

@@ -12,11 +12,16 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import read_to_end
 from .workers import WorkerProcess, wait_for, worker_settings
+
+# xdist (make test): one worker runs the PostgreSQL tests, so the session's private server
+# starts once.
+pytestmark = pytest.mark.xdist_group("postgres")
 
 ROWS = 4000
 

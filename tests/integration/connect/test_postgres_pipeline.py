@@ -9,11 +9,16 @@ import json
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import consume_all
 from .workers import WorkerProcess, wait_for, worker_settings
+
+# xdist (make test): one worker runs the PostgreSQL tests, so the session's private server
+# starts once.
+pytestmark = pytest.mark.xdist_group("postgres")
 
 
 def _sql(url: str, *statements: str) -> None:

@@ -25,6 +25,9 @@ from .kafka_adapters import consume_all
 from .test_sdk_plugin import PLUGIN
 from .workers import READY_PREFIX, WorkerProcess, free_port, wait_for, worker_settings
 
+# xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
+pytestmark = pytest.mark.xdist_group("test_worker_rest")
+
 GROUP = "solo"
 
 FAILING_PLUGIN = '''
