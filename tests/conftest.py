@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# The suite runs in 4 workers on 2 cores: a generated example may wait for the CPU far
+# longer than Hypothesis' 200 ms default deadline, which would fail a correct test.
+# Tests that set their own deadline keep it.
+settings.register_profile("oncelog", deadline=None)
+settings.load_profile("oncelog")
 
 
 @pytest.hookimpl(trylast=True)

@@ -204,7 +204,7 @@ def test_api_versions_unsupported_version_falls_back_to_v0(
     resp = WireClient.decode_response(18, 0, frame, 42)
     assert resp.error_code == ErrorCode.unsupported_version
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[18] == (0, 3)
+    assert keys[18] == (0, 4)
     assert keys[0][0] == 3
 
 
