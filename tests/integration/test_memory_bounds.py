@@ -9,9 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
-
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from oncelog.embedded import EmbeddedBroker
 
