@@ -81,6 +81,13 @@ def start_copier(bootstrap: str, partition: int, log_dir: Path) -> subprocess.Po
     )
 
 
+def copier_log_tails(log_dir: Path, lines: int = 15) -> str:
+    return "\n".join(
+        f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        for log in sorted(log_dir.glob("copier-*.log"))
+    )
+
+
 def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> None:
     broker = EmbeddedBroker(
         tmp_path / "data",
@@ -118,7 +125,9 @@ def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> No
                         proc.wait()
                         copiers[p] = start_copier(broker.bootstrap, p, tmp_path)
             time.sleep(0.2)
-        assert all(proc.poll() == 0 for proc in copiers.values()), "copiers did not finish"
+        assert all(proc.poll() == 0 for proc in copiers.values()), (
+            "copiers did not finish; their logs end with:\n" + copier_log_tails(tmp_path)
+        )
         assert bounces == 3
         wait_until = time.monotonic() + 30
         while reader.count() < N and time.monotonic() < wait_until:

@@ -81,6 +81,7 @@ def main() -> int:
 
     rewind()
     _, end = consumer.get_watermark_offsets(tp, timeout=30)
+    behind = 0  # idle checks at the end of the input with the committed offset behind
     while True:
         msgs = [m for m in consumer.consume(args.batch, 0.5) if not m.error()]
         if not msgs:
@@ -89,7 +90,20 @@ def main() -> int:
                 committed = consumer.committed([tp], timeout=30)[0].offset
                 if committed >= end:
                     return 0
+                # Every path that moves the position past the committed offset either
+                # commits it or rewinds, so this state must not last: report it and exit,
+                # and the supervisor restarts from the committed offset (a lost offset
+                # commit then shows up as duplicates in the output, not as a hang).
+                behind += 1
+                if behind >= 20:
+                    print(
+                        f"stuck: position {position} at end {end}, committed {committed}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return 5
             continue
+        behind = 0
         try:
             producer.begin_transaction()
             for m in msgs:
