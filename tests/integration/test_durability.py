@@ -19,7 +19,6 @@ from kio.schema.produce.v9 import request as pr
 from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
 from oncelog.records.builder import build_batch
-from oncelog.storage.checkpoint import take_clean_shutdowns
 
 from .helpers import consume, create_topic, produce
 
@@ -170,10 +169,11 @@ def test_sigterm_shuts_down_cleanly_within_five_seconds(tmp_path: Path, topic_na
     started = _time.monotonic()
     assert b.stop(timeout=10) == 0
     assert _time.monotonic() - started < 5
-    # a clean shutdown leaves a checkpoint that lets the next start skip the recovery walk:
-    # every partition's log end (500 records each) and its producer state
-    entries = take_clean_shutdowns(tmp_path / "data" / "meta" / "clean-shutdown.json")
-    assert {entries[f"{topic_name}-{p}"].log_end_offset for p in (0, 1)} == {500}
+    # a clean shutdown leaves markers that let the next start skip the recovery walk (a
+    # broker with fewer than SYNCFS_MIN_LOGS partitions closes each on its own; the batch
+    # path with one checkpoint is tests/unit/test_storage_lazy_open.py's)
+    assert list((tmp_path / "data" / f"{topic_name}-0").glob("*clean_shutdown*"))
+    assert not (tmp_path / "data" / "meta" / "clean-shutdown.json").exists()
 
 
 def test_durable_acks_leave_only_after_fdatasync(tmp_path: Path, topic_name: str) -> None:

@@ -179,11 +179,12 @@ def open_many(
     return open_logs(
         tmp_path,
         [
-            lambda d=d: PartitionLog.open(  # type: ignore[misc]
-                d, CFG, now_ms=NOW, sync=False, clean=clean.get(d.name)
+            lambda sync, d=d: PartitionLog.open(  # type: ignore[misc]
+                d, CFG, now_ms=NOW, sync=sync, clean=clean.get(d.name)
             )
             for d in dirs
         ],
+        syncfs_min=1,  # the batch path, whatever the count
     )
 
 
@@ -197,7 +198,7 @@ def test_close_logs_writes_one_checkpoint_that_the_next_open_uses(
             r = append(log, 2, producer_id=7, epoch=0, seq=seq * 2, tag=seq)
             assert r.base_offset == seq * 2
     checkpoint = tmp_path / "clean-shutdown.json"
-    assert close_logs(logs, tmp_path, checkpoint) == []
+    assert close_logs(logs, tmp_path, checkpoint, syncfs_min=1) == []
     assert all(log.closed for log in logs)
     assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
     entries = take_clean_shutdowns(checkpoint)
@@ -230,7 +231,7 @@ def test_checkpoint_does_not_vouch_for_a_grown_log(
     for log in logs:
         fill(log, 3)
     checkpoint = tmp_path / "clean-shutdown.json"
-    close_logs(logs, tmp_path, checkpoint)
+    close_logs(logs, tmp_path, checkpoint, syncfs_min=1)
     entries = take_clean_shutdowns(checkpoint)
     # Data appended behind the checkpoint's back (by a later, crashed run).
     grown = open_log(dirs[1], CFG)
@@ -267,7 +268,7 @@ def test_idle_partitions_hold_no_descriptor(tmp_path: Path, crashed: bool) -> No
         for log in logs:
             log.abandon()
     else:
-        close_logs(logs, tmp_path, tmp_path / "clean-shutdown.json")
+        close_logs(logs, tmp_path, tmp_path / "clean-shutdown.json", syncfs_min=1)
     before = open_descriptors()
     logs = open_many(tmp_path, dirs, take_clean_shutdowns(tmp_path / "clean-shutdown.json"))
     assert open_descriptors() == before  # opened, recovered or not, and idle
@@ -278,3 +279,26 @@ def test_idle_partitions_hold_no_descriptor(tmp_path: Path, crashed: bool) -> No
     for log in logs:
         log.close()
     assert open_descriptors() == before
+
+
+def test_few_logs_are_synced_and_closed_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below SYNCFS_MIN_LOGS no syncfs (it would also flush every other process's dirty
+    data): each log is opened with its own fsyncs and closed the single way, with its
+    own clean-shutdown marker and no checkpoint."""
+    synced: list[Path] = []
+    monkeypatch.setattr("oncelog.storage.log.sync_filesystem", synced.append)
+    dirs = many(tmp_path, 3)
+    logs = open_logs(
+        tmp_path,
+        [lambda sync, d=d: PartitionLog.open(d, CFG, now_ms=NOW, sync=sync) for d in dirs],  # type: ignore[misc]
+    )
+    for log in logs:
+        fill(log, 2)
+    checkpoint = tmp_path / "clean-shutdown.json"
+    assert close_logs(logs, tmp_path, checkpoint) == []
+    assert synced == []
+    assert not checkpoint.exists()
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    assert all(log.closed for log in logs)

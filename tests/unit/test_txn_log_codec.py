@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -255,12 +256,24 @@ def test_kafka_v0_and_unknown_tags_decode() -> None:
     assert not is_legacy_value(raw)
     assert not is_legacy_value(encode_value(meta()))
     assert is_legacy_value(legacy_txn_value(meta()))
-    # Kafka's NextProducerId (1) and ClientTransactionVersion (2) are read and ignored.
+    # Kafka's NextProducerId (1) and ClientTransactionVersion (2), as Kafka writes them
+    # for a transaction version 2 client, and a tag unknown to both (7) that is skipped.
     m = meta(last_producer_epoch=-1)
     raw = encode_value(m)
     tail = struct.pack(">q", 41)
     assert raw.endswith(b"\x01\x00\x08" + tail)
     extended = (
-        raw[: -len(tail) - 3] + b"\x03\x00\x08" + tail + b"\x01\x08" + tail + b"\x02\x02\x00\x01"
+        raw[: -len(tail) - 3]
+        + b"\x04\x00\x08"
+        + tail
+        + b"\x01\x08"
+        + struct.pack(">q", 43)
+        + b"\x02\x02\x00\x02"
+        + b"\x07\x01\xff"
     )
-    assert decode_value("txn-1", extended) == m
+    assert decode_value("txn-1", extended) == dataclasses.replace(
+        m, next_producer_id=43, client_transaction_version=2
+    )
+    assert encode_value(decode_value("txn-1", extended)) == extended[:-3].replace(
+        b"\x04\x00\x08", b"\x03\x00\x08", 1
+    )

@@ -121,12 +121,17 @@ class TopicRegistry:
         self._clean = take_clean_shutdowns(self.clean_shutdown_path)
         if self.meta_path.exists():
             doc = json.loads(self.meta_path.read_text())
+            # Every topic's partitions in one batch: one filesystem sync for all of them.
+            topics: list[Topic] = []
+            opens: list[Callable[[bool], PartitionLog]] = []
             for name, entry in doc["topics"].items():
                 topic = Topic(name, uuid.UUID(entry["id"]), dict(entry["configs"]))
                 cfg = self.log_config(topic.configs)
-                topic.partitions.extend(
-                    self._open_partitions(name, range(entry["partitions"]), cfg, now)
-                )
+                topics.append(topic)
+                opens.extend(self._opener(name, i, cfg, now) for i in range(entry["partitions"]))
+            opened = iter(open_logs(self.data_dir, opens))
+            for topic, entry in zip(topics, doc["topics"].values(), strict=True):
+                topic.partitions.extend(next(opened) for _ in range(entry["partitions"]))
                 self._index(topic)
         self._clean = {}
         self._remove_orphans()
@@ -155,20 +160,21 @@ class TopicRegistry:
     def _open_partitions(
         self, name: str, indexes: range, cfg: LogConfig, now: int
     ) -> list[PartitionLog]:
-        """Open (create or recover) partitions with one filesystem sync for all of them."""
+        """Open (create or recover) partitions (``open_logs`` decides how to sync)."""
+        return open_logs(self.data_dir, [self._opener(name, i, cfg, now) for i in indexes])
 
-        def opener(index: int) -> Callable[[], PartitionLog]:
-            directory = partition_dir(self.data_dir, name, index)
-            return lambda: PartitionLog.open(
-                directory,
-                cfg,
-                now_ms=now,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-                sync=False,
-                clean=self._clean.get(directory.name),
-            )
-
-        return open_logs(self.data_dir, (opener(i) for i in indexes))
+    def _opener(
+        self, name: str, index: int, cfg: LogConfig, now: int
+    ) -> Callable[[bool], PartitionLog]:
+        directory = partition_dir(self.data_dir, name, index)
+        return lambda sync: PartitionLog.open(
+            directory,
+            cfg,
+            now_ms=now,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            sync=sync,
+            clean=self._clean.get(directory.name),
+        )
 
     def _index(self, topic: Topic) -> None:
         self.topics[topic.name] = topic

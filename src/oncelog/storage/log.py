@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -124,24 +124,44 @@ class FileSlice:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def open_logs(data_dir: Path, opens: Iterable[Callable[[], PartitionLog]]) -> list[PartitionLog]:
-    """Run many ``PartitionLog.open(..., sync=False)`` calls and make all they wrote durable
-    with one filesystem sync: thousands of partitions cost one journal commit, not a few
-    fsyncs each (Kafka's start-up likewise flushes nothing per partition)."""
+# Below this many partitions, each is synced on its own (a few fsyncs of its own files);
+# from here on one syncfs(2) is cheaper. syncfs also flushes every other process's dirty
+# data on the filesystem, which on a busy machine can take many seconds: a broker with a
+# handful of partitions must not start, create a topic or shut down at that cost.
+SYNCFS_MIN_LOGS = 128
+
+
+def open_logs(
+    data_dir: Path,
+    opens: Sequence[Callable[[bool], PartitionLog]],
+    *,
+    syncfs_min: int = SYNCFS_MIN_LOGS,
+) -> list[PartitionLog]:
+    """Run many ``PartitionLog.open`` calls (each opener takes the ``sync`` flag). From
+    ``SYNCFS_MIN_LOGS`` on, they write unsynced and one filesystem sync makes it all
+    durable: thousands of partitions cost one journal commit, not a few fsyncs each
+    (Kafka's start-up likewise flushes nothing per partition)."""
+    if len(opens) < syncfs_min:
+        return [open_one(True) for open_one in opens]
     logs: list[PartitionLog] = []
     try:
         for open_one in opens:
-            logs.append(open_one())
+            logs.append(open_one(False))
     finally:
         sync_filesystem(data_dir)
     return logs
 
 
 def close_logs(
-    logs: Iterable[PartitionLog], data_dir: Path, checkpoint: Path
+    logs: Iterable[PartitionLog],
+    data_dir: Path,
+    checkpoint: Path,
+    *,
+    syncfs_min: int = SYNCFS_MIN_LOGS,
 ) -> list[tuple[Path, Exception]]:
     """Close many logs cleanly with one filesystem sync and one checkpoint file, instead
-    of ~7 fsyncs and a few new files per partition.
+    of ~7 fsyncs and a few new files per partition (fewer than ``SYNCFS_MIN_LOGS``: each
+    is closed the single way).
 
     Index tails are written unsynced; one sync makes them and the log data durable;
     only then is the clean-shutdown checkpoint (log ends and producer states, see
@@ -150,9 +170,15 @@ def close_logs(
     takes an append meanwhile, is closed the single way. Returns the failures."""
     failed: list[tuple[Path, Exception]] = []
     written: list[tuple[PartitionLog, CleanShutdown]] = []
-    for part in logs:
-        if part.closed:
-            continue
+    open_logs_ = [part for part in logs if not part.closed]
+    if len(open_logs_) < syncfs_min:  # few: each the single way (see SYNCFS_MIN_LOGS)
+        for part in open_logs_:
+            try:
+                part.close()
+            except Exception as exc:
+                failed.append((part.directory, exc))
+        return failed
+    for part in open_logs_:
         try:
             written.append((part, part._write_out()))
         except Exception as exc:
