@@ -17,6 +17,8 @@ from oncelog.coordinator.internal_topics import (
     internal_topic_config,
 )
 
+from .test_storage_support import append
+
 NOW = 1_700_000_000_000
 
 
@@ -147,3 +149,25 @@ def test_growing_a_topic_in_steps_reserves_room_and_survives_a_delete(tmp_path: 
         reg.create("c", 10, {})  # the reservation was released: all 10 fit
     finally:
         reg.close()
+
+
+def test_a_name_is_free_again_only_once_the_deleted_topics_files_are_gone(
+    registry: TopicRegistry, tmp_path: Path
+) -> None:
+    """DeleteTopics detaches on the loop and removes the files in a thread. Creating the
+    same name meanwhile (the protocol fuzzer did, through Metadata auto-creation) would
+    open the directories being removed: it gets Kafka's TOPIC_ALREADY_EXISTS "marked for
+    deletion" until the files are gone, then a fresh, empty topic."""
+    registry.create("t", 1, {})
+    append(registry.partition("t", 0), 3)
+    detached = registry.detach("t")
+    with pytest.raises(TopicError) as marked:
+        registry.create("t", 1, {})
+    assert (marked.value.code, marked.value.message) == (
+        ErrorCode.topic_already_exists,
+        "Topic 't' is marked for deletion.",
+    )
+    drop_partitions(detached)
+    registry.dropped("t")
+    registry.create("t", 1, {})
+    assert registry.partition("t", 0).log_end_offset == 0

@@ -108,6 +108,9 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self._creating: set[str] = set()  # names whose partitions are being opened
+        # Names of deleted topics whose files are still being removed: a new topic of the
+        # same name would open the directories being removed (and could see old segments).
+        self._deleting: set[str] = set()
         # Every partition holds open files: a request for millions would exhaust the
         # process's descriptors (the fuzzer did), so the broker caps its total.
         self.max_partitions = max_partitions
@@ -240,6 +243,10 @@ class TopicRegistry:
             raise TopicError(ErrorCode.invalid_topic_exception, problem)
         if name in self.topics or name in self._creating:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if name in self._deleting:  # Kafka's answer while a deletion is under way
+            raise TopicError(
+                ErrorCode.topic_already_exists, f"Topic '{name}' is marked for deletion."
+            )
         if num_partitions <= 0:
             raise TopicError(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
@@ -284,13 +291,19 @@ class TopicRegistry:
 
     def detach(self, name: str) -> list[PartitionLog]:
         """Topic deletion on the loop: the topic is gone from the registry and its
-        metadata; the caller drops the returned logs (disk work, safe off the loop)."""
+        metadata; the caller drops the returned logs (disk work, safe off the loop), then
+        calls ``dropped`` (on the loop) to free the name."""
         topic = self._existing(name)
         _refuse_internal(topic, "delete")
         del self.topics[name]
         del self.by_id[topic.topic_id]
+        self._deleting.add(name)
         self._save()  # metadata first: a crash now leaves orphans, removed on start
         return topic.partitions
+
+    def dropped(self, name: str) -> None:
+        """The files of the deleted topic ``name`` are gone: the name may be created again."""
+        self._deleting.discard(name)
 
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
@@ -316,7 +329,10 @@ class TopicRegistry:
         return topic.partitions
 
     def delete(self, name: str) -> None:
-        drop_partitions(self.detach(name))
+        try:
+            drop_partitions(self.detach(name))
+        finally:
+            self.dropped(name)
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         plan = self.plan_add_partitions(name, total, validate_only=validate_only)

@@ -151,10 +151,15 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         code, message = ErrorCode.none, None
         try:
             # gone from the registry at once; its files are removed off the event loop
-            await asyncio.to_thread(drop_partitions, broker.topics.detach(name))
-            log.info("deleted topic %s (%s)", name, topic_id)
+            detached = broker.topics.detach(name)
         except TopicError as exc:
             code, message = exc.code, exc.message
+        else:
+            try:
+                await asyncio.to_thread(drop_partitions, detached)
+            finally:
+                broker.topics.dropped(name)  # the name may be created again
+            log.info("deleted topic %s (%s)", name, topic_id)
         answer(name, topic_id, code, message)
     return make(r.DeleteTopicsResponse, responses=tuple(results))
 
