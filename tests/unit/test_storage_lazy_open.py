@@ -15,7 +15,8 @@ from oncelog.storage.checkpoint import (
     take_clean_shutdowns,
 )
 from oncelog.storage.index import OffsetIndex, TimeIndex
-from oncelog.storage.log import PartitionLog, close_logs, open_logs
+from oncelog.storage.log import PartitionLog
+from oncelog.storage.log_batch import close_logs, open_logs
 from oncelog.storage.segment import LogSegment
 
 from .test_storage_support import NOW, append, config, open_log, read_all, read_offsets
@@ -288,7 +289,7 @@ def test_few_logs_are_synced_and_closed_one_by_one(
     data): each log is opened with its own fsyncs and closed the single way, with its
     own clean-shutdown marker and no checkpoint."""
     synced: list[Path] = []
-    monkeypatch.setattr("oncelog.storage.log.sync_filesystem", synced.append)
+    monkeypatch.setattr("oncelog.storage.log_batch.sync_filesystem", synced.append)
     dirs = many(tmp_path, 3)
     logs = open_logs(
         tmp_path,

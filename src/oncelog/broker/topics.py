@@ -25,7 +25,8 @@ from oncelog.storage.checkpoint import CleanShutdown, take_clean_shutdowns
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
-from oncelog.storage.log import PartitionLog, close_logs, open_logs
+from oncelog.storage.log import PartitionLog
+from oncelog.storage.log_batch import close_logs, open_logs
 from oncelog.storage.partition_dir import iter_partition_dirs, partition_dir
 
 log = logging.getLogger(__name__)

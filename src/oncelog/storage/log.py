@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -42,7 +42,6 @@ from .checkpoint import (
     CleanShutdown,
     delete_snapshot,
     write_clean_shutdown,
-    write_clean_shutdowns,
     write_cleaner_offset,
     write_log_start,
     write_snapshot,
@@ -57,7 +56,7 @@ from .errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from .fsutil import fsync_dir, sync_filesystem
+from .fsutil import fsync_dir
 from .producer_state import OpenTxn, ProducerStateManager
 from .recovery import load_log
 from .retention import size_breached, start_breached, time_breached
@@ -74,8 +73,6 @@ __all__ = [
     "PartitionLog",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
-    "close_logs",
-    "open_logs",
 ]
 
 SNAPSHOTS_KEPT = 2
@@ -122,76 +119,6 @@ class FileSlice:
             position += len(chunk)
             left -= len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-# Below this many partitions, each is synced on its own (a few fsyncs of its own files);
-# from here on one syncfs(2) is cheaper. syncfs also flushes every other process's dirty
-# data on the filesystem, which on a busy machine can take many seconds: a broker with a
-# handful of partitions must not start, create a topic or shut down at that cost.
-SYNCFS_MIN_LOGS = 128
-
-
-def open_logs(
-    data_dir: Path,
-    opens: Sequence[Callable[[bool], PartitionLog]],
-    *,
-    syncfs_min: int = SYNCFS_MIN_LOGS,
-) -> list[PartitionLog]:
-    """Run many ``PartitionLog.open`` calls (each opener takes the ``sync`` flag). From
-    ``SYNCFS_MIN_LOGS`` on, they write unsynced and one filesystem sync makes it all
-    durable: thousands of partitions cost one journal commit, not a few fsyncs each
-    (Kafka's start-up likewise flushes nothing per partition)."""
-    if len(opens) < syncfs_min:
-        return [open_one(True) for open_one in opens]
-    logs: list[PartitionLog] = []
-    try:
-        for open_one in opens:
-            logs.append(open_one(False))
-    finally:
-        sync_filesystem(data_dir)
-    return logs
-
-
-def close_logs(
-    logs: Iterable[PartitionLog],
-    data_dir: Path,
-    checkpoint: Path,
-    *,
-    syncfs_min: int = SYNCFS_MIN_LOGS,
-) -> list[tuple[Path, Exception]]:
-    """Close many logs cleanly with one filesystem sync and one checkpoint file, instead
-    of ~7 fsyncs and a few new files per partition (fewer than ``SYNCFS_MIN_LOGS``: each
-    is closed the single way).
-
-    Index tails are written unsynced; one sync makes them and the log data durable;
-    only then is the clean-shutdown checkpoint (log ends and producer states, see
-    ``checkpoint.write_clean_shutdowns``) written, so it never vouches for data not on
-    disk. ``PartitionLog.open(clean=...)`` takes an entry back. A log that fails, or
-    takes an append meanwhile, is closed the single way. Returns the failures."""
-    failed: list[tuple[Path, Exception]] = []
-    written: list[tuple[PartitionLog, CleanShutdown]] = []
-    open_logs_ = [part for part in logs if not part.closed]
-    if len(open_logs_) < syncfs_min:  # few: each the single way (see SYNCFS_MIN_LOGS)
-        for part in open_logs_:
-            try:
-                part.close()
-            except Exception as exc:
-                failed.append((part.directory, exc))
-        return failed
-    for part in open_logs_:
-        try:
-            written.append((part, part._write_out()))
-        except Exception as exc:
-            failed.append((part.directory, exc))
-    sync_filesystem(data_dir)
-    write_clean_shutdowns(checkpoint, {p.directory.name: entry for p, entry in written})
-    for part, entry in written:
-        try:
-            if not part._release_if_at(entry.log_end_offset):
-                part.close()
-        except Exception as exc:
-            failed.append((part.directory, exc))
-    return failed
 
 
 class PartitionLog:
@@ -246,7 +173,7 @@ class PartitionLog:
 
         ``sync=False``: for opening many partitions at once, the caller makes what the
         open wrote durable with one ``sync_filesystem`` before any append (see
-        ``open_logs``), and no snapshot is written at the log end (the next roll or
+        ``log_batch.open_logs``), and no snapshot is written at the log end (the next roll or
         close writes one; a crash before that replays from the previous snapshot).
         ``clean``: the partition's entry in the broker's clean-shutdown checkpoint."""
         loaded = load_log(
@@ -523,8 +450,8 @@ class PartitionLog:
         self._release()
 
     @_locked
-    def _write_out(self) -> CleanShutdown:
-        """First half of ``close_logs``: the index tails written (unsynced), the files
+    def write_out_for_checkpoint(self) -> CleanShutdown:
+        """First half of ``log_batch.close_logs``: the index tails written (unsynced), the files
         still open. Returns this log's clean-shutdown entry: its end and, unless a
         snapshot file already covers that end, the producer state there."""
         self._check_open()
@@ -533,9 +460,9 @@ class PartitionLog:
         return CleanShutdown(self._leo, self.producer_state.snapshot() if fresh else None)
 
     @_locked
-    def _release_if_at(self, end: int) -> bool:
-        """Second half of ``close_logs``: release the files if nothing was appended
-        since ``_write_out`` (else the caller closes this log the slow way)."""
+    def release_if_at(self, end: int) -> bool:
+        """Second half of ``log_batch.close_logs``: release the files if nothing was appended
+        since ``write_out_for_checkpoint`` (else the caller closes this log the slow way)."""
         if self._closed or self._leo != end:
             return False
         self._release()
