@@ -109,6 +109,11 @@ def test_unknown_keys_and_bad_values_are_all_reported_at_once(tmp_path: Path) ->
         ("log.cleanup.policy", "compact,delete", True),
         ("ssl.client.auth", "maybe", False),
         ("min.insync.replicas", " 2 ", True),
+        ("oncelog.feature.transaction.version", "2", True),
+        ("oncelog.feature.transaction.version", "0", True),
+        ("oncelog.feature.transaction.version", "7", False),
+        ("group.consumer.session.timeout.ms", "0", False),
+        ("group.consumer.heartbeat.interval.ms", "0", False),
     ],
 )
 def test_values_are_range_checked_as_kafka_does(key: str, value: str, ok: bool) -> None:

@@ -252,6 +252,10 @@ _CHECKS: dict[str, Check] = {
     "log.cleaner.delete.retention.ms": at_least(0),
     "log.cleaner.min.compaction.lag.ms": at_least(0),
     "log.cleaner.max.compaction.lag.ms": at_least(1),
+    # the finalized level must be one this broker supports (ApiVersions: 0-2)
+    "oncelog.feature.transaction.version": one_of("0", "1", "2"),
+    "group.consumer.session.timeout.ms": at_least(1),
+    "group.consumer.heartbeat.interval.ms": at_least(1),
 }
 
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism
