@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from oncelog.protocol.api_keys import ApiKey
 
 FIRST_FLEXIBLE = 9  # Produce v9 (KIP-482): compact strings/arrays and tagged fields
-MIN_VERSION, MAX_VERSION = 3, 10
+# v11 and v12 (KIP-890) have v10's layout; only what the broker does differs
+MIN_VERSION, MAX_VERSION = 3, 12
 
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I16 = struct.Struct(">h")
