@@ -101,6 +101,14 @@ def test_fetch_by_topic_id_reads_and_unknown_ids_answer_unknown_topic_id(
             unknown = by_id[stranger][0]
             assert unknown.error_code == ErrorCode.unknown_topic_id
             assert (unknown.high_watermark, unknown.records) == (-1, b"")
+        # The all-zero id (found by the fuzzer: it once closed the connection) is unknown.
+        zero = uuid.UUID(int=0)
+        for schema in (f13, f17):
+            resp = fetch_by_id(c, {zero: [(0, 0)]}, schema=schema)
+            # (kio decodes the zero id the broker echoes as None)
+            assert [(t.topic_id, t.partitions[0].error_code) for t in resp.responses] == [
+                (None, ErrorCode.unknown_topic_id)
+            ]
         # A partition the topic lacks is UNKNOWN_TOPIC_OR_PARTITION, as by name.
         resp = fetch_by_id(c, {tid: [(5, 0)]})
         assert resp.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition

@@ -148,20 +148,3 @@ def test_versions_outside_the_hand_built_range_go_through_kio(segment: tuple[int
         answer_of(fd, version, ErrorCode.none, 0, [("t", [spec])])))  # fmt: skip
     assert frame.to_bytes() == reference
     assert data[:64] in reference
-
-
-@pytest.mark.parametrize("version", [13, 16, 17])
-def test_a_zero_topic_id_is_echoed(segment: tuple[int, bytes], version: int) -> None:
-    """kio decodes an all-zero topic id as None; the answer (UNKNOWN_TOPIC_ID) carries the
-    zero id, as kio would encode it. Found by the protocol fuzzer: the hand-built encoder
-    asserted a UUID and the connection closed with an internal error."""
-    fd, _ = segment
-    spec = (0, ErrorCode.unknown_topic_id, -1, -1, -1, None, None)
-    answer = FetchAnswer(
-        version, ErrorCode.none, 0, [TopicResults(None, [PartitionResult((None, 0), *spec[1:])])]
-    )
-    reference = encode_response(1, version, 5, kio_response(answer))
-    frame = answer.frame(5)
-    assert frame.to_bytes() == reference
-    assert bytes(16) in reference
-    frame.close()

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.fetch_response import FetchAnswer, PartitionResult, TopicResults
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.apis.wire_values import READ_COMMITTED
+from oncelog.broker.apis.wire_values import READ_COMMITTED, ZERO_UUID
 from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
@@ -123,7 +123,8 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     requested = []
     unreadable: list[PartitionKey] = []  # answered TOPIC_AUTHORIZATION_FAILED, never read
     for t in req.topics:
-        ref = t.topic_id if by_ids else t.topic
+        # kio decodes the all-zero id as None: keep it a UUID (answered UNKNOWN_TOPIC_ID)
+        ref = (t.topic_id or ZERO_UUID) if by_ids else t.topic
         name = _topic_name(broker, ref)
         # An unknown id is answered UNKNOWN_TOPIC_ID (by read_partition), before any ACL.
         readable = name is None or ctx.authorized(Op.READ, Res.TOPIC, name)
@@ -135,7 +136,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             epochs[key] = getattr(p, "current_leader_epoch", -1)
             requested.append((key, p.fetch_offset, p.partition_max_bytes))
     forgotten: list[PartitionKey] = [
-        (t.topic_id if by_ids else t.topic, p)
+        ((t.topic_id or ZERO_UUID) if by_ids else t.topic, p)
         for t in getattr(req, "forgotten_topics_data", ())
         for p in t.partitions
     ]

@@ -60,7 +60,7 @@ class PartitionResult:
 
 @dataclass(slots=True)
 class TopicResults:
-    ref: str | uuid.UUID | None  # the name up to v12, the topic id from v13 (None: zero id)
+    ref: str | uuid.UUID  # the name up to v12, the topic id from v13
     partitions: list[PartitionResult]
 
 
@@ -196,13 +196,8 @@ def _encode(answer: FetchAnswer, correlation_id: int) -> list[Part]:
     return parts
 
 
-_ZERO_UUID = bytes(16)
-
-
-def _topic_ref(ref: str | uuid.UUID | None, version: int) -> bytes:
+def _topic_ref(ref: str | uuid.UUID, version: int) -> bytes:
     if version >= TOPIC_IDS_VERSION:
-        if ref is None:  # kio decodes the all-zero id as None: echo it (UNKNOWN_TOPIC_ID)
-            return _ZERO_UUID
         assert isinstance(ref, uuid.UUID)
         return ref.bytes
     assert isinstance(ref, str)
