@@ -23,6 +23,7 @@ import struct
 from collections.abc import Sequence
 
 from oncelog.protocol.api_keys import ApiKey
+from oncelog.records.varint import write_uvarint
 
 FIRST_FLEXIBLE = 9  # Produce v9 (KIP-482): compact strings/arrays and tagged fields
 # v11 and v12 (KIP-890) have v10's layout; only what the broker does differs
@@ -231,7 +232,7 @@ def encode_produce_success(
     for name, parts in topics:
         raw = name.encode()
         if flexible:
-            _put_uvarint(out, len(raw) + 1)
+            write_uvarint(out, len(raw) + 1)
         else:
             out += _I16.pack(len(raw))
         out += raw
@@ -259,13 +260,6 @@ _I64 = struct.Struct(">q")
 
 def _put_count(out: bytearray, n: int, flexible: bool) -> None:
     if flexible:
-        _put_uvarint(out, n + 1)
+        write_uvarint(out, n + 1)
     else:
         out += _I32.pack(n)
-
-
-def _put_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.fetch_sessions import PartitionKey
 from oncelog.protocol.messages import encode_response, make, response_module
 from oncelog.protocol.response_frame import EncodesItself, FileRange, Part, ResponseFrame
+from oncelog.records.varint import encode_uvarint
 
 FETCH = 1
 HAND_BUILT = range(4, 18)  # the versions ``_encode`` knows; others go through kio
@@ -129,19 +130,8 @@ def kio_response(answer: FetchAnswer) -> Any:
     )
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _array_length(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _encode(answer: FetchAnswer, correlation_id: int) -> list[Part]:
@@ -175,7 +165,7 @@ def _encode(answer: FetchAnswer, correlation_id: int) -> list[Part]:
             if v >= 11:
                 head += _I32.pack(-1)  # preferred_read_replica
             size = p.size
-            head += _uvarint(size + 1) if flexible else _I32.pack(size)
+            head += encode_uvarint(size + 1) if flexible else _I32.pack(size)
             if p.records is not None and size:
                 parts.append(bytes(head))
                 parts.append(p.records)
@@ -203,7 +193,7 @@ def _topic_ref(ref: str | uuid.UUID, version: int) -> bytes:
     assert isinstance(ref, str)
     name = ref.encode()
     if version >= FLEXIBLE_VERSION:
-        return _uvarint(len(name) + 1) + name
+        return encode_uvarint(len(name) + 1) + name
     return _I16.pack(len(name)) + name
 
 
