@@ -19,6 +19,8 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
+from oncelog.pread import pread_exact
+
 
 class FileRange:
     """``length`` bytes at ``position`` of a file, via a descriptor this object owns."""
@@ -31,15 +33,7 @@ class FileRange:
         self.length = length
 
     def read(self) -> bytes:
-        parts, position, left = [], self.position, self.length
-        while left > 0:
-            chunk = os.pread(self.fd, left, position)
-            if not chunk:
-                raise OSError(f"file shorter than the range at {position}")
-            parts.append(chunk)
-            position += len(chunk)
-            left -= len(chunk)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return pread_exact(self.fd, self.position, self.length)
 
     def close(self) -> None:
         if self.fd >= 0:

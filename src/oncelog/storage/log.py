@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from oncelog.pread import pread_exact
 from oncelog.records.batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -110,15 +111,7 @@ class FileSlice:
     length: int
 
     def read(self) -> bytes:
-        parts, position, left = [], self.position, self.length
-        while left > 0:
-            chunk = os.pread(self.fd, left, position)
-            if not chunk:
-                raise OSError(f"segment file shorter than the slice at {position}")
-            parts.append(chunk)
-            position += len(chunk)
-            left -= len(chunk)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return pread_exact(self.fd, self.position, self.length)
 
 
 class PartitionLog:
