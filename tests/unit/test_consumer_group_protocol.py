@@ -17,7 +17,12 @@ from oncelog.group import (
     TxnOffsetCommitRequest,
 )
 from oncelog.group.consumer_state import TopicInfo
-from oncelog.group.messages import ConsumerHeartbeatReply, ConsumerHeartbeatRequest
+from oncelog.group.messages import (
+    ConsumerHeartbeatReply,
+    ConsumerHeartbeatRequest,
+    OffsetDeleteReply,
+    OffsetDeleteRequest,
+)
 
 E = ErrorCode
 T1 = uuid.UUID(int=1)
@@ -279,3 +284,22 @@ def test_regex_subscription_follows_new_topics() -> None:
     refused = c.consumer_heartbeat(bad, meta, 2).reply
     assert isinstance(refused, ConsumerHeartbeatReply)
     assert refused.error is E.invalid_regular_expression
+
+
+def test_offset_delete_follows_the_members_subscriptions_through_expiry() -> None:
+    """GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to the topic; once the last
+    member's session expires (no heartbeat, no leave), the offsets may be deleted."""
+    c = coordinator()
+    hb(c, "m1", 0, 0, topics=("a",))
+    commit = OffsetCommitRequest("g", (("a", (CommitPartition(0, 5),)),), 1, "m1", api_version=9)
+    c.offset_commit(commit, 1)
+
+    def delete(now: int) -> ErrorCode:
+        reply = c.offset_delete(OffsetDeleteRequest("g", (("a", (0,)),)), now).reply
+        assert isinstance(reply, OffsetDeleteReply)
+        return reply.topics[0][1][0][1]
+
+    assert delete(2) is E.group_subscribed_to_topic
+    c.tick(10_001)  # m1's session expired
+    assert c.consumer_group_describe(["g"])[0].members == ()
+    assert delete(10_002) is E.none

@@ -181,8 +181,6 @@ class GroupCoordinator:
         reply = self._consumer.heartbeat(req, topics, now_ms)
         group = self._reg.groups.get(req.group_id)
         if group is not None and group.consumer is not None:
-            cg = group.consumer
-            group.subscribed_topics = frozenset(cg.topics) if cg.members else None
             self._reg.store_consumer_group(group, out)
         return GroupStep(reply, out.appends(), out.resolved)
 
@@ -375,7 +373,6 @@ class GroupCoordinator:
             cg.written = written
             holder.consumer = cg
             holder.protocol_type = "consumer"
-            holder.subscribed_topics = frozenset(cg.topics) if cg.members else None
             for cm in cg.members.values():
                 cm.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
                 if cm.state is MemberState.UNREVOKED_PARTITIONS:

@@ -98,6 +98,7 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)  # MEMBER_ID_REQUIRED -> deadline
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, not yet synced
+    # classic groups; a consumer-protocol group derives it (``is_subscribed``)
     subscribed_topics: frozenset[str] | None = None  # None: unknown (not a parsable consumer group)
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = field(
@@ -222,6 +223,8 @@ class Group:
         return frozenset(topics)
 
     def is_subscribed(self, topic: str) -> bool:
+        if self.consumer is not None:  # derived: members come and go (joins, leaves, expiry)
+            return bool(self.consumer.members) and topic in self.consumer.topics
         return self.subscribed_topics is not None and topic in self.subscribed_topics
 
     # -- offsets --------------------------------------------------------------------------
