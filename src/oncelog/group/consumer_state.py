@@ -88,15 +88,6 @@ class ConsumerGroup:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    def subscribed_topic_names(self) -> frozenset[str]:
-        names: set[str] = set()
-        for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-        return frozenset(names)
-
-    def has_regex(self) -> bool:
-        return any(m.subscribed_topic_regex for m in self.members.values())
-
     def next_deadline(self) -> int | None:
         times = [
             t
@@ -170,7 +161,3 @@ def _intersect(a: Partitions, b: Partitions) -> Partitions:
 def _minus(a: Partitions, b: Partitions) -> Partitions:
     out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
     return {t: ps for t, ps in out.items() if ps}
-
-
-def count(parts: Partitions) -> int:
-    return sum(len(ps) for ps in parts.values())

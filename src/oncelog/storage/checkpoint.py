@@ -64,8 +64,8 @@ def write_cleaner_offset(directory: Path, offset: int) -> None:
     atomic_write(directory / CLEANER_FILE, f"{_VERSION}\n{offset}\n".encode())
 
 
-def write_clean_shutdown(directory: Path, log_end_offset: int, *, sync: bool = True) -> None:
-    atomic_write(directory / CLEAN_SHUTDOWN_FILE, f"{log_end_offset}\n".encode(), sync=sync)
+def write_clean_shutdown(directory: Path, log_end_offset: int) -> None:
+    atomic_write(directory / CLEAN_SHUTDOWN_FILE, f"{log_end_offset}\n".encode())
 
 
 def take_clean_shutdown(directory: Path, *, sync: bool = True) -> int | None:
@@ -149,8 +149,8 @@ def list_snapshots(directory: Path) -> list[int]:
     return sorted(offsets)
 
 
-def write_snapshot(directory: Path, offset: int, data: bytes, *, sync: bool = True) -> None:
-    atomic_write(snapshot_path(directory, offset), data, sync=sync)
+def write_snapshot(directory: Path, offset: int, data: bytes) -> None:
+    atomic_write(snapshot_path(directory, offset), data)
 
 
 def delete_snapshot(directory: Path, offset: int) -> None:

@@ -23,7 +23,7 @@ def sync_filesystem(path: Path) -> None:
 
     Thousands of partitions opened or closed together each write a few small files; one
     syncfs(2) after all of them costs one journal commit instead of one per file (the
-    callers order their writes around it, see ``PartitionLog.close_all``)."""
+    callers order their writes around it, see ``log_batch.close_logs``)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         syncfs = getattr(_libc, "syncfs", None)

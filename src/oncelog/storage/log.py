@@ -415,16 +415,13 @@ class PartitionLog:
         self._recovery_point = self._leo
 
     @_locked
-    def take_snapshot(self, *, sync: bool = True) -> None:
-        """Write the producer state at the log end; keep the newest two snapshots.
-
-        ``sync=False``: unsynced, for a caller that syncs the filesystem next."""
+    def take_snapshot(self) -> None:
+        """Write the producer state at the log end; keep the newest two snapshots."""
         self._check_open()
         # A snapshot at N says txn-index entries below N are on disk: make it true.
-        if sync:
-            for seg in self._segments:
-                seg.txn_index.sync()
-        write_snapshot(self.directory, self._leo, self.producer_state.snapshot(), sync=sync)
+        for seg in self._segments:
+            seg.txn_index.sync()
+        write_snapshot(self.directory, self._leo, self.producer_state.snapshot())
         if self._leo not in self._snapshots:
             self._snapshots.append(self._leo)
             self._snapshots.sort()
