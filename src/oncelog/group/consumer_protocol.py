@@ -42,7 +42,7 @@ from oncelog.group.messages import (
     DescribedTopicPartitions,
     TopicIdPartitions,
 )
-from oncelog.group.state import Group, GroupState
+from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 
 E = ErrorCode
 TopicMetadata = Mapping[str, TopicInfo]
@@ -159,7 +159,7 @@ class ConsumerProtocol:
                 return E.group_id_not_found
             # An empty classic group (or one holding only offsets) becomes a consumer group.
             holder.consumer = ConsumerGroup(group_id)
-            holder.protocol_type = "consumer"
+            holder.protocol_type = CONSUMER_PROTOCOL_TYPE
             holder.protocol_name = None
         return holder, holder.consumer
 

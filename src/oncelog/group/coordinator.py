@@ -84,14 +84,14 @@ from oncelog.group.messages import (
 )
 from oncelog.group.offsets import Offsets, commit_errors
 from oncelog.group.offsets_codec import GroupValue, OffsetKey, OffsetValue, decode_record
-from oncelog.group.state import Group, GroupState, Member
+from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 
 __all__ = ["GroupCoordinator", "partition_for"]
 
 E = ErrorCode
 _LOADING = E.coordinator_load_in_progress
 CLASSIC_GROUP_TYPE = "classic"
-CONSUMER_GROUP_TYPE = "consumer"
+CONSUMER_GROUP_TYPE = "consumer"  # ListGroups' group type (vs "classic"), not a protocol type
 
 
 class GroupCoordinator:
@@ -237,7 +237,10 @@ class GroupCoordinator:
         for g in self._reg.groups.values():
             if g.consumer is not None:
                 entry = ListedGroup(
-                    g.group_id, "consumer", g.consumer.state().value, CONSUMER_GROUP_TYPE
+                    g.group_id,
+                    CONSUMER_PROTOCOL_TYPE,
+                    g.consumer.state().value,
+                    CONSUMER_GROUP_TYPE,
                 )
             else:
                 entry = ListedGroup(
@@ -372,7 +375,7 @@ class GroupCoordinator:
             holder = self._reg.get_or_create(gid, now_ms)
             cg.written = written
             holder.consumer = cg
-            holder.protocol_type = "consumer"
+            holder.protocol_type = CONSUMER_PROTOCOL_TYPE
             for cm in cg.members.values():
                 cm.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
                 if cm.state is MemberState.UNREVOKED_PARTITIONS:
@@ -461,7 +464,7 @@ def _describe(group: Group) -> DescribedGroup:
             E.none,
             group.group_id,
             cg.state().value,
-            "consumer",
+            CONSUMER_PROTOCOL_TYPE,
             "",
             tuple(
                 DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
