@@ -107,7 +107,7 @@ def test_the_broker_wide_partition_limit_refuses_creates_and_growth(tmp_path: Pa
     assert plan is not None
     with pytest.raises(TopicError):
         reg.create("d", 2, {})
-    reg.abandon_create(plan)  # released: the room is back
+    reg.release(plan)  # released: the room is back
     reg.create("d", 4, {})
     assert reg.partition_count("d") == 4
     reg.close()

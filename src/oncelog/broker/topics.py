@@ -222,14 +222,14 @@ class TopicRegistry:
         try:
             plan.topic.partitions.extend(self.open_partitions(plan))
         except BaseException:
-            self.abandon_create(plan)
+            self.release(plan)
             raise
         return self.commit_create(plan, save=save)
 
     # A create in three steps, so the disk work of thousands of partitions can run off
     # the event loop: ``plan_create`` validates and reserves the name (on the loop),
     # ``open_partitions`` creates the directories and files (any thread), and
-    # ``commit_create`` makes the topic visible (on the loop); ``abandon_create``
+    # ``commit_create`` makes the topic visible (on the loop); ``release``
     # releases the name if opening failed.
     def plan_create(
         self,
@@ -256,10 +256,11 @@ class TopicRegistry:
         cfg = self.log_config(configs)
         if validate_only:
             return None
-        self._creating.add(name)
-        self._planned += num_partitions
-        topic = Topic(name, uuid.uuid4(), dict(configs))
-        return TopicCreation(topic, range(num_partitions), cfg, self._clock())
+        return self._reserve(
+            TopicCreation(
+                Topic(name, uuid.uuid4(), dict(configs)), range(num_partitions), cfg, self._clock()
+            )
+        )
 
     def open_partitions(self, plan: TopicCreation) -> list[PartitionLog]:
         """Create and open the planned partitions' logs: disk work, safe off the loop."""
@@ -274,9 +275,19 @@ class TopicRegistry:
                 f"{self.max_partitions} (oncelog.max.partitions); it has {total}",
             )
 
-    def commit_create(self, plan: TopicCreation, *, save: bool = True) -> Topic:
+    def _reserve(self, plan: TopicCreation) -> TopicCreation:
+        """Hold the name and the room for a plan until ``release``."""
+        self._creating.add(plan.topic.name)
+        self._planned += len(plan.indexes)
+        return plan
+
+    def release(self, plan: TopicCreation) -> None:
+        """Give back a plan's reservation (committed or abandoned, a creation or a growth)."""
         self._creating.discard(plan.topic.name)
         self._planned -= len(plan.indexes)
+
+    def commit_create(self, plan: TopicCreation, *, save: bool = True) -> Topic:
+        self.release(plan)
         self._index(plan.topic)
         if save:
             self._save()
@@ -285,10 +296,6 @@ class TopicRegistry:
     def save(self) -> None:
         """Write the topic metadata (after creates with ``save=False``)."""
         self._save()
-
-    def abandon_create(self, plan: TopicCreation) -> None:
-        self._creating.discard(plan.topic.name)
-        self._planned -= len(plan.indexes)
 
     def detach(self, name: str) -> list[PartitionLog]:
         """Topic deletion on the loop: the topic is gone from the registry and its
@@ -342,7 +349,7 @@ class TopicRegistry:
         try:
             opened = self.open_partitions(plan)
         except BaseException:
-            self.abandon_add_partitions(plan)
+            self.release(plan)
             raise
         self.commit_add_partitions(plan, opened)  # on the loop: the topic is still there
 
@@ -372,14 +379,12 @@ class TopicRegistry:
         cfg = self.log_config(topic.configs)
         if validate_only:
             return None
-        self._creating.add(name)
-        self._planned += total - current
-        return TopicCreation(topic, range(current, total), cfg, self._clock())
+        return self._reserve(TopicCreation(topic, range(current, total), cfg, self._clock()))
 
     def commit_add_partitions(self, plan: TopicCreation, opened: list[PartitionLog]) -> None:
         """Append the opened logs. If the topic was deleted while they opened, raises
         UNKNOWN_TOPIC_OR_PARTITION and the caller drops them (``drop_partitions``)."""
-        self.abandon_add_partitions(plan)
+        self.release(plan)
         topic = plan.topic
         if self.topics.get(topic.name) is not topic:
             raise TopicError(
@@ -388,10 +393,6 @@ class TopicRegistry:
             )
         topic.partitions.extend(opened)
         self._save()
-
-    def abandon_add_partitions(self, plan: TopicCreation) -> None:
-        self._creating.discard(plan.topic.name)
-        self._planned -= len(plan.indexes)
 
     def delete_records(self, name: str, index: int, offset: int) -> int:
         """DeleteRecords: raise the log start of one partition to ``offset`` (-1: the high

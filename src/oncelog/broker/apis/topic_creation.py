@@ -38,7 +38,7 @@ async def create_topic(
     try:
         partitions = await asyncio.to_thread(registry.open_partitions, plan)
     except BaseException:
-        registry.abandon_create(plan)
+        registry.release(plan)
         raise
     plan.topic.partitions.extend(partitions)
     return registry.commit_create(plan, save=save)
@@ -63,7 +63,7 @@ async def add_partitions(
         else:
             opened = await asyncio.to_thread(registry.open_partitions, plan)
     except BaseException:
-        registry.abandon_add_partitions(plan)
+        registry.release(plan)
         raise
     try:
         registry.commit_add_partitions(plan, opened)
