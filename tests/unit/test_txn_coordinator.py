@@ -694,10 +694,11 @@ def test_state_table_matches_kafka() -> None:
         S.COMPLETE_COMMIT,
         S.COMPLETE_ABORT,
     }
-    # ... but never for a TV1 client: completing such a transition is refused.
+    # ... but never for a TV1 client: prepare refuses it, before any record is written.
     idle = TransactionMetadata(TXN, 1, producer_epoch=0)
-    with pytest.raises(TxnStateError):
-        idle.complete(idle.prepare(S.PREPARE_ABORT, txn_start_ms=5))
+    with pytest.raises(TxnStateError, match="transaction version 1"):
+        idle.prepare(S.PREPARE_ABORT, txn_start_ms=5)
+    assert idle.pending_state is None
     assert S.DEAD.valid_previous_states == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
     assert S.from_kafka_name("CompleteAbort") is S.COMPLETE_ABORT
     m = TransactionMetadata(TXN, 1, producer_epoch=0)

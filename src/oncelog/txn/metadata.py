@@ -91,7 +91,7 @@ _IDLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_A
 _EXPIRABLE = _IDLE
 
 # Kafka 4.x's table. PrepareAbort may follow an idle state only for a TV2 client (an abort
-# before any partition was added implicitly); ``_check_target`` enforces that.
+# before any partition was added implicitly); ``prepare`` enforces that.
 _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: _IDLE,
     TxnState.ONGOING: _IDLE | {TxnState.ONGOING},
@@ -162,6 +162,15 @@ class TransactionMetadata:
         }
         fields.update(changes)
         target = dataclasses.replace(self, **fields)  # type: ignore[arg-type]
+        if (
+            state is TxnState.PREPARE_ABORT
+            and self.state in _IDLE
+            and not supports_epoch_bump(target.client_transaction_version)
+        ):
+            raise TxnStateError(
+                f"{self.transactional_id}: illegal transition {self.state.kafka_name} -> "
+                f"{state.kafka_name} for a transaction version 1 client"
+            )
         if target.producer_id < 0 or (state is not TxnState.DEAD and target.producer_epoch < 0):
             raise TxnStateError(f"{self.transactional_id}: illegal producer id/epoch in {target}")
         self.pending_state = state
@@ -230,8 +239,6 @@ class TransactionMetadata:
                 and t.txn_timeout_ms == self.txn_timeout_ms
                 and (t.txn_start_ms == self.txn_start_ms or idle_abort)
             )
-            if self.state in _IDLE and not idle_abort:
-                ok = False
         elif t.state.is_complete:
             # TV2 epoch overflow: the next producer id takes over at epoch 0.
             rotated = (
