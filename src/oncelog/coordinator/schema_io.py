@@ -14,6 +14,7 @@ bytes raise the caller's error type), so a record of another layout never half-d
 from __future__ import annotations
 
 import struct
+import uuid
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -83,6 +84,9 @@ class SchemaWriter:
     def compact_length(self, n: int | None) -> None:
         """The length of a compact array (``None``: a null array)."""
         self.buf += uvarint(0 if n is None else n + 1)
+
+    def uuid(self, u: uuid.UUID) -> None:
+        self.buf += u.bytes
 
     def tagged(self, fields: dict[int, bytes]) -> None:
         self.buf += uvarint(len(fields))
@@ -184,6 +188,9 @@ class SchemaReader:
     def compact_length(self) -> int | None:
         n = self.uvarint()
         return None if n == 0 else n - 1
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self.take(16)))
 
     def tagged(self) -> dict[int, memoryview]:
         """A struct's tagged fields, by tag (unknown ones are the caller's to ignore)."""

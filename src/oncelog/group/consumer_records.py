@@ -16,10 +16,10 @@ nothing. ``ConsumerGroupImage`` rebuilds groups from records replayed in log ord
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from oncelog.coordinator.schema_io import SchemaReader, SchemaWriter
 from oncelog.group.consumer_state import (
     ConsumerGroup,
     ConsumerMember,
@@ -47,8 +47,6 @@ _STATE_CODES = {
 _STATES = {v: k for k, v in _STATE_CODES.items()}
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I8 = struct.Struct(">b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +61,21 @@ def is_consumer_key(key: bytes) -> bool:
 
 
 def encode_key(k: ConsumerKey) -> bytes:
-    buf = bytearray(_I16.pack(k.kind))
-    _classic_string(buf, k.group_id)
+    w = SchemaWriter(k.kind)  # the key's version is its record type
+    w.string(k.group_id)
     if k.kind in _MEMBER_KEYS:
-        _classic_string(buf, k.member_id or "")
-    return bytes(buf)
+        w.string(k.member_id or "")
+    return w.done()
 
 
 def decode_key(key: bytes) -> ConsumerKey:
-    r = _Reader(key)
+    r = SchemaReader(key, OffsetsCodecError)
     kind = r.i16()
     if kind not in CONSUMER_KEY_TYPES:
         raise OffsetsCodecError(f"not a consumer group key type: {kind}")
-    group_id = r.classic_string()
-    member_id = r.classic_string() if kind in _MEMBER_KEYS else None
-    r.end()
+    group_id = r.string()
+    member_id = r.string() if kind in _MEMBER_KEYS else None
+    r.done()
     return ConsumerKey(kind, group_id, member_id)
 
 
@@ -103,12 +101,12 @@ def group_records(cg: ConsumerGroup) -> dict[bytes, bytes]:
 
 
 def _member_value(m: ConsumerMember) -> bytes:
-    def body(w: _Writer) -> None:
+    def body(w: SchemaWriter) -> None:
         w.compact_string(m.instance_id)
         w.compact_string(m.rack_id)
         w.compact_string(m.client_id)
         w.compact_string(m.client_host)
-        w.uvarint(len(m.subscribed_topic_names) + 1)
+        w.compact_length(len(m.subscribed_topic_names))
         for name in m.subscribed_topic_names:
             w.compact_string(name)
         w.compact_string(m.subscribed_topic_regex)
@@ -119,17 +117,17 @@ def _member_value(m: ConsumerMember) -> bytes:
 
 
 def _target_value(target: Partitions) -> bytes:
-    def body(w: _Writer) -> None:
+    def body(w: SchemaWriter) -> None:
         _topic_partitions(w, target)
 
     return _value(body)
 
 
 def _current_value(m: ConsumerMember) -> bytes:
-    def body(w: _Writer) -> None:
+    def body(w: SchemaWriter) -> None:
         w.i32(m.member_epoch)
         w.i32(m.previous_member_epoch)
-        w.buf += _I8.pack(_STATE_CODES[m.state])
+        w.i8(_STATE_CODES[m.state])
         _topic_partitions(w, m.assigned)
         _topic_partitions(w, m.pending_revocation)
 
@@ -137,34 +135,33 @@ def _current_value(m: ConsumerMember) -> bytes:
 
 
 def _partition_metadata(topics: dict[str, TopicInfo]) -> bytes:
-    def body(w: _Writer) -> None:
-        w.uvarint(len(topics) + 1)
+    def body(w: SchemaWriter) -> None:
+        w.compact_length(len(topics))
         for name, info in sorted(topics.items()):
             w.uuid(info.topic_id)
             w.compact_string(name)
             w.i32(info.partitions)
-            w.uvarint(1)  # no per-partition rack metadata
-            w.tags()
+            w.compact_length(0)  # no per-partition rack metadata
+            w.tagged({})
 
     return _value(body)
 
 
-def _topic_partitions(w: _Writer, parts: Partitions) -> None:
-    w.uvarint(len(parts) + 1)
+def _topic_partitions(w: SchemaWriter, parts: Partitions) -> None:
+    w.compact_length(len(parts))
     for t, ps in sorted(parts.items(), key=lambda i: str(i[0])):
         w.uuid(t)
-        w.uvarint(len(ps) + 1)
+        w.compact_length(len(ps))
         for p in sorted(ps):
             w.i32(p)
-        w.tags()
+        w.tagged({})
 
 
-def _value(body: Callable[[_Writer], None]) -> bytes:
-    w = _Writer()
-    w.buf += _I16.pack(0)
+def _value(body: Callable[[SchemaWriter], None]) -> bytes:
+    w = SchemaWriter(0)  # every value is version 0 (flexible)
     body(w)
-    w.tags()
-    return bytes(w.buf)
+    w.tagged({})
+    return w.done()
 
 
 # -- replay ----------------------------------------------------------------------------
@@ -248,43 +245,43 @@ def _check_value(kind: int, value: bytes) -> None:
 def _epoch(value: bytes) -> int:
     r = _value_reader(value)
     epoch = r.i32()
-    r.tags()
-    r.end()
+    r.tagged()
+    r.done()
     return epoch
 
 
 def _decode_topics(value: bytes) -> dict[str, TopicInfo]:
     r = _value_reader(value)
     topics = {}
-    for _ in range(r.compact_len()):
+    for _ in range(_length(r)):
         tid = r.uuid()
-        name = r.compact_string() or ""
+        name = r.compact_nullable_string() or ""
         n = r.i32()
-        for _ in range(r.compact_len()):
+        for _ in range(_length(r)):
             r.i32()
-            for _ in range(r.compact_len()):
-                r.compact_string()
-            r.tags()
-        r.tags()
+            for _ in range(_length(r)):
+                r.compact_nullable_string()
+            r.tagged()
+        r.tagged()
         topics[name] = TopicInfo(tid, n)
-    r.tags()
-    r.end()
+    r.tagged()
+    r.done()
     return topics
 
 
 def _decode_member(member_id: str, value: bytes) -> ConsumerMember:
     r = _value_reader(value)
     m = ConsumerMember(member_id)
-    m.instance_id = r.compact_string()
-    m.rack_id = r.compact_string()
-    m.client_id = r.compact_string() or ""
-    m.client_host = r.compact_string() or ""
-    m.subscribed_topic_names = tuple(r.compact_string() or "" for _ in range(r.compact_len()))
-    m.subscribed_topic_regex = r.compact_string()
+    m.instance_id = r.compact_nullable_string()
+    m.rack_id = r.compact_nullable_string()
+    m.client_id = r.compact_nullable_string() or ""
+    m.client_host = r.compact_nullable_string() or ""
+    m.subscribed_topic_names = tuple(r.compact_nullable_string() or "" for _ in range(_length(r)))
+    m.subscribed_topic_regex = r.compact_nullable_string()
     m.rebalance_timeout_ms = r.i32()
-    m.server_assignor = r.compact_string()
-    r.tags()
-    r.end()
+    m.server_assignor = r.compact_nullable_string()
+    r.tagged()
+    r.done()
     return m
 
 
@@ -298,141 +295,40 @@ def _decode_current(m: ConsumerMember, value: bytes) -> None:
     m.state = _STATES[code]
     m.assigned = _read_partitions(r)
     m.pending_revocation = _read_partitions(r)
-    r.tags()
-    r.end()
+    r.tagged()
+    r.done()
 
 
 def _decode_target(value: bytes) -> Partitions:
     r = _value_reader(value)
     parts = _read_partitions(r)
-    r.tags()
-    r.end()
+    r.tagged()
+    r.done()
     return parts
 
 
-def _read_partitions(r: _Reader) -> Partitions:
+def _read_partitions(r: SchemaReader) -> Partitions:
     parts: Partitions = {}
-    for _ in range(r.compact_len()):
+    for _ in range(_length(r)):
         tid = r.uuid()
-        ps = frozenset(r.i32() for _ in range(r.compact_len()))
-        r.tags()
+        ps = frozenset(r.i32() for _ in range(_length(r)))
+        r.tagged()
         if ps:
             parts[tid] = ps
     return parts
 
 
-def _value_reader(value: bytes) -> _Reader:
-    r = _Reader(value)
+def _value_reader(value: bytes) -> SchemaReader:
+    r = SchemaReader(value, OffsetsCodecError)
     version = r.i16()
     if version != 0:
         raise OffsetsCodecError(f"unknown consumer group value version {version}")
     return r
 
 
-# -- wire primitives -------------------------------------------------------------------
-
-
-def _classic_string(buf: bytearray, s: str) -> None:
-    data = s.encode("utf-8")
-    buf += _I16.pack(len(data))
-    buf += data
-
-
-class _Writer:
-    __slots__ = ("buf",)
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
-
-    def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
-
-    def compact_string(self, s: str | None) -> None:
-        if s is None:
-            self.uvarint(0)
-            return
-        data = s.encode("utf-8")
-        self.uvarint(len(data) + 1)
-        self.buf += data
-
-    def uuid(self, u: uuid.UUID) -> None:
-        self.buf += u.bytes
-
-    def tags(self) -> None:
-        self.uvarint(0)
-
-
-def _utf8(raw: memoryview) -> str:
-    try:
-        return str(raw, "utf-8")
-    except UnicodeDecodeError as exc:
-        raise OffsetsCodecError(f"invalid UTF-8 in a consumer group record: {exc}") from None
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise OffsetsCodecError("truncated consumer group record")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i8(self) -> int:
-        return int(_I8.unpack(self._take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise OffsetsCodecError("varint too long")
-
-    def compact_len(self) -> int:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise OffsetsCodecError("null array")
-        return n
-
-    def compact_string(self) -> str | None:
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        return _utf8(self._take(n))
-
-    def classic_string(self) -> str:
-        n = self.i16()
-        return _utf8(self._take(n))
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=bytes(self._take(16)))
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())  # skip unknown tagged fields
-
-    def end(self) -> None:
-        if self.pos != len(self.buf):
-            raise OffsetsCodecError("trailing bytes in consumer group record")
+def _length(r: SchemaReader) -> int:
+    """A compact array's length; these records have no nullable arrays."""
+    n = r.compact_length()
+    if n is None:
+        raise OffsetsCodecError("null array in a consumer group record")
+    return n
