@@ -146,7 +146,8 @@ class SchemaReader:
             if shift > 28:
                 raise self.error("varint longer than 5 bytes")
 
-    def _text(self, n: int) -> str:
+    def text(self, n: int) -> str:
+        """``n`` bytes of UTF-8."""
         try:
             return str(self.take(n), "utf-8")
         except UnicodeDecodeError as exc:
@@ -154,7 +155,7 @@ class SchemaReader:
 
     def nullable_string(self) -> str | None:
         n = self.i16()
-        return None if n == -1 else self._text(n)
+        return None if n == -1 else self.text(n)
 
     def string(self) -> str:
         return self._required(self.nullable_string())
@@ -167,7 +168,7 @@ class SchemaReader:
 
     def compact_nullable_string(self) -> str | None:
         n = self.uvarint()
-        return None if n == 0 else self._text(n - 1)
+        return None if n == 0 else self.text(n - 1)
 
     def compact_string(self) -> str:
         return self._required(self.compact_nullable_string())

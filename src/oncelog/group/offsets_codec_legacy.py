@@ -41,13 +41,8 @@ LEGACY_VALUE_VERSION = 1
 
 
 def _opt_string(r: SchemaReader) -> str | None:
-    n = r.i32()
-    if n == -1:
-        return None
-    try:
-        return str(r.take(n), "utf-8")
-    except UnicodeDecodeError as exc:
-        raise OffsetsCodecError(f"invalid utf-8: {exc}") from exc
+    n = r.i32()  # the legacy layout's strings had i32 lengths
+    return None if n == -1 else r.text(n)
 
 
 def _string(r: SchemaReader) -> str:

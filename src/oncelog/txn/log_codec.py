@@ -80,11 +80,7 @@ def decode_key(data: bytes) -> str:
     if version != KEY_VERSION:
         raise TxnLogCodecError(f"unknown transaction log key version {version}")
     # Unsigned: the legacy key allowed ids of up to 65535 bytes.
-    n = r.u16()
-    try:
-        txn_id = str(r.take(n), "utf-8")
-    except UnicodeDecodeError as exc:
-        raise TxnLogCodecError(f"malformed transaction log key: {exc}") from exc
+    txn_id = r.text(r.u16())
     r.done()
     return txn_id
 

@@ -11,47 +11,35 @@ Strict: an unknown state, a short buffer or trailing bytes raise ``TxnLogCodecEr
 
 from __future__ import annotations
 
-import struct
-
+from oncelog.coordinator.schema_io import SchemaReader
 from oncelog.txn.log_errors import TxnLogCodecError
 from oncelog.txn.metadata import TopicPartition, TransactionMetadata, TxnState
 
 LEGACY_VALUE_VERSION = 0
 
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">hqqhhibqqi")
-
 
 def decode_legacy_value(transactional_id: str, data: bytes) -> TransactionMetadata:
+    r = SchemaReader(data, TxnLogCodecError)
+    version = r.i16()
+    if version != LEGACY_VALUE_VERSION:
+        raise TxnLogCodecError(f"unknown legacy transaction log value version {version}")
+    pid, last_pid = r.i64(), r.i64()
+    epoch, last_epoch = r.i16(), r.i16()
+    timeout = r.i32()
+    state_id = r.i8()
     try:
-        (version, pid, last_pid, epoch, last_epoch, timeout, state_id, start, update, n_topics) = (
-            _HEAD.unpack_from(data, 0)
-        )
-        if version != LEGACY_VALUE_VERSION:
-            raise TxnLogCodecError(f"unknown legacy transaction log value version {version}")
-        try:
-            state = TxnState(state_id)
-        except ValueError:
-            raise TxnLogCodecError(f"unknown transaction state id {state_id}") from None
-        pos = _HEAD.size
-        partitions: set[TopicPartition] = set()
-        for _ in range(n_topics):
-            (n,) = _U16.unpack_from(data, pos)
-            if pos + 2 + n > len(data):
-                raise TxnLogCodecError("truncated topic name")
-            topic = bytes(data[pos + 2 : pos + 2 + n]).decode()
-            pos += 2 + n
-            (count,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if count < 0:
-                raise TxnLogCodecError("negative partition count")
-            partitions.update((topic, p) for p in struct.unpack_from(f">{count}i", data, pos))
-            pos += 4 * count
-        if pos != len(data):
-            raise TxnLogCodecError("trailing bytes after transaction log value")
-    except (struct.error, UnicodeDecodeError) as e:
-        raise TxnLogCodecError(f"malformed transaction log value: {e}") from e
+        state = TxnState(state_id)
+    except ValueError:
+        raise TxnLogCodecError(f"unknown transaction state id {state_id}") from None
+    start, update = r.i64(), r.i64()
+    partitions: set[TopicPartition] = set()
+    for _ in range(r.i32()):
+        topic = r.text(r.u16())
+        count = r.i32()
+        if count < 0:
+            raise TxnLogCodecError("negative partition count")
+        partitions.update((topic, r.i32()) for _ in range(count))
+    r.done()
     return TransactionMetadata(
         transactional_id=transactional_id,
         producer_id=pid,
