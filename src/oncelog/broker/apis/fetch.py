@@ -104,6 +104,13 @@ def _fetch_all(
     return results, total
 
 
+def _release(results: list[PartitionResult]) -> None:
+    """Close the duplicated descriptors of results that will not be sent."""
+    for res in results:
+        if res.records is not None:
+            res.records.close()
+
+
 async def _parked(broker: Broker, keys: list[tuple[str, int]], timeout: float) -> bool:
     """Wait for an append to one of ``keys``: the fetch purgatory, counted for metrics."""
     broker.stats.fetch_waiting += 1
@@ -157,6 +164,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         results, total = _fetch_all(broker, wanted, max_bytes, committed)
         if total >= req.min_bytes or any(x.error_code != ErrorCode.none for x in results):
             break
+        _release(results)  # below min_bytes: these ranges are read again after the wait
         left = deadline - time.monotonic()
         if left <= 0 or not await _parked(broker, _append_keys(broker, wanted), left):
             results, total = _fetch_all(broker, wanted, max_bytes, committed)
