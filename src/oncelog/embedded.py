@@ -33,26 +33,30 @@ def parse_ready_line(line: str) -> dict[str, int]:
 class EmbeddedBroker:
     def __init__(
         self,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         *,
         port: int = 0,
         host: str = "127.0.0.1",
         settings: dict[str, str] | None = None,
-        log_path: Path | None = None,
+        log_path: str | os.PathLike[str] | None = None,
         log_level: str = "INFO",
-        config_file: Path | None = None,
+        config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="oncelog-")
             data_dir = Path(self._tmp.name) / "data"
-        self.data_dir = data_dir
+        self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.settings = dict(settings or {})
-        self.log_path = log_path or data_dir.parent / f"{data_dir.name}-broker.log"
+        self.log_path = (
+            Path(log_path)
+            if log_path is not None
+            else self.data_dir.parent / f"{self.data_dir.name}-broker.log"
+        )
         self.log_level = log_level
-        self.config_file = config_file
+        self.config_file = None if config_file is None else Path(config_file)
         self.proc: subprocess.Popen[str] | None = None
         # listener name -> bound port, from the ready line
         self.ports: dict[str, int] = {}

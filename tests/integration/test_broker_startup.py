@@ -230,3 +230,13 @@ def test_unwritable_data_dirs_are_reported_with_their_cause() -> None:
         1,
         "error: cannot create data directory /sys/oncelog-data: operation not permitted\n",
     )
+
+
+def test_embedded_broker_takes_string_paths(tmp_path: Path) -> None:
+    """A new user passes a str, as for open(): the data dir and log path become Paths."""
+    b = EmbeddedBroker(str(tmp_path / "data")).start()
+    try:
+        assert b.data_dir == tmp_path / "data"
+        assert b.log_path == tmp_path / "data-broker.log" and b.log_path.exists()
+    finally:
+        assert b.stop() == 0
