@@ -81,7 +81,7 @@ def start_copier(bootstrap: str, partition: int, log_dir: Path) -> subprocess.Po
     )
 
 
-def copier_log_tails(log_dir: Path, lines: int = 15) -> str:
+def copier_log_tails(log_dir: Path, lines: int = 40) -> str:
     return "\n".join(
         f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
         for log in sorted(log_dir.glob("copier-*.log"))
@@ -103,11 +103,13 @@ def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> No
         reader.start()
         copiers = {p: start_copier(broker.bootstrap, p, tmp_path) for p in range(PARTS)}
         bounces = 0
+        restarts: list[tuple[int, int]] = []  # (partition, exit code) of failed copiers
         deadline = time.monotonic() + (900 if SLOW else 300)
         while time.monotonic() < deadline:
             for p, proc in list(copiers.items()):
                 code = proc.poll()
                 if code is not None and code != 0:
+                    restarts.append((p, code))
                     copiers[p] = start_copier(
                         broker.bootstrap, p, tmp_path
                     )  # a fatal error: restart it
@@ -126,7 +128,9 @@ def run_copy(tmp_path: Path, *, bounce_broker: bool, bounce_copiers: bool) -> No
                         copiers[p] = start_copier(broker.bootstrap, p, tmp_path)
             time.sleep(0.2)
         assert all(proc.poll() == 0 for proc in copiers.values()), (
-            "copiers did not finish; their logs end with:\n" + copier_log_tails(tmp_path)
+            f"copiers did not finish: {reader.count()} of {N} records read, {bounces} bounces, "
+            f"restarts (partition, exit code) {restarts}; their logs end with:\n"
+            + copier_log_tails(tmp_path)
         )
         assert bounces == 3
         wait_until = time.monotonic() + 30

@@ -17,6 +17,11 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
+def say(text: str) -> None:
+    """One line in the copier's log: a copier that stops making progress must say where."""
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
 def abort_quietly(producer: Producer) -> None:
     """Abort whatever is open; 'no transaction in progress' is fine."""
     for _ in range(20):
@@ -25,11 +30,26 @@ def abort_quietly(producer: Producer) -> None:
             return
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
+            say(f"abort: {err}")
             if err.fatal():
                 raise
             if not err.retriable():
                 return
             time.sleep(0.2)
+
+
+def watchdog(seconds: float, what: str) -> threading.Timer:
+    """librdkafka can block forever after a broker restart, ignoring the call's timeout
+    (confluentinc/librdkafka#5456, #5511): say so and exit, so the supervisor restarts us."""
+
+    def expire() -> None:
+        say(f"watchdog: {what} still blocked after {seconds:.0f} s; exiting")
+        os._exit(4)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def main() -> int:
@@ -70,22 +90,40 @@ def main() -> int:
             **security,
         }
     )
+    say(f"start: pid {os.getpid()}")
     producer.init_transactions(60)
 
-    def rewind() -> None:
+    def rewind() -> int:
         committed = consumer.committed([TopicPartition(args.input, args.partition)], timeout=30)[
             0
         ].offset
         start = committed if committed >= 0 else 0
+        say(f"rewind to {start}")
         consumer.assign([TopicPartition(args.input, args.partition, start)])
+        return start
 
-    rewind()
+    def current_position() -> int:
+        # librdkafka reports no position (OFFSET_INVALID) until a message is consumed from
+        # the assignment, so a copier restarted with everything committed never sees one:
+        # until then its position is where it was assigned.
+        offset: int = consumer.position([tp])[0].offset
+        return offset if offset >= 0 else assigned
+
+    assigned = rewind()
     _, end = consumer.get_watermark_offsets(tp, timeout=30)
+    idle = 0  # empty polls in a row
     behind = 0  # idle checks at the end of the input with the committed offset behind
     while True:
-        msgs = [m for m in consumer.consume(args.batch, 0.5) if not m.error()]
+        polled = consumer.consume(args.batch, 0.5)
+        for m in polled:
+            if m.error():
+                say(f"consume: {m.error()}")
+        msgs = [m for m in polled if not m.error()]
         if not msgs:
-            position = consumer.position([tp])[0].offset
+            position = current_position()
+            idle += 1
+            if idle % 20 == 0:
+                say(f"idle: position {position}, end {end}")
             if position >= end:
                 committed = consumer.committed([tp], timeout=30)[0].offset
                 if committed >= end:
@@ -96,14 +134,10 @@ def main() -> int:
                 # commit then shows up as duplicates in the output, not as a hang).
                 behind += 1
                 if behind >= 20:
-                    print(
-                        f"stuck: position {position} at end {end}, committed {committed}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    say(f"stuck: position {position} at end {end}, committed {committed}")
                     return 5
             continue
-        behind = 0
+        behind = idle = 0
         try:
             producer.begin_transaction()
             for m in msgs:
@@ -111,10 +145,7 @@ def main() -> int:
                     args.output, key=m.key(), value=m.value(), partition=args.partition
                 )
             next_offset = msgs[-1].offset() + 1
-            # librdkafka can block here forever after a broker restart, ignoring the timeout
-            # (confluentinc/librdkafka#5456, #5511): exit so the supervisor restarts us.
-            watchdog = threading.Timer(45, os._exit, (4,))
-            watchdog.start()
+            timer = watchdog(45, "send_offsets_to_transaction")
             try:
                 producer.send_offsets_to_transaction(
                     [TopicPartition(args.input, args.partition, next_offset)],
@@ -122,27 +153,34 @@ def main() -> int:
                     30,
                 )
             finally:
-                watchdog.cancel()
+                timer.cancel()
             if rng.random() < args.abort_ratio:
                 producer.abort_transaction(30)
-                rewind()
+                say(f"aborted {msgs[0].offset()}..{next_offset}")
+                assigned = rewind()
                 continue
-            while True:
-                try:
-                    producer.commit_transaction(30)
-                    break
-                except KafkaException as exc:
-                    if exc.args[0].retriable():
-                        time.sleep(0.2)
-                        continue
-                    raise
+            timer = watchdog(120, "commit_transaction")
+            try:
+                while True:
+                    try:
+                        producer.commit_transaction(30)
+                        break
+                    except KafkaException as exc:
+                        say(f"commit: {exc.args[0]}")
+                        if exc.args[0].retriable():
+                            time.sleep(0.2)
+                            continue
+                        raise
+            finally:
+                timer.cancel()
+            say(f"committed {msgs[0].offset()}..{next_offset}")
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
+            say(f"error: {err}")
             if err.fatal():
-                print(f"fatal: {err}", file=sys.stderr)
                 return 3
             abort_quietly(producer)
-            rewind()
+            assigned = rewind()
 
 
 if __name__ == "__main__":
