@@ -105,9 +105,10 @@ def test_api_versions_advertise_transaction_version_2(broker: EmbeddedBroker) ->
         assert resp.finalized_features_epoch == 0
         assert [
             (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features
-        ] == [("transaction.version", 2, 2)]
+        ] == [("group.version", 1, 1), ("transaction.version", 2, 2)]
     assert [(f.name, f.min_version, f.max_version) for f in v4.supported_features] == [
-        ("transaction.version", 0, 2)
+        ("group.version", 0, 1),
+        ("transaction.version", 0, 2),
     ]
     assert v3.supported_features == ()  # KAFKA-17011: a 0 minimum only from v4 on
 
@@ -119,7 +120,8 @@ def test_finalized_level_follows_the_setting(tmp_path) -> None:  # type: ignore[
             av4.ApiVersionsRequest(client_software_name="t", client_software_version="1")
         )
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("transaction.version", 1)
+        ("group.version", 1),
+        ("transaction.version", 1),
     ]
 
 

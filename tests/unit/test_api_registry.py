@@ -71,9 +71,11 @@ def test_api_versions_lists_exactly_the_registry(tmp_path: Path) -> None:
     assert advertised == expected
     assert len(advertised) == len(ApiKey)
     assert (int(ApiKey.PRODUCE), 3, 12) in advertised and (int(ApiKey.END_TXN), 0, 5) in advertised
-    # Transaction version 2 is finalized (KIP-584 features; the 0 minimum shows from v4 on).
+    # Group version 1 and transaction version 2 are finalized (KIP-584 features; the 0
+    # minimum shows from v4 on).
     assert [(f.name, f.max_version_level) for f in decoded.finalized_features] == [
-        ("transaction.version", 2)
+        ("group.version", 1),
+        ("transaction.version", 2),
     ]
 
 
@@ -95,8 +97,12 @@ def test_features_by_api_versions_version(tmp_path: Path, version: int) -> None:
         (f.name, f.min_version, f.max_version) for f in getattr(decoded, "supported_features", ())
     ]
     finalized = [(f.name, f.max_version_level) for f in getattr(decoded, "finalized_features", ())]
-    assert supported == ([("transaction.version", 0, 2)] if version >= 4 else [])
-    assert finalized == ([("transaction.version", 2)] if version >= 3 else [])
+    assert supported == (
+        [("group.version", 0, 1), ("transaction.version", 0, 2)] if version >= 4 else []
+    )
+    assert finalized == (
+        [("group.version", 1), ("transaction.version", 2)] if version >= 3 else []
+    )
 
 
 def test_unsupported_api_versions_version_answers_v0_with_the_registry() -> None:

@@ -132,7 +132,8 @@ _SCHEMA: dict[str, tuple[object, object]] = {
 # The coordinators' settings: names and defaults come from their typed configs.
 for _typed in (TxnConfig, GroupConfig):
     for _key, _default in property_defaults(_typed).items():
-        _SCHEMA[_key] = (parse_bool if isinstance(_default, bool) else int, _default)
+        _parse = parse_bool if isinstance(_default, bool) else type(_default)
+        _SCHEMA[_key] = (_parse, _default)
 
 # Settings of a multi-node (KRaft or ZooKeeper) cluster, or of features a single node has no
 # use for: accepted and ignored, with one warning. Exact names, then prefixes.
@@ -204,6 +205,21 @@ def one_of(*allowed: str, many: bool = False) -> Check:
     return check
 
 
+def must_list(required: str) -> Check:
+    def check(v: object) -> str | None:
+        items = {x.strip() for x in str(v).split(",")}
+        return None if required in items else f"'{required}' must be included"
+
+    return check
+
+
+def all_of(*checks: Check) -> Check:
+    def check(v: object) -> str | None:
+        return next((e for c in checks if (e := c(v)) is not None), None)
+
+    return check
+
+
 _CHECKS: dict[str, Check] = {
     "num.partitions": at_least(1),
     "default.replication.factor": at_least(1),
@@ -254,6 +270,10 @@ _CHECKS: dict[str, Check] = {
     "log.cleaner.max.compaction.lag.ms": at_least(1),
     # the finalized level must be one this broker supports (ApiVersions: 0-2)
     "oncelog.feature.transaction.version": one_of("0", "1", "2"),
+    "oncelog.feature.group.version": one_of("0", "1"),
+    "group.coordinator.rebalance.protocols": all_of(
+        one_of("classic", "consumer", many=True), must_list("classic")
+    ),
     "group.consumer.session.timeout.ms": at_least(1),
     "group.consumer.heartbeat.interval.ms": at_least(1),
 }

@@ -45,17 +45,20 @@ def from_properties(cls: type[C], values: Mapping[str, object]) -> C:
         value = values[key]
         if isinstance(f.default, bool):
             kwargs[f.name] = _parse_bool(value)
+        elif isinstance(f.default, str):  # a list setting, kept as Kafka writes it
+            kwargs[f.name] = str(value)
         else:
             kwargs[f.name] = int(value) * f.metadata["unit"]  # type: ignore[call-overload]
     return cls(**kwargs)
 
 
-def property_defaults(cls: type[Any]) -> dict[str, int | bool]:
+def property_defaults(cls: type[Any]) -> dict[str, int | bool | str]:
     """``{broker property: default}`` in the property's own unit."""
-    out: dict[str, int | bool] = {}
+    out: dict[str, int | bool | str] = {}
     for f in dataclasses.fields(cls):
         key = f.metadata.get("key")
         if key is not None:
-            default = f.default
-            out[key] = default if isinstance(default, bool) else default // f.metadata["unit"]
+            default: int | bool | str = f.default  # type: ignore[assignment]
+            scaled = isinstance(default, int) and not isinstance(default, bool)
+            out[key] = default // f.metadata["unit"] if scaled else default
     return out

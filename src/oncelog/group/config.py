@@ -31,7 +31,12 @@ class GroupConfig:
     offsets_segment_bytes: int = setting(
         "offsets.topic.segment.bytes", DEFAULT_INTERNAL_SEGMENT_BYTES
     )
-    # The consumer group protocol (KIP-848).
+    # The consumer group protocol (KIP-848) is served when the finalized ``group.version``
+    # feature is 1 or more (Kafka 4.x finalizes 1; set with kafka-features) and "consumer"
+    # is among the enabled rebalance protocols; otherwise ConsumerGroupHeartbeat and
+    # ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as Kafka does.
+    group_version: int = setting("oncelog.feature.group.version", 1)
+    rebalance_protocols: str = setting("group.coordinator.rebalance.protocols", "classic,consumer")
     consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms", 45_000)
     consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms", 5_000)
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
@@ -39,6 +44,11 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     # How long the shell may sleep between timer checks when no deadline is near.
     tick_max_ms: int = 500
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        enabled = {p.strip() for p in self.rebalance_protocols.split(",")}
+        return self.group_version >= 1 and "consumer" in enabled
 
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> GroupConfig:

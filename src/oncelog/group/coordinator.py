@@ -90,6 +90,9 @@ __all__ = ["GroupCoordinator", "partition_for"]
 
 E = ErrorCode
 _LOADING = E.coordinator_load_in_progress
+# group.version 0, or "consumer" not in group.coordinator.rebalance.protocols: Kafka answers
+# UNSUPPORTED_VERSION with no message.
+_PROTOCOL_DISABLED = E.unsupported_version
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"  # ListGroups' group type (vs "classic"), not a protocol type
 
@@ -174,6 +177,8 @@ class GroupCoordinator:
     ) -> GroupStep:
         """ConsumerGroupHeartbeat. ``topics``: the broker's non-internal topics, read by
         the shell at the time of the call."""
+        if not self.config.consumer_protocol_enabled:
+            return GroupStep(ConsumerHeartbeatReply(_PROTOCOL_DISABLED))
         if not self._loaded:
             return GroupStep(ConsumerHeartbeatReply(_LOADING, member_id=req.member_id))
         out = Out()
@@ -185,6 +190,8 @@ class GroupCoordinator:
         return GroupStep(reply, out.appends(), out.resolved)
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        if not self.config.consumer_protocol_enabled:
+            return [DescribedConsumerGroup(_PROTOCOL_DISABLED, g) for g in group_ids]
         if not self._loaded:
             return [DescribedConsumerGroup(_LOADING, g) for g in group_ids]
         return [self._consumer.describe(g) for g in group_ids]

@@ -1,8 +1,9 @@
 """ApiVersions (API 18): the APIs and version ranges of the registry, and the features.
 
-Features (KIP-584) as Kafka 4.x reports them: ``transaction.version`` is supported from 0
-to 2 and finalized at the configured level (KIP-890 part 2 clients use transaction version 2
-when it is finalized at 2 or more). Before v4, a supported feature whose minimum is 0 is
+Features (KIP-584) as Kafka 4.x reports them: ``group.version`` is supported from 0 to 1
+and ``transaction.version`` from 0 to 2, each finalized at the configured level (at
+``group.version`` 1 the consumer group protocol of KIP-848 is served; KIP-890 part 2 clients
+use transaction version 2 when it is finalized at 2 or more). Before v4, a supported feature whose minimum is 0 is
 left out (KAFKA-17011: older clients reject a 0 minimum); a feature finalized at level 0 is
 never listed.
 """
@@ -29,9 +30,10 @@ from oncelog.protocol.messages import (
 # (api key, min version, max version) per served API
 Ranges = tuple[tuple[int, int, int], ...]
 
+GROUP_VERSION_FEATURE = "group.version"
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 # (name, min, max) of the features this broker implements.
-SUPPORTED_FEATURES = ((TRANSACTION_VERSION_FEATURE, 0, 2),)
+SUPPORTED_FEATURES = ((GROUP_VERSION_FEATURE, 0, 1), (TRANSACTION_VERSION_FEATURE, 0, 2))
 # Kafka uses the metadata log offset; a single node with static features has one epoch.
 FINALIZED_FEATURES_EPOCH = 0
 FEATURES_SINCE = 3  # the tagged feature fields (KIP-584)
@@ -48,8 +50,11 @@ def version_entries(apis: dict[int, ApiSpec], r: ModuleType) -> tuple[Any, ...]:
 def api_versions(ctx: RequestContext, req: Any) -> EncodedBody:
     # Clients send it first on every connection, and a pipelining client may send
     # thousands: the answer is encoded once per version and feature level, not per request.
-    level = ctx.broker.txn.config.transaction_version
-    return _encoded_answer(_ranges(ctx.broker.apis), ctx.header.api_version, level)
+    levels = (
+        (GROUP_VERSION_FEATURE, ctx.broker.groups.config.group_version),
+        (TRANSACTION_VERSION_FEATURE, ctx.broker.txn.config.transaction_version),
+    )
+    return _encoded_answer(_ranges(ctx.broker.apis), ctx.header.api_version, levels)
 
 
 _last_ranges: tuple[dict[int, ApiSpec], Ranges] | None = None
@@ -65,7 +70,9 @@ def _ranges(apis: dict[int, ApiSpec]) -> Ranges:
 
 
 @cache
-def _encoded_answer(ranges: Ranges, version: int, transaction_version: int) -> EncodedBody:
+def _encoded_answer(
+    ranges: Ranges, version: int, finalized: tuple[tuple[str, int], ...]
+) -> EncodedBody:
     r = response_module(ApiKey.API_VERSIONS, version)
     entries = tuple(
         make(r.ApiVersion, api_key=key, min_version=lo, max_version=hi)
@@ -74,7 +81,6 @@ def _encoded_answer(ranges: Ranges, version: int, transaction_version: int) -> E
     if version < FEATURES_SINCE:
         answer = make(r.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=entries)
         return encode_body(ApiKey.API_VERSIONS, version, answer)
-    finalized = {TRANSACTION_VERSION_FEATURE: transaction_version}
     answer = make(
         r.ApiVersionsResponse,
         error_code=ErrorCode.none,
@@ -87,7 +93,7 @@ def _encoded_answer(ranges: Ranges, version: int, transaction_version: int) -> E
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=tuple(
             make(r.FinalizedFeatureKey, name=name, max_version_level=level, min_version_level=level)
-            for name, level in finalized.items()
+            for name, level in finalized
             if level > 0
         ),
     )
