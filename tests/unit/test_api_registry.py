@@ -100,9 +100,7 @@ def test_features_by_api_versions_version(tmp_path: Path, version: int) -> None:
     assert supported == (
         [("group.version", 0, 1), ("transaction.version", 0, 2)] if version >= 4 else []
     )
-    assert finalized == (
-        [("group.version", 1), ("transaction.version", 2)] if version >= 3 else []
-    )
+    assert finalized == ([("group.version", 1), ("transaction.version", 2)] if version >= 3 else [])
 
 
 def test_unsupported_api_versions_version_answers_v0_with_the_registry() -> None:
