@@ -1,4 +1,4 @@
-"""oncelog.testing.txn_v2's producer against the broker: the TV2 semantics the copier and
+"""oncelog.testing.raw_txn's producer against the broker: the TV2 semantics the copier and
 the benchmark rely on, with exact epochs and offsets."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
 from oncelog.client.transactions import TxnAdmin
 from oncelog.embedded import EmbeddedBroker
-from oncelog.testing.txn_v2 import TransactionalProducerV2, is_fatal
+from oncelog.testing.raw_txn import RawTransactionalProducer, is_fatal
 
 from .helpers import create_topic
 from .test_transactions import READ_COMMITTED, end_offsets, read_all
@@ -36,7 +36,7 @@ def test_epoch_bumps_per_transaction_and_offsets_commit_with_it(
     create_topic(broker.bootstrap, topic_name, 2)
     group = f"g-{topic_name}"
     with (
-        TransactionalProducerV2(broker.bootstrap, "tv2-p") as p,
+        RawTransactionalProducer(broker.bootstrap, "tv2-p") as p,
         TxnAdmin(ClientConfig(broker.bootstrap)) as admin,
     ):
         pid, epoch = p.init_transactions()
@@ -44,7 +44,7 @@ def test_epoch_bumps_per_transaction_and_offsets_commit_with_it(
         p.send(topic_name, 0, [(b"k", b"a"), (None, b"b")])
         p.send(topic_name, 1, [(None, b"c")])
         p.send(topic_name, 0, [(None, b"d")])  # sequence 2 on partition 0
-        p.send_offsets_to_transaction(group, {(topic_name, 0): 7})
+        p.send_offsets_to_transaction({(topic_name, 0): 7}, group)
         d = admin.describe_txn("tv2-p")
         assert (d.transaction_state, d.producer_epoch) == ("Ongoing", epoch)
         # Both partitions and the group's offsets partition were added implicitly.
@@ -58,7 +58,7 @@ def test_epoch_bumps_per_transaction_and_offsets_commit_with_it(
         # Aborted: records and offsets never show; the abort bumps too.
         p.begin_transaction()
         p.send(topic_name, 0, [(None, b"x")])  # sequence restarts at 0 with the new epoch
-        p.send_offsets_to_transaction(group, {(topic_name, 0): 9})
+        p.send_offsets_to_transaction({(topic_name, 0): 9}, group)
         assert p.abort_transaction() == (pid, epoch + 2)
         wait_for(lambda: end_offsets(broker.bootstrap, topic_name, 2, READ_COMMITTED) == [6, 2])
         assert committed_offset(broker.bootstrap, group, topic_name) == 7
@@ -79,8 +79,8 @@ def test_epoch_bumps_per_transaction_and_offsets_commit_with_it(
 def test_a_new_instance_fences_the_old_one(broker: EmbeddedBroker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, 1)
     with (
-        TransactionalProducerV2(broker.bootstrap, "tv2-z") as old,
-        TransactionalProducerV2(broker.bootstrap, "tv2-z") as new,
+        RawTransactionalProducer(broker.bootstrap, "tv2-z") as old,
+        RawTransactionalProducer(broker.bootstrap, "tv2-z") as new,
     ):
         pid, epoch = old.init_transactions()
         old.begin_transaction()
@@ -108,7 +108,7 @@ def test_refuses_a_broker_that_finalizes_tv1(tmp_path: Path, topic_name: str) ->
     settings = {"oncelog.feature.transaction.version": "1"}
     with (
         EmbeddedBroker(tmp_path / "data", settings=settings) as b,
-        TransactionalProducerV2(b.bootstrap, "tv2-on-tv1") as p,
+        RawTransactionalProducer(b.bootstrap, "tv2-on-tv1") as p,
     ):
         started = time.monotonic()
         with pytest.raises(ClientError) as err:
@@ -117,3 +117,25 @@ def test_refuses_a_broker_that_finalizes_tv1(tmp_path: Path, topic_name: str) ->
         assert "transaction.version=1" in str(err.value)
         assert time.monotonic() - started < 5  # not retried
         assert p.history == []
+
+
+def test_transaction_version_1_keeps_the_epoch(broker: EmbeddedBroker, topic_name: str) -> None:
+    """The same producer on TV1 (the benchmark's A/B): AddPartitionsToTxn and
+    AddOffsetsToTxn, EndTxn v4 without a bump, sequences carrying on across transactions."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    with RawTransactionalProducer(broker.bootstrap, "tv1-p", transaction_version=1) as p:
+        pid, epoch = p.init_transactions()
+        for offset in (3, 5):
+            p.begin_transaction()
+            p.send(topic_name, 0, [(None, b"%d" % offset)])
+            p.send_offsets_to_transaction({(topic_name, 0): offset}, group)
+            assert p.commit_transaction() == (pid, epoch)
+        p.begin_transaction()
+        p.send(topic_name, 0, [(None, b"aborted")])
+        assert p.abort_transaction() == (pid, epoch)
+        assert p.history == [(pid, epoch)]
+    wait_for(lambda: end_offsets(broker.bootstrap, topic_name, 1, READ_COMMITTED) == [6])
+    wait_for(lambda: committed_offset(broker.bootstrap, group, topic_name) == 5)
+    committed = read_all(broker.bootstrap, topic_name, 1, "read_committed", idle=1.0)
+    assert [m.value() for m in committed] == [b"3", b"5"]
