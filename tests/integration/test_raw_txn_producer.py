@@ -41,9 +41,9 @@ def test_epoch_bumps_per_transaction_and_offsets_commit_with_it(
     ):
         pid, epoch = p.init_transactions()
         p.begin_transaction()
-        p.send(topic_name, 0, [(b"k", b"a"), (None, b"b")])
-        p.send(topic_name, 1, [(None, b"c")])
-        p.send(topic_name, 0, [(None, b"d")])  # sequence 2 on partition 0
+        assert p.send(topic_name, 0, [(b"k", b"a"), (None, b"b")]) == 0  # base offsets
+        assert p.send(topic_name, 1, [(None, b"c")]) == 0
+        assert p.send(topic_name, 0, [(None, b"d")]) == 2  # sequence 2 on partition 0
         p.send_offsets_to_transaction({(topic_name, 0): 7}, group)
         d = admin.describe_txn("tv2-p")
         assert (d.transaction_state, d.producer_epoch) == ("Ongoing", epoch)

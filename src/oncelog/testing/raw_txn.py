@@ -279,13 +279,14 @@ class RawTransactionalProducer:
         records: Sequence[tuple[bytes | None, bytes | None]],
         *,
         timestamp_ms: int | None = None,
-    ) -> None:
+    ) -> int:
         """One transactional batch of (key, value) records to one partition (Produce v12,
-        acks=-1): adds the partition to the transaction implicitly."""
+        acks=-1): adds the partition to the transaction implicitly. Returns the batch's base
+        offset (-1 when a retry found the batch already written: DUPLICATE_SEQUENCE_NUMBER)."""
         if not self._in_transaction:
             raise RuntimeError("begin_transaction() first")
         if not records:
-            return
+            return -1
         if not self.tv2 and (topic, partition) not in self._added:
             self._started = True
             self._add_partition(topic, partition)
@@ -312,14 +313,17 @@ class RawTransactionalProducer:
         )
         self._started = True  # from here on, the broker may have the batch
 
-        def once() -> None:
-            resp = self.protocol.leader(topic, partition).request(request)
-            code = resp.responses[0].partition_responses[0].error_code
-            if code != ErrorCode.duplicate_sequence_number:  # a retry the broker has: done
-                _check(code, f"Produce to {topic}-{partition}")
+        def once() -> int:
+            resp = self.protocol.leader(topic, partition).request(request).responses[0]
+            answer = resp.partition_responses[0]
+            if answer.error_code == ErrorCode.duplicate_sequence_number:
+                return -1  # a retry of a batch the broker has: done
+            _check(answer.error_code, f"Produce to {topic}-{partition}")
+            return int(answer.base_offset)
 
-        self._call(once)
+        base_offset = self._call(once)
         self._sequences[(topic, partition)] = sequence + len(records)
+        return base_offset
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[tuple[str, int], int], group: GroupMetadata | str
