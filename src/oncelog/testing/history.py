@@ -85,13 +85,13 @@ def check(
         if seen != value:
             found["inconsistent-offset"].append(f"{partition}@{offset}: {seen!r} and {value!r}")
         offsets_of[value].add((partition, offset))
-    for t in writes.values():
-        for partition, value, offset in t.sends:
-            if offset is not None and offsets_of.get(value, {(partition, offset)}) != {
-                (partition, offset)
+    for t in txns:
+        for partition, value, acked in t.sends:
+            if acked is not None and offsets_of.get(value, {(partition, acked)}) != {
+                (partition, acked)
             }:
                 found["inconsistent-offset"].append(
-                    f"{value!r} acknowledged at {partition}@{offset}, read at "
+                    f"{value!r} acknowledged at {partition}@{acked}, read at "
                     f"{sorted(offsets_of[value])}"
                 )
     for value, places in offsets_of.items():
@@ -113,14 +113,14 @@ def check(
             found["torn-transaction"].append(f"{t.writer}#{t.number}: only {shown!r}")
 
     for x in polls:
-        t = writes.get(x.value)
-        if t is None:
+        w = writes.get(x.value)
+        if w is None:
             continue
-        if t.outcome is Outcome.ABORTED:
-            found["aborted-read"].append(f"{x.consumer} polled {x.value!r} ({t.writer}#{t.number})")
-        if t.commit_asked_at is None or x.at < t.commit_asked_at:
+        if w.outcome is Outcome.ABORTED:
+            found["aborted-read"].append(f"{x.consumer} polled {x.value!r} ({w.writer}#{w.number})")
+        if w.commit_asked_at is None or x.at < w.commit_asked_at:
             found["precommitted-read"].append(
-                f"{x.consumer} polled {x.value!r} before {t.writer}#{t.number} asked to commit"
+                f"{x.consumer} polled {x.value!r} before {w.writer}#{w.number} asked to commit"
             )
 
     _check_sessions(polls, final, found)
