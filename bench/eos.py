@@ -36,82 +36,92 @@ from oncelog.testing.raw_txn import GroupMetadata, RawTransactionalProducer
 RAW_BATCH = 500  # records the raw producer buffers per partition before one Produce
 
 
-def worker(args: argparse.Namespace) -> None:
-    if args.txn_version:
-        raw_worker(args)
-        return
-    consumer = Consumer(
-        {
+class LibrdkafkaSink:
+    """Output through confluent-kafka's producer (TV1): transactional in eos mode,
+    idempotent with a plain OffsetCommit in alo mode."""
+
+    def __init__(self, args: argparse.Namespace, consumer: Consumer) -> None:
+        self.args, self.consumer = args, consumer
+        self.eos = args.mode == "eos"
+        conf: dict[str, object] = {
             "bootstrap.servers": args.bootstrap_server,
-            "group.id": args.consumer_group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "group.protocol": args.group_protocol,
+            "linger.ms": 5,
+            "enable.idempotence": True,
         }
-    )
-    conf: dict[str, object] = {
-        "bootstrap.servers": args.bootstrap_server,
-        "linger.ms": 5,
-        "enable.idempotence": True,
-    }
-    eos = args.mode == "eos"
-    if eos:
-        conf["transactional.id"] = args.transactional_id
-    producer = Producer(conf)
-    if eos:
-        producer.init_transactions(30)
-    consumer.subscribe([args.input_topic])
-    commits: list[float] = []
-    copied = 0
-    idle_since = time.monotonic()
-    last_commit = 0.0
-    in_txn = False
-    positions: dict[int, int] = {}
-    txn_start = time.monotonic()
+        if self.eos:
+            conf["transactional.id"] = args.transactional_id
+        self.producer = Producer(conf)
+        if self.eos:
+            self.producer.init_transactions(30)
+        self.epochs: list[tuple[int, int]] = []
 
-    def commit() -> None:
-        nonlocal in_txn, positions, last_commit
-        offsets = [TopicPartition(args.input_topic, p, o) for p, o in positions.items()]
-        t0 = time.perf_counter()
-        if eos:
-            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
-            producer.commit_transaction(30)
+    def begin(self) -> None:
+        if self.eos:
+            self.producer.begin_transaction()
+
+    def write(self, partition: int, value: bytes | None) -> None:
+        self.producer.produce(self.args.output_topic, value=value, partition=partition)
+
+    def idle(self) -> None:
+        self.producer.poll(0)
+
+    def commit(self, positions: dict[int, int]) -> None:
+        offsets = [TopicPartition(self.args.input_topic, p, o) for p, o in positions.items()]
+        if self.eos:
+            self.producer.send_offsets_to_transaction(
+                offsets, self.consumer.consumer_group_metadata(), 30
+            )
+            self.producer.commit_transaction(30)
         else:
-            producer.flush(30)
-            consumer.commit(offsets=offsets, asynchronous=False)
-        commits.append((time.perf_counter() - t0) * 1000)
-        last_commit = time.time()
-        in_txn, positions = False, {}
+            self.producer.flush(30)
+            self.consumer.commit(offsets=offsets, asynchronous=False)
 
-    while time.monotonic() - idle_since < args.idle_exit_s:
-        msgs = consumer.consume(1000, args.poll_timeout)
-        for m in msgs:
-            if m.error():
-                continue
-            if eos and not in_txn:
-                producer.begin_transaction()
-                in_txn, txn_start = True, time.monotonic()
-            elif not in_txn:
-                in_txn, txn_start = True, time.monotonic()
-            producer.produce(args.output_topic, value=m.value(), partition=m.partition())
-            positions[m.partition()] = m.offset() + 1
-            copied += 1
-        if msgs:
-            idle_since = time.monotonic()
-        producer.poll(0)
-        if in_txn and (time.monotonic() - txn_start) * 1000 >= args.transaction_duration_ms:
-            commit()
-    if in_txn:
-        commit()
-    consumer.close()
-    print(json.dumps({"copied": copied, "commits": commits, "last_commit": last_commit}))
+    def close(self) -> None:
+        pass
 
 
-def raw_worker(args: argparse.Namespace) -> None:
-    """The exactly-once loop of worker() with the raw producer on transaction version
+class RawSink:
+    """Output through oncelog.testing.raw_txn's producer on transaction version
     ``--txn-version``: records buffered per partition and sent RAW_BATCH at a time (and at
     commit), offsets with the consumer's group metadata (KIP-447)."""
+
+    def __init__(self, args: argparse.Namespace, consumer: Consumer) -> None:
+        self.args, self.consumer = args, consumer
+        self.producer = RawTransactionalProducer(
+            args.bootstrap_server, args.transactional_id, transaction_version=args.txn_version
+        )
+        self.producer.init_transactions()
+        self.epochs = self.producer.history
+        self.pending: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def write(self, partition: int, value: bytes | None) -> None:
+        batch = self.pending.setdefault(partition, [])
+        batch.append((None, value))
+        if len(batch) >= RAW_BATCH:
+            self.producer.send(self.args.output_topic, partition, batch)
+            self.pending[partition] = []
+
+    def idle(self) -> None:
+        pass
+
+    def commit(self, positions: dict[int, int]) -> None:
+        for partition, records in self.pending.items():
+            if records:
+                self.producer.send(self.args.output_topic, partition, records)
+        self.pending.clear()
+        group = GroupMetadata.from_librdkafka(self.consumer.consumer_group_metadata())
+        offsets = {(self.args.input_topic, p): o for p, o in positions.items()}
+        self.producer.send_offsets_to_transaction(offsets, group)
+        self.producer.commit_transaction()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def worker(args: argparse.Namespace) -> None:
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap_server,
@@ -122,10 +132,7 @@ def raw_worker(args: argparse.Namespace) -> None:
             "group.protocol": args.group_protocol,
         }
     )
-    producer = RawTransactionalProducer(
-        args.bootstrap_server, args.transactional_id, transaction_version=args.txn_version
-    )
-    producer.init_transactions()
+    sink = RawSink(args, consumer) if args.txn_version else LibrdkafkaSink(args, consumer)
     consumer.subscribe([args.input_topic])
     commits: list[float] = []
     copied = 0
@@ -133,24 +140,12 @@ def raw_worker(args: argparse.Namespace) -> None:
     last_commit = 0.0
     in_txn = False
     positions: dict[int, int] = {}
-    pending: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
     txn_start = time.monotonic()
-
-    def flush() -> None:
-        for p, records in pending.items():
-            if records:
-                producer.send(args.output_topic, p, records)
-        pending.clear()
 
     def commit() -> None:
         nonlocal in_txn, positions, last_commit
         t0 = time.perf_counter()
-        flush()
-        group = GroupMetadata.from_librdkafka(consumer.consumer_group_metadata())
-        producer.send_offsets_to_transaction(
-            {(args.input_topic, p): o for p, o in positions.items()}, group
-        )
-        producer.commit_transaction()
+        sink.commit(positions)
         commits.append((time.perf_counter() - t0) * 1000)
         last_commit = time.time()
         in_txn, positions = False, {}
@@ -161,33 +156,22 @@ def raw_worker(args: argparse.Namespace) -> None:
             if m.error():
                 continue
             if not in_txn:
-                producer.begin_transaction()
+                sink.begin()
                 in_txn, txn_start = True, time.monotonic()
-            batch = pending.setdefault(m.partition(), [])
-            batch.append((None, m.value()))
-            if len(batch) >= RAW_BATCH:
-                producer.send(args.output_topic, m.partition(), batch)
-                pending[m.partition()] = []
+            sink.write(m.partition(), m.value())
             positions[m.partition()] = m.offset() + 1
             copied += 1
         if msgs:
             idle_since = time.monotonic()
+        sink.idle()
         if in_txn and (time.monotonic() - txn_start) * 1000 >= args.transaction_duration_ms:
             commit()
     if in_txn:
         commit()
     consumer.close()
-    producer.close()
-    print(
-        json.dumps(
-            {
-                "copied": copied,
-                "commits": commits,
-                "last_commit": last_commit,
-                "epochs": producer.history,
-            }
-        )
-    )
+    sink.close()
+    result = {"copied": copied, "commits": commits, "last_commit": last_commit}
+    print(json.dumps({**result, "epochs": sink.epochs}))
 
 
 def run(
