@@ -212,12 +212,10 @@ def logged_epochs(log: Path) -> tuple[tuple[int, int], int, int, int]:
     return current, inits, commits, aborts
 
 
-def check_tv2_epochs(
-    tmp_path: Path, broker: EmbeddedBroker, *, min_starts: int, producer_state: bool = True
-) -> None:
+def check_tv2_epochs(tmp_path: Path, broker: EmbeddedBroker, *, min_starts: int) -> None:
     """TV2 was really used: the logs show an epoch bump per EndTxn, and the coordinator and
-    (``producer_state``) the output partitions' producer state (the markers carry the bumped
-    epoch) hold the last epoch logged."""
+    the output partitions' producer state (the markers carry the bumped epoch) hold the last
+    epoch logged."""
     with TxnAdmin(ClientConfig(broker.bootstrap)) as admin:
         for p in range(PARTS):
             last, inits, commits, aborts = logged_epochs(tmp_path / f"copier-{p}.log")
@@ -226,9 +224,8 @@ def check_tv2_epochs(
             state = admin.describe_txn(f"copier-tv2-{p}")
             assert (state.producer_id, state.producer_epoch) == last
             assert state.transaction_state in ("CompleteCommit", "CompleteAbort")
-            if producer_state:
-                producers = admin.describe_producers("output", p)
-                assert [(x.producer_id, x.producer_epoch) for x in producers] == [last]
+            producers = admin.describe_producers("output", p)
+            assert [(x.producer_id, x.producer_epoch) for x in producers] == [last]
 
 
 @pytest.mark.timeout(1200)
@@ -250,10 +247,7 @@ def test_tv2_copier_with_broker_sigkills(tmp_path: Path) -> None:
         bounce_broker=True,
         bounce_copiers=False,
         script=COPIER_TV2,
-        # Not the partitions' producer state: a broker restart forgets a producer whose
-        # last record is a TV2 marker (recovery's truncate_head drops entries whose batches
-        # the epoch bump cleared), unlike Kafka.
-        verify=lambda broker: check_tv2_epochs(
-            tmp_path, broker, min_starts=1, producer_state=False
-        ),
+        # The partitions' producer state too: a restarted broker keeps a producer whose
+        # last record is a TV2 marker (the epoch bump emptied its batch cache).
+        verify=lambda broker: check_tv2_epochs(tmp_path, broker, min_starts=1),
     )

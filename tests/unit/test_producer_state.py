@@ -474,3 +474,13 @@ def test_snapshot_preserves_behaviour(setup: list[Any], probe: list[Any], valida
         assert apply(m, op, t * 100, True) == apply(r, op, t * 100, True)
         assert state(r) == state(m)
     assert r.snapshot() == m.snapshot()
+
+
+def test_loading_keeps_producers_with_no_data_cached():
+    """``keep_dataless`` (log loading): a marker-only producer stays, one whose data is gone
+    does not."""
+    m = ProducerStateManager()
+    produce(m, hdr(pid=1, count=3))  # 0..2
+    marker(m, 5, 0, commit=True)  # 3: marker-only producer, no data
+    m.truncate_head(3, keep_dataless=True)
+    assert [p.producer_id for p in m.producers()] == [5]

@@ -167,3 +167,27 @@ def test_recovery_after_clean_close_keeps_txn_state(tmp_path: Path) -> None:
     sl = log.read(0, 1 << 20, max_offset=log.last_stable_offset)
     assert sl is not None
     assert [h.base_offset for h, _ in iter_batches(sl.read())] == [0, 2]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-close", "crash"])
+def test_a_tv2_producer_whose_last_record_is_a_marker_survives_reopening(
+    tmp_path: Path, clean: bool
+) -> None:
+    """A transaction-version-2 marker bumps the producer's epoch, which empties its batch
+    cache; reopening the log must keep the producer and its epoch (it fences the old one)."""
+    d = tmp_path / "t-0"
+    log = open_log(d, CFG)
+    old = Txn(log, 7, epoch=3)
+    old.send()
+    raw, header = make_marker(7, 4, True, 0)  # EndTxn v5: the marker carries epoch + 1
+    log.append_control(raw, header, now_ms=NOW)
+    before = [(p.producer_id, p.producer_epoch) for p in log.producer_state.producers()]
+    assert before == [(7, 4)]
+    if clean:
+        log.close()
+    log = open_log(d, CFG)
+    assert [(p.producer_id, p.producer_epoch) for p in log.producer_state.producers()] == before
+    with pytest.raises(ProducerStateError) as fenced:
+        Txn(log, 7, epoch=3).send()
+    assert fenced.value.error_code == ErrorCode.invalid_producer_epoch
+    Txn(log, 7, epoch=4).send()  # the new epoch starts at sequence 0

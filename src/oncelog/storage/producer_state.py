@@ -334,12 +334,19 @@ class ProducerStateManager:
             del self._producers[pid]
         return sorted(gone)
 
-    def truncate_head(self, log_start_offset: int) -> None:
-        """The log start moved: forget producers whose data is all gone (open txns stay)."""
+    def truncate_head(self, log_start_offset: int, *, keep_dataless: bool = False) -> None:
+        """The log start moved: forget producers whose data is all gone (open txns stay).
+
+        ``keep_dataless``: keep producers with no batch cached, whose last record was a
+        marker that bumped their epoch (transaction version 2). Loading a log does so, as
+        Kafka's does: their epoch still fences older ones, and nothing says their data is
+        gone. A log start moved by retention or DeleteRecords drops them, as Kafka does."""
         gone = [
             pid
             for pid, e in self._producers.items()
-            if pid not in self._ongoing and e.last_data_offset < log_start_offset
+            if pid not in self._ongoing
+            and e.last_data_offset < log_start_offset
+            and not (keep_dataless and not e.batches)
         ]
         for pid in gone:
             del self._producers[pid]

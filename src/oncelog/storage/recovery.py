@@ -200,7 +200,7 @@ def load_log(
         if seg.next_offset > replay_from:
             seg.txn_index.truncate_to(replay_from)
     _replay(segments, state, replay_from, now_ms)
-    state.truncate_head(log_start)
+    state.truncate_head(log_start, keep_dataless=True)
     if sync:
         for seg in segments:
             seg.txn_index.sync()
