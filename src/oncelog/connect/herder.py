@@ -99,7 +99,12 @@ from oncelog.connect.kafka_io.internal_topics import (
 from oncelog.connect.kafka_io.settings import client_config
 from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.leader_fencing import LeaderFencing
-from oncelog.connect.membership import ConnectGroupMember
+from oncelog.connect.membership import (
+    COORDINATOR_ERRORS,
+    REJOIN_ERRORS,
+    ConnectGroupMember,
+    MembershipError,
+)
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_views import restart_plan
 from oncelog.connect.status_records import ConnectorStatus, StatusRecord, TaskStatus
@@ -459,7 +464,18 @@ class Herder:
                 generation=result.generation,
                 last_completed_generation=self._last_generation,
             )
-        assignment = decode_assignment(self.member.sync(assignments))
+        try:
+            raw_assignment = self.member.sync(assignments)
+        except MembershipError as exc:
+            if exc.code not in REJOIN_ERRORS and exc.code not in COORDINATOR_ERRORS:
+                raise
+            # Another member joined (or the generation moved on) between our join and
+            # sync: join again at once, as Kafka's coordinator does. Treating it as a
+            # failed tick would wait out worker.unsync.backoff.ms (5 minutes).
+            log.info("SyncGroup: %s; joining again", exc.code.name)
+            self._need_rejoin = True
+            return
+        assignment = decode_assignment(raw_assignment)
         log.info(
             "generation %d: assigned %s, revoked %s, delay %d ms, config offset %d",
             result.generation,

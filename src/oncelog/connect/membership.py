@@ -201,6 +201,8 @@ class ConnectGroupMember:
                 ),
             )
         )
+        if response.error_code == ErrorCode.unknown_member_id:
+            self.member_id = ""  # the next join starts afresh
         if response.error_code != ErrorCode.none:
             raise MembershipError("SyncGroup", response.error_code)
         return bytes(response.assignment)
