@@ -121,9 +121,15 @@ class Connection:
                 if self.session.authenticated:
                     self.protocol.parser.max_size = self._full_frame_size
         except CloseConnection as exc:
-            log.info("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed on bad requests", logging.INFO,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except FrameError as exc:
-            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed on framing errors", logging.WARNING,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -157,7 +163,10 @@ class Connection:
                     await self.protocol.send(out)
                 self._writing = 0
         except (CloseConnection, ConnectionError) as exc:
-            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed while answers were owed", logging.WARNING,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except Exception:
             log.exception("response writer of connection %s from %s failed", self.id, self.peer)
         finally:
@@ -281,8 +290,11 @@ class Connection:
         """Kafka's answer to a request that breaks its schema's rules: INVALID_REQUEST in
         the response's top-level error field, or a closed connection when it has none.
         The client's bytes are at fault, so no traceback is logged."""
-        log.info("invalid %s v%d request on connection %s from %s: %s",
-                 name, version, self.id, self.peer, exc)  # fmt: skip
+        self.broker.client_faults.note(
+            "invalid requests", logging.INFO,
+            "invalid %s v%d request on connection %s from %s: %s",
+            name, version, self.id, self.peer, exc,
+        )  # fmt: skip
         out = error_response(api_key, version, correlation_id, ErrorCode.invalid_request)
         if out is None:
             raise CloseConnection(f"INVALID_REQUEST: {exc}")
