@@ -386,9 +386,15 @@ class TransactionService:
                 # A storage error is retried with backoff: a transaction must never stay
                 # half-marked. Producer-state rejections (an obsolete marker) are final.
                 try:
-                    self._markers.write(
+                    code = self._markers.write(
                         topic, index, action.marker, now_ms=now, only_if_written=True
                     )
+                    # (a partition deleted meanwhile needs no marker)
+                    if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                        log.warning(
+                            "marker of %s for %s-%d rejected: %s",
+                            action.transactional_id, topic, index, code.name,
+                        )  # fmt: skip
                     break
                 except OSError:
                     log.exception("marker write for %s failed; retrying", action.transactional_id)
