@@ -141,8 +141,12 @@ class Connection:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            if self._writer is not None:
-                self._writer.cancel()
+            # Forgotten as well as cancelled: the cancelled task's traceback holds its
+            # frame, which holds this connection (and the answers it was writing), a
+            # cycle only a full collection would free.
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
             self.protocol.release()
