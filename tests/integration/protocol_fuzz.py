@@ -338,6 +338,7 @@ class Canary(threading.Thread):
                     ),
                 )
                 start = time.perf_counter()
+                started_at = time.time()
                 try:
                     resp = client.request(request)
                 except Exception as exc:
@@ -346,7 +347,7 @@ class Canary(threading.Thread):
                 took = time.perf_counter() - start
                 self.latencies.append(took)
                 if took > 0.5:
-                    self.stalls.append(f"{time.strftime('%H:%M:%S')} {took * 1000:.0f} ms")
+                    self.stalls.append(f"{_wall(started_at)} +{took * 1000:.0f} ms")
                 part = resp.responses[0].partition_responses[0]
                 if part.error_code != ErrorCode.none:
                     self.errors.append(f"produce error {part.error_code!r}")
@@ -362,6 +363,11 @@ class Canary(threading.Thread):
     def p99(self) -> float:
         ordered = sorted(self.latencies)
         return ordered[int(len(ordered) * 0.99)] if ordered else float("inf")
+
+
+def _wall(t: float) -> str:
+    """A wall-clock time to the millisecond (UTC), to match against the broker log."""
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
 class CanaryProcess:
@@ -392,8 +398,11 @@ class CanaryProcess:
         self._proc.join(30)
 
     def p99(self) -> float:
+        return self.quantile(0.99)
+
+    def quantile(self, q: float) -> float:
         ordered = sorted(self.latencies)
-        return ordered[int(len(ordered) * 0.99)] if ordered else float("inf")
+        return ordered[int(len(ordered) * q)] if ordered else float("inf")
 
 
 def _run_canary(

@@ -10,6 +10,7 @@ import time
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
@@ -238,3 +239,55 @@ def test_request_shorter_than_header(broker: EmbeddedBroker, wire: WireClient) -
     wire.send_raw(struct.pack(">i", 3) + b"\x00\x03\x00")
     assert_closed(wire)
     assert_other_client_works(broker)
+
+
+def test_a_topic_asked_for_many_times_is_answered_once(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
+    """Kafka answers Metadata for the set of topics named: a request naming one topic
+    thousands of times (as the fuzzer sends) costs one entry, not thousands."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    missing = f"{topic_name}-missing"
+    names = [topic_name, missing] * 2000
+    meta = wire.request(
+        md.MetadataRequest(
+            topics=tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in names),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    )
+    assert [(t.name, t.error_code, len(t.partitions)) for t in meta.topics] == [
+        (topic_name, ErrorCode.none, 2),
+        (missing, ErrorCode.unknown_topic_or_partition, 0),
+    ]
+
+
+def test_a_config_resource_asked_for_many_times_is_answered_each_time(
+    broker: EmbeddedBroker, wire: WireClient, topic_name: str
+) -> None:
+    """DescribeConfigs answers every resource in the request, repeats included (built
+    once: the same answer)."""
+    create_topic(broker.bootstrap, topic_name)
+    topic, broker_res = (
+        dc.DescribeConfigsResource(resource_type=2, resource_name=topic_name,
+                                   configuration_keys=("cleanup.policy",)),
+        dc.DescribeConfigsResource(resource_type=4, resource_name="",
+                                   configuration_keys=("num.partitions",)),
+    )  # fmt: skip
+    resp = wire.request(
+        dc.DescribeConfigsRequest(
+            resources=(topic, broker_res) * 500, include_synonyms=False, include_documentation=False
+        )
+    )
+    got = [
+        (r.resource_name, r.error_code, [(c.name, c.value) for c in r.configs])
+        for r in resp.results
+    ]
+    assert (
+        got
+        == [
+            (topic_name, ErrorCode.none, [("cleanup.policy", "delete")]),
+            ("", ErrorCode.none, [("num.partitions", "1")]),
+        ]
+        * 500
+    )

@@ -5,11 +5,14 @@ response comes in request order; the canary's acks=all produce never stalls over
 1 s; after a restart every acknowledged canary record is still there.
 
 CI runs about 2 minutes; the ``slow``-marked soak (``make test-slow``) runs 30.
-ONCELOG_FUZZ_SECONDS overrides either.
+ONCELOG_FUZZ_SECONDS overrides either. The figures (frames, frames/s, canary p50/p99/max,
+connections the broker closed, tracebacks and BUG lines, broker log size) are printed
+and, with ONCELOG_FUZZ_SUMMARY=path, written there as JSON.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -21,6 +24,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -73,7 +77,7 @@ def _storm(address: tuple[str, int], rnd: random.Random) -> None:
         s.close()
 
 
-def run_fuzz(tmp_path: Path, seconds: float) -> dict[str, int]:
+def run_fuzz(tmp_path: Path, seconds: float) -> dict[str, Any]:
     broker = EmbeddedBroker(tmp_path / "data", log_level="INFO").start()
     try:
         return _fuzz(broker, seconds)
@@ -133,7 +137,7 @@ def _mutating_worker(
     )
 
 
-def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
+def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, Any]:
     """Hypothesis generates frames in this process and sends each fresh one (with a few
     mutants) on its own connection; ``WORKERS`` processes meanwhile pipeline cheap byte
     mutants and replays of the generated pool on theirs. Generation costs tens of ms per
@@ -145,7 +149,7 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
     seed = int(os.environ.get("ONCELOG_FUZZ_SEED", "0")) or random.randrange(1 << 30)
     print(f"\nprotocol fuzz seed {seed} (ONCELOG_FUZZ_SEED)")
     rnd = random.Random(seed)
-    stats = {"frames": 0, "examples": 0, "storms": 0}
+    stats: dict[str, Any] = {"frames": 0, "examples": 0, "storms": 0}
     conn = FuzzConnection(address)
     # a first pool, so the workers start with generated frames
     pool: list[bytes] = [API_VERSIONS_V0]
@@ -217,10 +221,17 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
     stats["slow_closes"] = conn.slow_closes + sum(o[4] for o in outcomes)
     stats["frames_per_s"] = int(stats["frames"] / seconds)
     stats["canary_records"] = len(canary.acked)
+    stats["canary_p50_ms"] = int(canary.quantile(0.5) * 1000)
     stats["canary_p99_ms"] = int(canary.p99() * 1000)
     stats["canary_max_ms"] = int(max(canary.latencies) * 1000)
-    print(f"\nprotocol fuzz: {stats}")
+    stats["canary_stalls_over_1s"] = sum(1 for t in canary.latencies if t > 1.0)
     log_text = broker.log_path.read_text()
+    stats["broker_log_bytes"] = len(log_text.encode())
+    stats["tracebacks"] = log_text.count("Traceback")
+    stats["bug_lines"] = log_text.count("BUG:")
+    stats["held_loop_lines"] = log_text.count("held the event loop")
+    stats["client_faults"] = _client_fault_totals(log_text)
+    _report(stats, seconds, canary.stalls)
     assert exit_code == 0, broker.tail_log()
     assert "Traceback" not in log_text and "BUG:" not in log_text, _first_bug(log_text)
     assert not canary.errors, canary.errors
@@ -233,6 +244,31 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, int]:
         broker.stop()
     assert found == canary.acked
     return stats
+
+
+def _client_fault_totals(log_text: str) -> dict[str, int]:
+    """The broker's own counts of client faults (connections it closed on bad bytes,
+    invalid requests, refused partitions): the totals of its last summary line."""
+    totals: dict[str, int] = {}
+    for line in log_text.splitlines():
+        if "client faults not logged one by one" in line and "(totals: " in line:
+            totals = {}
+            for part in line.rsplit("(totals: ", 1)[1].rstrip(")").split(", "):
+                n, _, kind = part.partition(" ")
+                totals[kind] = int(n)
+    return totals
+
+
+def _report(stats: dict[str, Any], seconds: float, stalls: list[str]) -> None:
+    """Print the figures, and write them as JSON to ONCELOG_FUZZ_SUMMARY if set (the
+    soak's closing note quotes them)."""
+    print(f"\nprotocol fuzz ({seconds:.0f} s): {stats}")
+    if stalls:
+        print(f"canary round trips over 0.5 s (start, length): {stalls[:50]}")
+    path = os.environ.get("ONCELOG_FUZZ_SUMMARY")
+    if path:
+        summary = {"seconds": seconds, **stats, "canary_slow_round_trips": stalls}
+        Path(path).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def _first_bug(log_text: str) -> str:

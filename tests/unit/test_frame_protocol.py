@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import weakref
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,36 @@ def test_closing_the_transport_mid_send_wakes_the_sender(
         run(main())
     finally:
         os.close(fd)
+
+
+def test_a_closed_connection_is_freed_without_the_cycle_collector() -> None:
+    """A connection storm closes hundreds of connections a second: each closed one must
+    be freed by reference counting, or full collections run every second (each a pause
+    for every client). Over a real socket, as the broker's transports hold protocols."""
+
+    async def main() -> None:
+        server, connected, port = await serve_one()
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(encode_frame(b"whole") + encode_frame(b"x" * (LARGE + 10))[:100])
+        await writer.drain()
+        proto = await connected
+        frame = await proto.next_frame()  # (an assert's rewriting would keep a reference)
+        assert frame == b"whole"
+        gone = weakref.ref(proto)
+        parser = weakref.ref(proto.parser)
+        proto.close()
+        proto.release()
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        del proto, connected, server  # the test's own references (the future's result)
+        for _ in range(20):  # the transport calls connection_lost a loop turn later
+            await asyncio.sleep(0.01)
+        assert gone() is None, "left to the cycle collector"
+        assert parser() is None
+
+    gc.disable()
+    try:
+        asyncio.run(main())
+    finally:
+        gc.enable()

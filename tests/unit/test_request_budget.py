@@ -81,10 +81,12 @@ def test_partial_frames_count_and_one_connection_at_a_time_may_overdraw() -> Non
         frame_a = encode_frame(b"a" * (4 * mib))
         feed(a, frame_a[: 2 * mib])  # 1 MiB buffer, then grown to 2 MiB: A overdraws
         assert budget.overdraft is a and budget.bytes == 2 * mib and ta.reading
-        feed(b, encode_frame(b"b" * (4 * mib))[: 64 * 1024 + 100])  # B's first 1 MiB: refused
-        assert b.parser.starved and not tb.reading and budget.bytes == 2 * mib
+        waiting = 64 * 1024 + 100
+        feed(b, encode_frame(b"b" * (4 * mib))[:waiting])  # B's first 1 MiB: refused
+        # its bytes wait in the rolling buffer, charged as they are
+        assert b.parser.starved and not tb.reading and budget.bytes == 2 * mib + waiting
         feed(a, frame_a[2 * mib :])  # A's frame completes within its overdraft
-        assert budget.bytes == 4 * mib and budget.requests == 1
+        assert budget.bytes == 4 * mib + waiting and budget.requests == 1
         assert await a.next_frame() == b"a" * (4 * mib)
         # served: the memory and the overdraft come back, and B reads again
         assert budget.overdraft is None and not b.parser.starved and tb.reading
@@ -101,3 +103,29 @@ def make_sized(budget: RequestBudget, max_size: int) -> tuple[FrameProtocol, Fak
     transport = FakeTransport()
     protocol.connection_made(transport)  # type: ignore[arg-type]
     return protocol, transport
+
+
+def test_a_small_frame_still_arriving_is_charged_as_its_bytes_come() -> None:
+    """Bytes of a frame below the large-frame size wait in the rolling buffer: they are
+    request bytes held too (queued.max.request.bytes), until the frame is served."""
+
+    async def run() -> None:
+        budget = RequestBudget(max_requests=500, max_bytes=1000)
+        a, ta = make(budget)
+        b, tb = make(budget)
+        frame = encode_frame(b"x" * 996)  # 1000 bytes with its size prefix
+        feed(a, frame[:600])
+        assert budget.bytes == 600 and budget.requests == 0 and ta.reading
+        feed(a, frame[600:])  # cut: the frame's 996 bytes, no partial bytes left
+        assert budget.bytes == 996 and budget.requests == 1
+        feed(b, encode_frame(b"y") + encode_frame(b"z" * 10)[:5])
+        # b holds a queued frame while the budget is spent: muted until it serves it
+        assert budget.bytes == 996 + 1 + 5 and budget.spent and not tb.reading
+        assert await b.next_frame() == b"y"
+        assert tb.reading and budget.bytes == 996 + 5
+        assert await a.next_frame() == b"x" * 996
+        assert budget.bytes == 5
+        b.release()  # closed inside a frame: its partial bytes come back
+        assert budget.bytes == 0 and budget.requests == 0
+
+    asyncio.run(run())

@@ -3,6 +3,8 @@ topic creation takes its time from the injected clock."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,3 +173,33 @@ def test_a_name_is_free_again_only_once_the_deleted_topics_files_are_gone(
     registry.dropped("t")
     registry.create("t", 1, {})
     assert registry.partition("t", 0).log_end_offset == 0
+
+
+def test_metadata_written_off_the_loop_is_never_older_than_what_is_on_disk(
+    registry: TopicRegistry, tmp_path: Path
+) -> None:
+    """Writes run in threads, so an older snapshot may reach the disk after a newer one:
+    it is skipped, and the file always holds the newest registry written."""
+    registry.create("a", 1, {}, save=False)
+    older = registry._snapshot()
+    registry.create("b", 1, {}, save=False)
+    newer = registry._snapshot()
+    registry._write(*newer)
+    registry._write(*older)  # late: skipped
+    assert set(json.loads(registry.meta_path.read_text())["topics"]) == {"a", "b"}
+
+    async def concurrent_saves() -> None:
+        registry.create("c", 1, {}, save=False)
+        first = asyncio.ensure_future(registry.save_off_loop())
+        registry.create("d", 1, {}, save=False)
+        await asyncio.gather(first, registry.save_off_loop())
+
+    asyncio.run(concurrent_saves())
+    assert set(json.loads(registry.meta_path.read_text())["topics"]) == {"a", "b", "c", "d"}
+    registry.close()
+    again = TopicRegistry(tmp_path, {}, producer_id_expiration_ms=86_400_000, clock=lambda: NOW)
+    again.load()
+    try:
+        assert sorted(again.topics) == ["a", "b", "c", "d"]
+    finally:
+        again.close()

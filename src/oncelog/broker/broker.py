@@ -11,6 +11,7 @@ from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.authentication import Authentication
 from oncelog.broker.authorizer import Authorizer
+from oncelog.broker.client_faults import ClientFaultLog
 from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
@@ -85,6 +86,7 @@ class Broker:
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.stats = RequestStats()
+        self.client_faults = ClientFaultLog(logging.getLogger("oncelog.broker.client_faults"))
         self.notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
@@ -248,6 +250,7 @@ class Broker:
         await self.groups.stop()
         await asyncio.to_thread(self.log_cleaner.stop)
         self.topics.close()
+        self.client_faults.close()
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""
@@ -258,6 +261,7 @@ class Broker:
         while True:
             await asyncio.sleep(flush_every)
             now = now_ms()
+            self.client_faults.flush()
             for topic in list(self.topics.topics.values()):
                 for part in topic.partitions:
                     try:

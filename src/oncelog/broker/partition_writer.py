@@ -113,7 +113,9 @@ class PartitionWriter:
                 results.append(result)
                 written[part] = result.last_offset + 1
             except ProduceError as exc:
-                results.append(exc)
+                # kept as an answer, not re-raised: its traceback (this frame, which holds
+                # ``results``) would make a cycle only a full garbage collection frees
+                results.append(exc.with_traceback(None))
         durable = acks == ACKS_ALL and self._durable is not None
         return ProduceOutcome(results, written if durable else {})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -28,6 +29,10 @@ def toggle_request_logging() -> bool:
 
 async def serve(broker: Broker, *, announce: bool = True) -> None:
     await broker.start()
+    # What start-up loaded (modules, kio's classes, topic and group state) lives as long
+    # as the process: frozen, full collections stop walking it again and again.
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

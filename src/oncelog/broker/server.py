@@ -35,6 +35,7 @@ from oncelog.protocol.messages import (
     decode_request,
     encode_response,
     error_response,
+    holds_more_entries,
     peek_header,
 )
 from oncelog.protocol.response_frame import EncodesItself, ResponseFrame
@@ -59,6 +60,13 @@ MAX_OWED_RESPONSES = 8
 
 # A handler running longer than this without yielding is logged: it stalled every client.
 SLOW_HANDLER_S = 0.2
+
+# A response holding more array entries than this is encoded in a worker thread. Encoding
+# is pure Python and holds the GIL, but the loop takes it back every switch interval
+# (5 ms), so other clients keep being served, as Kafka's network threads do while a
+# handler thread works: a DescribeConfigs repeating the broker resource 400 times (52,000
+# entries) held the loop for 0.3-0.8 s, and seconds on a loaded machine.
+ENCODE_IN_THREAD_ENTRIES = 1000
 
 # What a SASL listener serves before authentication (and after KIP-368 expiry).
 _AUTHENTICATION_APIS = frozenset(
@@ -121,14 +129,24 @@ class Connection:
                 if self.session.authenticated:
                     self.protocol.parser.max_size = self._full_frame_size
         except CloseConnection as exc:
-            log.info("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed on bad requests", logging.INFO,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except FrameError as exc:
-            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed on framing errors", logging.WARNING,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            if self._writer is not None:
-                self._writer.cancel()
+            # Forgotten as well as cancelled: the cancelled task's traceback holds its
+            # frame, which holds this connection (and the answers it was writing), a
+            # cycle only a full collection would free.
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.cancel()
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
             self.protocol.release()
@@ -157,7 +175,10 @@ class Connection:
                     await self.protocol.send(out)
                 self._writing = 0
         except (CloseConnection, ConnectionError) as exc:
-            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+            self.broker.client_faults.note(
+                "connections closed while answers were owed", logging.WARNING,
+                "closing connection %s from %s: %s", self.id, self.peer, exc,
+            )  # fmt: skip
         except Exception:
             log.exception("response writer of connection %s from %s failed", self.id, self.peer)
         finally:
@@ -236,6 +257,13 @@ class Connection:
             stats.request_done(spec.key.name, time.perf_counter() - started)
             return None
         stats.request_done(spec.key.name, time.perf_counter() - started, response_errors(result))
+        if not isinstance(result, EncodesItself) and holds_more_entries(
+            result, ENCODE_IN_THREAD_ENTRIES
+        ):
+            encoded = asyncio.to_thread(
+                self._encode, spec.key.name, api_key, version, correlation_id, result
+            )
+            return asyncio.ensure_future(encoded)  # written in order like a Deferred answer
         return self._encode(spec.key.name, api_key, version, correlation_id, result)
 
     async def _finish(
@@ -281,8 +309,11 @@ class Connection:
         """Kafka's answer to a request that breaks its schema's rules: INVALID_REQUEST in
         the response's top-level error field, or a closed connection when it has none.
         The client's bytes are at fault, so no traceback is logged."""
-        log.info("invalid %s v%d request on connection %s from %s: %s",
-                 name, version, self.id, self.peer, exc)  # fmt: skip
+        self.broker.client_faults.note(
+            "invalid requests", logging.INFO,
+            "invalid %s v%d request on connection %s from %s: %s",
+            name, version, self.id, self.peer, exc,
+        )  # fmt: skip
         out = error_response(api_key, version, correlation_id, ErrorCode.invalid_request)
         if out is None:
             raise CloseConnection(f"INVALID_REQUEST: {exc}")

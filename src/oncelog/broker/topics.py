@@ -8,10 +8,12 @@ by a crash during delete) are removed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -116,6 +118,11 @@ class TopicRegistry:
         # process's descriptors (the fuzzer did), so the broker caps its total.
         self.max_partitions = max_partitions
         self._planned = 0  # partitions of creates in progress
+        # Metadata snapshots are numbered; a write older than one already on disk is
+        # skipped (writes run in threads: see ``save_off_loop``).
+        self._snapshots = 0
+        self._written = 0
+        self._write_lock = threading.Lock()
 
     # -- persistence -------------------------------------------------------
     def load(self) -> None:
@@ -141,6 +148,24 @@ class TopicRegistry:
         self._remove_orphans()
 
     def _save(self) -> None:
+        self._write(*self._snapshot())
+
+    async def save_off_loop(self) -> None:
+        """Write the metadata with its fsyncs in a thread: on a busy disk they take up
+        to seconds, and on the loop every client would wait. Returns once the registry
+        as it is now (or newer) is durable."""
+        await asyncio.to_thread(self._write, *self._snapshot())
+
+    def _write(self, snapshot: int, data: bytes) -> None:
+        with self._write_lock:
+            if snapshot <= self._written:
+                return  # a newer snapshot, which holds this one's changes, is on disk
+            atomic_write(self.meta_path, data)
+            self._written = snapshot
+
+    def _snapshot(self) -> tuple[int, bytes]:
+        """The metadata as it is now (taken on the loop), numbered."""
+        self._snapshots += 1
         doc = {
             "version": 1,
             "topics": {
@@ -152,7 +177,7 @@ class TopicRegistry:
                 for t in self.topics.values()
             },
         }
-        atomic_write(self.meta_path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        return self._snapshots, json.dumps(doc, indent=1, sort_keys=True).encode()
 
     def _remove_orphans(self) -> None:
         wanted = {(t.name, p) for t in self.topics.values() for p in range(len(t.partitions))}
@@ -297,7 +322,7 @@ class TopicRegistry:
         """Write the topic metadata (after creates with ``save=False``)."""
         self._save()
 
-    def detach(self, name: str) -> list[PartitionLog]:
+    def detach(self, name: str, *, save: bool = True) -> list[PartitionLog]:
         """Topic deletion on the loop: the topic is gone from the registry and its
         metadata; the caller drops the returned logs (disk work, safe off the loop), then
         calls ``dropped`` (on the loop) to free the name."""
@@ -306,7 +331,8 @@ class TopicRegistry:
         del self.topics[name]
         del self.by_id[topic.topic_id]
         self._deleting.add(name)
-        self._save()  # metadata first: a crash now leaves orphans, removed on start
+        if save:  # else the caller saves before dropping the logs
+            self._save()  # metadata first: a crash now leaves orphans, removed on start
         return topic.partitions
 
     def dropped(self, name: str) -> None:
@@ -381,7 +407,9 @@ class TopicRegistry:
             return None
         return self._reserve(TopicCreation(topic, range(current, total), cfg, self._clock()))
 
-    def commit_add_partitions(self, plan: TopicCreation, opened: list[PartitionLog]) -> None:
+    def commit_add_partitions(
+        self, plan: TopicCreation, opened: list[PartitionLog], *, save: bool = True
+    ) -> None:
         """Append the opened logs. If the topic was deleted while they opened, raises
         UNKNOWN_TOPIC_OR_PARTITION and the caller drops them (``drop_partitions``)."""
         self.release(plan)
@@ -392,7 +420,8 @@ class TopicRegistry:
                 f"Topic '{topic.name}' was deleted while its partitions were added.",
             )
         topic.partitions.extend(opened)
-        self._save()
+        if save:
+            self._save()
 
     def delete_records(self, name: str, index: int, offset: int) -> int:
         """DeleteRecords: raise the log start of one partition to ``offset`` (-1: the high
@@ -427,7 +456,7 @@ class TopicRegistry:
         return topic
 
     def set_configs(
-        self, name: str, configs: dict[str, str], *, validate_only: bool = False
+        self, name: str, configs: dict[str, str], *, validate_only: bool = False, save: bool = True
     ) -> None:
         """Replace a topic's overrides (AlterConfigs semantics)."""
         topic = self.topics.get(name)
@@ -439,7 +468,8 @@ class TopicRegistry:
         topic.configs = dict(configs)
         for part in topic.partitions:
             part.update_config(cfg)
-        self._save()
+        if save:
+            self._save()
 
     def close(self) -> None:
         logs = [part for topic in self.topics.values() for part in topic.partitions]

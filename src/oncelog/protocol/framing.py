@@ -177,8 +177,17 @@ class FrameParser:
 
     @property
     def partial_bytes(self) -> int:
-        """Memory charged for a large frame still arriving (counted in the budget)."""
-        return self._large_cap if self._large is not None else 0
+        """Bytes held for the frame still arriving (counted in the budget): a large
+        frame's buffer, or the bytes of a small one (and of size prefixes) waiting in
+        the rolling buffer."""
+        if self._large is not None:
+            return self._large_cap
+        return self._end - self._start
+
+    @property
+    def receiving_large(self) -> bool:
+        """A large frame's own buffer is being filled (the budget's overdraft is its)."""
+        return self._large is not None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in through ``get_buffer`` (for tests and non-buffered transports)."""
@@ -275,6 +284,9 @@ class FrameParser:
         self._large = None
         self._frames.clear()
         self.queued_bytes = 0
+        # ``allow`` is usually a method of the protocol that owns this parser: a cycle
+        # that only a full garbage collection would free.
+        self._allow = _always
 
     def _compact(self) -> None:
         assert self._buf is not None

@@ -135,6 +135,32 @@ def encode_response(api_key: int, version: int, correlation_id: int, response: A
     return end_frame(buf)
 
 
+def holds_more_entries(response: Any, limit: int) -> bool:
+    """Whether ``response`` holds more than ``limit`` array entries, counted two levels
+    deep without encoding anything: a cheap bound on what encoding it costs."""
+    count = 0
+    for entries in _arrays(response):
+        count += len(entries)
+        if count > limit:
+            return True
+        for entry in entries:
+            for inner in _arrays(entry):
+                count += len(inner)
+                if count > limit:
+                    return True
+    return False
+
+
+def _arrays(entity: Any) -> list[tuple[Any, ...]]:
+    if not dataclasses.is_dataclass(entity):
+        return []
+    return [
+        value
+        for f in dataclasses.fields(entity)
+        if isinstance(value := getattr(entity, f.name), tuple) and value
+    ]
+
+
 @cache
 def _has_top_level_error(api_key: int, version: int) -> bool:
     return has_field(load_response_schema(api_key, version), "error_code")

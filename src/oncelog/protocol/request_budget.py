@@ -7,8 +7,9 @@ yet: while the budget is spent, a connection that still holds queued frames stop
 reading, and resumes once it has served them. A connection with nothing queued may
 always read, so no connection waits on another's progress (no deadlock).
 
-The byte bound also covers frames still arriving: a large frame's buffer grows as its
-bytes come, and each growth is ``reserve``d first. Beyond the bound one connection at a
+The byte bound also covers frames still arriving: a small frame's bytes are counted as
+they arrive, and a large frame's buffer grows as its bytes come, each growth
+``reserve``d first. Beyond the bound one connection at a
 time may overdraw (as Kafka's memory pool lets one allocation overshoot), so some frame
 always completes; the others wait, unread, until memory is given back. Memory held is
 thus at most the bound plus one frame (``socket.request.max.bytes``).
@@ -29,8 +30,12 @@ class RequestBudget:
         self._waiting: dict[object, Callable[[], None]] = {}
 
     def take(self, requests: int, nbytes: int) -> None:
+        """Frames cut, and the change in bytes held (negative when a partial frame
+        moved into a buffer ``reserve``d for it)."""
         self.requests += requests
         self.bytes += nbytes
+        if nbytes < 0:
+            self._notify()
 
     def give(self, requests: int, nbytes: int) -> None:
         self.requests -= requests

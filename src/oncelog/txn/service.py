@@ -287,7 +287,8 @@ class TransactionService:
                 or entry is None
                 or entry.current_txn_first_offset is None
             ):
-                log.warning(
+                # a client's fault: the caller reports it (WriteTxnMarkers notes it)
+                log.debug(
                     "refused a foreign marker for producer %d on %s-%d",
                     marker.producer_id,
                     topic,
@@ -303,10 +304,10 @@ class TransactionService:
             log.exception("marker write to %s-%d failed", topic, partition)
             return ErrorCode.kafka_storage_error
         except LogError as exc:
-            log.warning("marker for %s-%d rejected: %s", topic, partition, exc)
+            log.debug("marker for %s-%d rejected: %s", topic, partition, exc)
             return exc.error_code
         except InvalidRecordError as exc:  # producer id -1: no producer owns such a marker
-            log.warning("marker for %s-%d rejected: %s", topic, partition, exc)
+            log.debug("marker for %s-%d rejected: %s", topic, partition, exc)
             return ErrorCode.invalid_record
 
     async def _until_durable(self, partitions: Iterable[TopicPartition]) -> None:
@@ -385,9 +386,15 @@ class TransactionService:
                 # A storage error is retried with backoff: a transaction must never stay
                 # half-marked. Producer-state rejections (an obsolete marker) are final.
                 try:
-                    self._markers.write(
+                    code = self._markers.write(
                         topic, index, action.marker, now_ms=now, only_if_written=True
                     )
+                    # (a partition deleted meanwhile needs no marker)
+                    if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                        log.warning(
+                            "marker of %s for %s-%d rejected: %s",
+                            action.transactional_id, topic, index, code.name,
+                        )  # fmt: skip
                     break
                 except OSError:
                     log.exception("marker write for %s failed; retrying", action.transactional_id)

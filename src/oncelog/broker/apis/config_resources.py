@@ -59,11 +59,12 @@ def _alter_result(r: Any, res: Any, code: ErrorCode, message: str | None) -> Any
     )
 
 
-def apply_topic_config_change(ctx: RequestContext, req: Any, compute: ConfigChange) -> Any:
+async def apply_topic_config_change(ctx: RequestContext, req: Any, compute: ConfigChange) -> Any:
     """AlterConfigs and IncrementalAlterConfigs: topic resources only, one result each."""
     broker = ctx.broker
     r = ctx.response
     results = []
+    changed = False
     for res in req.resources:
         code, message = ErrorCode.none, None
         try:
@@ -90,10 +91,14 @@ def apply_topic_config_change(ctx: RequestContext, req: Any, compute: ConfigChan
                 res.resource_name,
                 compute(topic.configs, res.configs),
                 validate_only=req.validate_only,
+                save=False,
             )
+            changed = changed or not req.validate_only
         except TopicError as exc:
             code, message = exc.code, exc.message
         results.append(_alter_result(r, res, code, message))
+    if changed:  # once for the whole request, its fsyncs off the loop
+        await broker.topics.save_off_loop()
     return make(
         r.AlterConfigsResponse
         if hasattr(r, "AlterConfigsResponse")

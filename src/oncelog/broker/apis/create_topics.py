@@ -20,15 +20,18 @@ from oncelog.protocol.messages import make
 log = logging.getLogger(__name__)
 
 
-def _replication_error(rf: int) -> TopicError | None:
+def _check_replication(rf: int) -> None:
+    """Raises for a replication factor a single broker cannot give. (Raised here, not
+    returned to be raised: a local holding the error would make a cycle with its
+    traceback's frame, which holds the whole request until a full collection.)"""
     if rf == -1 or rf == 1:
-        return None
+        return
     if rf <= 0:
-        return TopicError(
+        raise TopicError(
             ErrorCode.invalid_replication_factor,
             "Replication factor must be larger than 0, or -1 to use the default value.",
         )
-    return TopicError(
+    raise TopicError(
         ErrorCode.invalid_replication_factor,
         f"Unable to replicate the partition {rf} time(s): The target replication factor of "
         f"{rf} cannot be reached because only 1 broker(s) are registered.",
@@ -81,9 +84,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                         f"Replica assignments must name only broker {broker.node_id}",
                     )
             else:
-                err = _replication_error(t.replication_factor)
-                if err:
-                    raise err
+                _check_replication(t.replication_factor)
             if num == -1:
                 num = broker.config.get_int("num.partitions")
             configs: dict[str, str] = {}

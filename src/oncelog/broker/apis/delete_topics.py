@@ -151,11 +151,13 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         code, message = ErrorCode.none, None
         try:
             # gone from the registry at once; its files are removed off the event loop
-            detached = broker.topics.detach(name)
+            detached = broker.topics.detach(name, save=False)
         except TopicError as exc:
             code, message = exc.code, exc.message
         else:
             try:
+                # metadata first: a crash now leaves orphans, removed on start
+                await broker.topics.save_off_loop()
                 await asyncio.to_thread(drop_partitions, detached)
             finally:
                 broker.topics.dropped(name)  # the name may be created again

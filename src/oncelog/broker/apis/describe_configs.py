@@ -46,7 +46,14 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     r = ctx.response
     results = []
+    # A resource asked for again gets the same answer, built once: a request repeating
+    # one resource thousands of times costs the encoding only.
+    answered: dict[tuple[int, str, tuple[str, ...] | None], Any] = {}
     for res in req.resources:
+        key = (res.resource_type, res.resource_name, res.configuration_keys)
+        if key in answered:
+            results.append(answered[key])
+            continue
         code, message, entries = ErrorCode.none, None, []
         if res.resource_type == RESOURCE_TOPIC and not ctx.authorized(
             Op.DESCRIBE_CONFIGS, Res.TOPIC, res.resource_name
@@ -82,29 +89,28 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
         keys = res.configuration_keys
         if keys is not None:
             entries = [e for e in entries if e.name in keys]
-        results.append(
-            make(
-                r.DescribeConfigsResult,
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-                configs=tuple(
-                    make(
-                        r.DescribeConfigsResourceResult,
-                        name=e.name,
-                        value=None if is_sensitive(e.name) else e.value,
-                        read_only=e.read_only,
-                        config_source=e.source,
-                        is_default=e.source == SOURCE_DEFAULT,
-                        is_sensitive=is_sensitive(e.name),
-                        synonyms=(),
-                        documentation=None,
-                    )
-                    for e in entries
-                ),
-            )
+        answered[key] = make(
+            r.DescribeConfigsResult,
+            error_code=code,
+            error_message=message,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=tuple(
+                make(
+                    r.DescribeConfigsResourceResult,
+                    name=e.name,
+                    value=None if is_sensitive(e.name) else e.value,
+                    read_only=e.read_only,
+                    config_source=e.source,
+                    is_default=e.source == SOURCE_DEFAULT,
+                    is_sensitive=is_sensitive(e.name),
+                    synonyms=(),
+                    documentation=None,
+                )
+                for e in entries
+            ),
         )
+        results.append(answered[key])
     return make(r.DescribeConfigsResponse, results=tuple(results))
 
 

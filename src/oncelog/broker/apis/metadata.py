@@ -86,9 +86,13 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             # response cannot even carry a null name.
             raise InvalidRequestError(f"null topic name in a v{ctx.version} request")
         auto_created = False
+        seen = set()
         for item in requested:
             name = getattr(item, "name", None)
             topic_id = getattr(item, "topic_id", None)
+            if (name, topic_id) in seen:
+                continue  # Kafka answers a set of topics: each once, however often asked
+            seen.add((name, topic_id))
             if name is None:
                 topic = registry.by_id.get(topic_id) if topic_id else None
                 if topic is None:
@@ -134,7 +138,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             else:
                 entries.append(_topic_entry(ctx, topic, with_ops))
         if auto_created:
-            registry.save()  # once for the whole request
+            await registry.save_off_loop()  # once for the whole request
     host, port = ctx.advertised_address
     return make(
         r.MetadataResponse,

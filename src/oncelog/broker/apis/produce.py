@@ -169,7 +169,9 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
             if isinstance(res, ProduceError):
                 any_error = True
                 if res.error_code not in _ROUTINE + (ErrorCode.topic_authorization_failed,):
-                    log.info(
+                    ctx.broker.client_faults.note(
+                        "refused produce partitions",
+                        logging.INFO,
                         "produce to %s-%d from %s rejected: %s %s",
                         t.name,
                         p.index,

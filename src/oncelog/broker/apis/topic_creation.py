@@ -1,5 +1,5 @@
 """Create or grow a topic with its disk work off the event loop (CreateTopics, Metadata
-auto-create, CreatePartitions).
+auto-create, CreatePartitions): logs opened and metadata written in threads.
 
 Opening a partition's log creates a directory and files; thousands of them, or
 hundreds of auto-created topics in one Metadata request, would hold the loop for
@@ -27,21 +27,26 @@ async def create_topic(
     save: bool = True,
     off_loop_above: int = 0,
 ) -> Topic | None:
-    """Like ``registry.create``; partitions beyond ``off_loop_above`` open in a thread."""
+    """Like ``registry.create``; partitions beyond ``off_loop_above`` open in a thread,
+    and the metadata is written in one (``save=False``: the caller saves)."""
     if num_partitions <= off_loop_above:
-        return registry.create(
-            name, num_partitions, configs, validate_only=validate_only, save=save
+        topic = registry.create(
+            name, num_partitions, configs, validate_only=validate_only, save=False
         )
-    plan = registry.plan_create(name, num_partitions, configs, validate_only=validate_only)
-    if plan is None:
-        return None
-    try:
-        partitions = await asyncio.to_thread(registry.open_partitions, plan)
-    except BaseException:
-        registry.release(plan)
-        raise
-    plan.topic.partitions.extend(partitions)
-    return registry.commit_create(plan, save=save)
+    else:
+        plan = registry.plan_create(name, num_partitions, configs, validate_only=validate_only)
+        if plan is None:
+            return None
+        try:
+            partitions = await asyncio.to_thread(registry.open_partitions, plan)
+        except BaseException:
+            registry.release(plan)
+            raise
+        plan.topic.partitions.extend(partitions)
+        topic = registry.commit_create(plan, save=False)
+    if topic is not None and save:
+        await registry.save_off_loop()
+    return topic
 
 
 async def add_partitions(
@@ -66,7 +71,8 @@ async def add_partitions(
         registry.release(plan)
         raise
     try:
-        registry.commit_add_partitions(plan, opened)
+        registry.commit_add_partitions(plan, opened, save=False)
     except TopicError:  # deleted meanwhile: the new logs belong to no topic
         await asyncio.to_thread(drop_partitions, opened)
         raise
+    await registry.save_off_loop()

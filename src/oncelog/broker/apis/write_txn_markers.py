@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -34,6 +35,17 @@ async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
                         marker.coordinator_epoch,
                     ),
                 )
+                if code is not ErrorCode.none:
+                    broker.client_faults.note(
+                        "refused transaction markers",
+                        logging.INFO,
+                        "WriteTxnMarkers for %s-%d (producer %d) from %s refused: %s",
+                        t.name,
+                        p,
+                        marker.producer_id,
+                        ctx.peer,
+                        code.name,
+                    )
                 parts.append(
                     make(r.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code)
                 )
