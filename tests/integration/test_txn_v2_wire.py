@@ -101,7 +101,7 @@ def test_api_versions_advertise_transaction_version_2(broker: EmbeddedBroker) ->
         assert ranges[ApiKey.PRODUCE] == (3, 12)
         assert ranges[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
         assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-        assert ranges[ApiKey.INIT_PRODUCER_ID] == (0, 5)
+        assert ranges[ApiKey.INIT_PRODUCER_ID] == (0, 6)
         assert resp.finalized_features_epoch == 0
         assert [
             (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features
