@@ -34,7 +34,13 @@ TXN = "tv2-txn"
 
 
 def produce_v12(
-    c: WireClient, topic: str, partitions: tuple[int, ...], pid: int, epoch: int, seq: int
+    c: WireClient,
+    topic: str,
+    partitions: tuple[int, ...],
+    pid: int,
+    epoch: int,
+    seq: int,
+    transactional_id: str = TXN,
 ) -> list[ErrorCode]:
     batch = lambda p: build_batch(  # noqa: E731
         [(None, b"%d-%d-%d" % (epoch, p, seq), None, int(time.time() * 1000))],
@@ -45,7 +51,7 @@ def produce_v12(
     )
     resp = c.request(
         pr.ProduceRequest(
-            transactional_id=TXN,
+            transactional_id=transactional_id,
             acks=-1,
             timeout=T,
             topic_data=(
@@ -61,10 +67,15 @@ def produce_v12(
     return [p.error_code for p in resp.responses[0].partition_responses]
 
 
-def end_v5(c: WireClient, pid: int, epoch: int, commit: bool) -> tuple[ErrorCode, int, int]:
+def end_v5(
+    c: WireClient, pid: int, epoch: int, commit: bool, transactional_id: str = TXN
+) -> tuple[ErrorCode, int, int]:
     r = c.request(
         et.EndTxnRequest(
-            transactional_id=TXN, producer_id=pid, producer_epoch=epoch, committed=commit
+            transactional_id=transactional_id,
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=commit,
         )
     )
     return r.error_code, r.producer_id, r.producer_epoch
@@ -101,7 +112,7 @@ def test_api_versions_advertise_transaction_version_2(broker: EmbeddedBroker) ->
         assert ranges[ApiKey.PRODUCE] == (3, 12)
         assert ranges[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
         assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-        assert ranges[ApiKey.INIT_PRODUCER_ID] == (0, 5)
+        assert ranges[ApiKey.INIT_PRODUCER_ID] == (0, 6)
         assert resp.finalized_features_epoch == 0
         assert [
             (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features

@@ -39,7 +39,7 @@ CLAIMS: dict[ApiKey, tuple[int, int, int, int, str]] = {
     ApiKey.CREATE_TOPICS: (2, 7, 2, 7, ""),
     ApiKey.DELETE_TOPICS: (1, 6, 1, 6, ""),
     ApiKey.DELETE_RECORDS: (0, 2, 0, 2, ""),
-    ApiKey.INIT_PRODUCER_ID: (0, 5, 0, 6, "v6: KIP-939 two-phase commit"),
+    ApiKey.INIT_PRODUCER_ID: (0, 6, 0, 6, ""),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4, 0, 5, "v5: TRANSACTION_ABORTABLE (TV2 work)"),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3, 0, 4, "v4: TRANSACTION_ABORTABLE (TV2 work)"),
     ApiKey.END_TXN: (0, 5, 0, 5, ""),

@@ -20,9 +20,11 @@ from typing import Any
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.describe_transactions.v0 import request as dt
 from kio.schema.end_txn.v3 import request as et
+from kio.schema.end_txn.v5 import request as et5
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.init_producer_id.v4 import request as ip
+from kio.schema.init_producer_id.v6 import request as ip6
 from kio.schema.list_transactions.v1 import request as lt
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_delete.v0 import request as od
@@ -53,6 +55,18 @@ class TxnListing:
     transactional_id: str
     producer_id: int
     state: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeptTransaction:
+    """InitProducerId v6 with keepPreparedTxn (KIP-939): the caller's new identity, and the
+    identity of the prepared transaction it kept (-1, -1: none was open)."""
+
+    error: ErrorCode
+    producer_id: int
+    producer_epoch: int
+    ongoing_producer_id: int
+    ongoing_producer_epoch: int
 
 
 class ProtocolClient:
@@ -232,6 +246,56 @@ class ProtocolClient:
         )
         code: ErrorCode = self.coordinator(transactional_id).request(request).error_code
         return code
+
+    def keep_prepared(self, transactional_id: str) -> KeptTransaction:
+        """InitProducerId v6 with enable2Pc and keepPreparedTxn: become the producer of the
+        id's prepared two-phase-commit transaction without aborting it (KIP-939)."""
+        resp = self.coordinator(transactional_id).request(
+            ip6.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=datetime.timedelta(minutes=1),  # ignored for 2PC
+                producer_id=-1,
+                producer_epoch=-1,
+                enable2_pc=True,
+                keep_prepared_txn=True,
+            )
+        )
+        return KeptTransaction(
+            resp.error_code,
+            int(resp.producer_id),
+            int(resp.producer_epoch),
+            int(resp.ongoing_txn_producer_id),
+            int(resp.ongoing_txn_producer_epoch),
+        )
+
+    def end_own_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        """EndTxn v5 (transaction version 2) as the transaction's own producer."""
+        request = et5.EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=commit,
+        )
+        code: ErrorCode = self.coordinator(transactional_id).request(request).error_code
+        return code
+
+    def abort_two_phase(self, transactional_id: str) -> tuple[int, int]:
+        """InitProducerId v6 with enable2Pc and without keepPreparedTxn: abort the id's
+        prepared two-phase-commit transaction, which never times out (KIP-939)."""
+        resp = self.coordinator(transactional_id).request(
+            ip6.InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout=datetime.timedelta(minutes=1),  # ignored for 2PC
+                producer_id=-1,
+                producer_epoch=-1,
+                enable2_pc=True,
+                keep_prepared_txn=False,
+            )
+        )
+        check(resp.error_code, f"InitProducerId (2PC) of {transactional_id!r}")
+        return int(resp.producer_id), int(resp.producer_epoch)
 
     def init_producer_id(
         self, transactional_id: str, transaction_timeout: datetime.timedelta

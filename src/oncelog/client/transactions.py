@@ -1,5 +1,7 @@
-"""Transactions of other producers, with the retry policy: complete or abort them (EndTxn),
-fence them (InitProducerId), describe and list them, and repair hanging ones (KIP-664).
+"""Transactions of other producers, with the retry policy: complete or abort them (EndTxn,
+or for a prepared two-phase-commit transaction InitProducerId keepPreparedTxn + its own
+EndTxn, KIP-939), fence them (InitProducerId), describe and list them, and repair hanging
+ones (KIP-664).
 
 Used by the Spark sink's driver (it commits the task transactions its executors prepared)
 and by ``oncelog transactions``.
@@ -7,6 +9,7 @@ and by ``oncelog transactions``.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -20,6 +23,13 @@ from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
 
 T = TypeVar("T")
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+# KIP-939: a two-phase-commit transaction's timeout (Integer.MAX_VALUE ms), its only mark.
+TWO_PHASE_TIMEOUT = datetime.timedelta(milliseconds=2_147_483_647)
+
+
+def is_two_phase(state: Any) -> bool:
+    """Is this DescribeTransactions state a two-phase-commit transaction's (KIP-939)?"""
+    return state is not None and state.transaction_timeout == TWO_PHASE_TIMEOUT
 
 
 class TxnAdmin:
@@ -67,6 +77,37 @@ class TxnAdmin:
 
         return self._call(once)
 
+    def complete_prepared(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        """End a prepared two-phase-commit transaction (KIP-939) as its own producer:
+        InitProducerId v6 keepPreparedTxn, then EndTxn with the identity it returns, instead
+        of an EndTxn on the preparing producer's behalf. INVALID_TXN_STATE when the id has
+        no transaction of ``producer_id``/``producer_epoch`` open; otherwise the final code,
+        as :meth:`end_txn` returns it."""
+
+        def once(p: ProtocolClient) -> ErrorCode:
+            kept = p.keep_prepared(transactional_id)
+            if kept.error.retriable:
+                raise ClientError(
+                    f"InitProducerId (keepPreparedTxn) of {transactional_id!r}: "
+                    f"{kept.error.name.upper()}",
+                    kept.error,
+                )
+            if kept.error != ErrorCode.none:
+                return kept.error
+            if (kept.ongoing_producer_id, kept.ongoing_producer_epoch) != (
+                producer_id,
+                producer_epoch,
+            ):
+                return ErrorCode.invalid_txn_state
+            code = p.end_own_txn(transactional_id, kept.producer_id, kept.producer_epoch, commit)
+            if code.retriable:
+                raise ClientError(f"EndTxn of {transactional_id!r}: {code.name.upper()}", code)
+            return code
+
+        return self._call(once)
+
     def fence(self, transactional_id: str) -> tuple[int, int]:
         """Abort whatever the id has open by bumping its epoch (InitProducerId), as a new
         producer instance would. Returns the new (producer_id, epoch)."""
@@ -76,6 +117,10 @@ class TxnAdmin:
                 f"cannot abort {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND",
                 ErrorCode.transactional_id_not_found,
             )
+        if is_two_phase(state):
+            # Its timeout (Integer.MAX_VALUE) is no valid request timeout, and only a 2PC
+            # InitProducerId may take over a 2PC transactional id's open transaction.
+            return self._call(lambda p: p.abort_two_phase(transactional_id))
         return self._call(lambda p: p.init_producer_id(transactional_id, state.transaction_timeout))
 
     # -- describing ----------------------------------------------------------------------

@@ -54,6 +54,7 @@ class AclOperation(IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15  # KIP-939: InitProducerId enable2Pc on a TransactionalId
 
 
 class PermissionType(IntEnum):
@@ -97,7 +98,9 @@ VALID_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
             AclOperation.DESCRIBE,
         }
     ),
-    ResourceType.TRANSACTIONAL_ID: frozenset({AclOperation.DESCRIBE, AclOperation.WRITE}),
+    ResourceType.TRANSACTIONAL_ID: frozenset(
+        {AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.TWO_PHASE_COMMIT}
+    ),
     ResourceType.DELEGATION_TOKEN: frozenset({AclOperation.DESCRIBE}),
     ResourceType.USER: frozenset({AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS}),
 }

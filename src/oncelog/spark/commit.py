@@ -9,6 +9,11 @@ the same batch and possibly in a fresh process after a crash. It is idempotent:
 2. EndTxn(commit) for every decided transaction. A retried commit of a completed
    transaction answers NONE; PRODUCER_FENCED / INVALID_PRODUCER_EPOCH is resolved with
    DescribeTransactions (committed already: done; aborted by the coordinator: see below).
+   A prepared two-phase-commit transaction (KIP-939: opened with InitProducerId v6
+   enable2Pc, which only a broker with ``transaction.two.phase.commit.enable`` accepts) is
+   completed by its own producer instead: InitProducerId keepPreparedTxn, then EndTxn with
+   the identity that returns (``end_task_txn``). Any other transaction gets the EndTxn on
+   the task producer's behalf, as before.
 3. Abort leftovers: Ongoing transactions of this query that are not in the decision (dead
    or speculative task attempts), by fencing their ids (InitProducerId), so they never pin
    the last stable offset until ``transaction.timeout.ms``.
@@ -36,7 +41,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from pyspark.sql.datasource import WriterCommitMessage
 
-from oncelog.client.transactions import TxnAdmin
+from oncelog.client.transactions import TxnAdmin, is_two_phase
 from oncelog.spark.decisions import (
     Decision,
     DecisionError,
@@ -94,11 +99,16 @@ def _query_id(msgs: Sequence[OncelogCommitMessage]) -> str:
 
 def is_committed(state: Any, pid: int, epoch: int) -> bool:
     # epoch + 1: Kafka's transaction version 2 (KIP-890) bumps the epoch on every commit.
+    # A 2PC transaction completed by its own producer (keepPreparedTxn, then EndTxn v5) ends
+    # at least two epochs further: the kept identity's bump, then EndTxn's.
     return (
         state is not None
         and state.transaction_state in COMMITTED_STATES
         and state.producer_id == pid
-        and state.producer_epoch in (epoch, epoch + 1)
+        and (
+            state.producer_epoch in (epoch, epoch + 1)
+            or (is_two_phase(state) and state.producer_epoch > epoch)
+        )
     )
 
 
@@ -108,6 +118,20 @@ def is_open(state: Any, pid: int, epoch: int) -> bool:
         and state.transaction_state == "Ongoing"
         and (state.producer_id, state.producer_epoch) == (pid, epoch)
     )
+
+
+def end_task_txn(
+    txns: TxnAdmin, tid: str, pid: int, epoch: int, commit: bool, state: Any
+) -> ErrorCode:
+    """End a task's prepared transaction (``state``: its DescribeTransactions state). A
+    two-phase-commit one (KIP-939) is ended by its own producer: InitProducerId
+    keepPreparedTxn + EndTxn (INVALID_TXN_STATE when it is no longer open); any other one by
+    EndTxn on the task producer's behalf. The caller judges a code other than NONE."""
+    if is_two_phase(state):
+        if not is_open(state, pid, epoch):
+            return ErrorCode.invalid_txn_state
+        return txns.complete_prepared(tid, pid, epoch, commit)
+    return txns.end_txn(tid, pid, epoch, commit)
 
 
 def _remaining(state: Any) -> datetime.timedelta:
@@ -160,7 +184,7 @@ class BatchCommitter:
                     f"{self.tid(e)}: only {_remaining(st).total_seconds():.1f} s before its transaction timeout"
                 )
         if bad:
-            self.abort_entries(entries)
+            self.abort_entries(entries, states)
             raise TransactionsTimedOut(
                 f"batch {self.batch_id} was not committed: task transactions are no longer committable "
                 f"({'; '.join(bad)}). The batch took longer than transactionTimeoutMs ({self.opts.transaction_timeout_ms} ms) "
@@ -168,9 +192,13 @@ class BatchCommitter:
                 "(and raise transactionTimeoutMs if batches are this slow)."
             )
 
-    def abort_entries(self, entries: Iterable[Entry]) -> None:
+    def abort_entries(self, entries: Iterable[Entry], states: dict[str, Any] | None = None) -> None:
+        entries = list(entries)
+        if states is None:
+            states = self.txns.describe_many(self.tid(e) for e in entries) if entries else {}
         for e in entries:
-            code = self.txns.end_txn(self.tid(e), e[2], e[3], commit=False)
+            tid = self.tid(e)
+            code = end_task_txn(self.txns, tid, e[2], e[3], False, states.get(tid))
             if code != ErrorCode.none:
                 log.info("abort of %s: %s (already ended)", self.tid(e), code.name)
 
@@ -189,9 +217,14 @@ class BatchCommitter:
         self.salvage(decision, states)
 
     def complete(self, decision: Decision) -> None:
+        states = (
+            self.txns.describe_many(self.tid(e) for e in decision.entries)
+            if decision.entries
+            else {}
+        )
         for i, e in enumerate(decision.entries):
             tid = self.tid(e)
-            code = self.txns.end_txn(tid, e[2], e[3], commit=True)
+            code = end_task_txn(self.txns, tid, e[2], e[3], True, states.get(tid))
             if code != ErrorCode.none:
                 state = self.txns.describe_txn(tid)
                 if not is_committed(state, e[2], e[3]):
@@ -219,7 +252,7 @@ class BatchCommitter:
         )
         timeout = self.opts.transaction_timeout_ms
         if not committed:
-            self.abort_entries(live)
+            self.abort_entries(live, states)
             self.store.retract(self.batch_id)
             raise TransactionsTimedOut(
                 f"batch {self.batch_id}: the coordinator aborted decided transactions {lost_text}, most likely because "
@@ -228,7 +261,8 @@ class BatchCommitter:
                 f"retracted. Restart the query: batch {self.batch_id} will be recomputed and written exactly once."
             )
         for e in live:
-            self.txns.end_txn(self.tid(e), e[2], e[3], commit=True)
+            tid = self.tid(e)
+            end_task_txn(self.txns, tid, e[2], e[3], True, states.get(tid))
         raise ExactlyOnceViolation(
             f"EXACTLY-ONCE VIOLATION in batch {self.batch_id} of query {self.query_id}: the batch was decided and "
             f"{len(committed) + len(live)} of its {len(decision.entries)} task transactions are committed, but "
@@ -381,7 +415,14 @@ def commit_job(
             )
         for m in msgs:
             assert m.transactional_id is not None
-            code = txns.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
+            code = end_task_txn(
+                txns,
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                True,
+                states.get(m.transactional_id),
+            )
             if code != ErrorCode.none and not is_committed(
                 txns.describe_txn(m.transactional_id), m.producer_id, m.producer_epoch
             ):
@@ -395,7 +436,16 @@ def abort_job(
     opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], id_prefix: str
 ) -> None:
     with TxnAdmin(opts.client_config) as txns:
-        for m in messages:
-            if m is not None and m.transactional_id:
-                txns.end_txn(m.transactional_id, m.producer_id, m.producer_epoch, commit=False)
+        ours = [m for m in messages if m is not None and m.transactional_id]
+        states = txns.describe_many(m.transactional_id for m in ours if m.transactional_id)
+        for m in ours:
+            assert m.transactional_id is not None
+            end_task_txn(
+                txns,
+                m.transactional_id,
+                m.producer_id,
+                m.producer_epoch,
+                False,
+                states.get(m.transactional_id),
+            )
         cleanup_leftovers(txns, id_prefix, set())

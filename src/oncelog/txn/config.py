@@ -38,6 +38,9 @@ class TxnConfig:
     # use EndTxn v5 and Produce v12's implicit add; below, they stay on transaction version 1.
     # The request versions are served either way, as Kafka does.
     transaction_version: int = setting("oncelog.feature.transaction.version", 2)
+    # KIP-939: may producers open two-phase-commit transactions (InitProducerId enable2Pc),
+    # which never time out? Off by default, as in Kafka.
+    two_phase_commit_enable: bool = setting("transaction.two.phase.commit.enable", False)
     # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
     marker_delay_ms: int = setting("oncelog.debug.marker.delay.ms", 0)
 

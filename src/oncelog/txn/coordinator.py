@@ -7,6 +7,15 @@ PrepareX record holds the bumped epoch, and so do the markers) and replies with 
 and epoch for the next transaction; at an exhausted epoch a new producer id is allocated and
 takes over at epoch 0 when the transaction completes.
 
+Two-phase commit (KIP-939) is InitProducerId with ``enable_2pc`` (allowed only when
+``transaction.two.phase.commit.enable`` is set): the transaction gets no timeout
+(``TWO_PC_TIMEOUT_MS``, its only mark, persisted as Kafka does). ``keep_prepared_txn`` on an
+Ongoing 2PC transaction keeps it open instead of aborting it: the caller gets a new epoch
+(the *kept identity*, ``next_producer_id``/``next_producer_epoch``) plus the identity the
+transaction was written under, and only that new identity may end it (EndTxn); the old one is
+fenced. Ending it writes the markers one epoch above the transaction's, and the kept identity
+takes over at completion (bumped once more for a TV2 EndTxn).
+
 No sockets, awaits, files or clock reads: time comes in as ``now_ms`` and the only injected
 function is ``allocate_producer_id``. Every call returns a ``Step`` (``oncelog.coordinator.runtime``),
 which the shared ``CoordinatorRuntime`` performs for ``TransactionService``:
@@ -55,10 +64,12 @@ from oncelog.txn.metadata import (
     NO_PRODUCER_ID,
     TV_0,
     TV_2,
+    TWO_PC_TIMEOUT_MS,
     TopicPartition,
     TransactionMetadata,
     TxnState,
     TxnStateError,
+    is_epoch_exhausted,
     select,
     supports_epoch_bump,
 )
@@ -104,6 +115,7 @@ class TransactionCoordinator:
         # Must grow across restarts so partitions reject markers from older incarnations.
         self.coordinator_epoch = coordinator_epoch
         self.blocking_begin = cfg.blocking_begin
+        self.two_phase_commit_enable = cfg.two_phase_commit_enable
         self.txn_log_partitions = cfg.txn_log_partitions
         self.offsets_partitions = cfg.offsets_partitions
         self._txns: dict[str, TransactionMetadata] = {}
@@ -130,11 +142,20 @@ class TransactionCoordinator:
         producer_epoch: int = NO_PRODUCER_EPOCH,
         *,
         now_ms: int,
+        enable_2pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> Step:
         early = self._precheck(transactional_id)
         if early is not None:
             return Step(reply=early)
-        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+        if enable_2pc and not self.two_phase_commit_enable:
+            # Kafka answers as it does to a missing ACL, so the setting cannot be probed.
+            return Step(reply=Reply(E.transactional_id_authorization_failed))
+        if keep_prepared_txn and not enable_2pc:
+            return Step(reply=Reply(E.invalid_request))  # only a 2PC transaction is kept
+        if enable_2pc:
+            timeout_ms = TWO_PC_TIMEOUT_MS  # the request's timeout is ignored, as in Kafka
+        elif timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return Step(reply=Reply(E.invalid_transaction_timeout))
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
             return Step(reply=Reply(E.invalid_request))
@@ -155,9 +176,13 @@ class TransactionCoordinator:
             or expected[0] == meta.producer_id
             # A retry after a producer id rotation whose reply was lost.
             or (expected[0] == meta.last_producer_id and expected[1] >= MAX_EPOCH - 1)
+            # The producer that kept a prepared transaction under a rotated producer id.
+            or (meta.kept_identity is not None and expected[0] == meta.kept_identity[0])
         ):
             return Step(reply=Reply(E.producer_fenced))
         if meta.state is S.ONGOING:
+            if keep_prepared_txn:
+                return self._keep_prepared(meta, now_ms)
             # Abort the open transaction under a bumped epoch; the client retries and gets a
             # second bump (or a new producer id if the fence exhausted the epochs).
             return self._request_step(meta, _Kind.FENCE, self._fence_target(meta, now_ms))
@@ -185,8 +210,32 @@ class TransactionCoordinator:
             partitions=set(),
             txn_start_ms=-1,
             txn_last_update_ms=now_ms,
+            next_producer_epoch=NO_PRODUCER_EPOCH,
         )
         return self._request_step(meta, _Kind.INIT, target)
+
+    def _keep_prepared(self, meta: TransactionMetadata, now_ms: int) -> Step:
+        """KIP-939 keepPreparedTxn: leave the 2PC transaction Ongoing and give the caller the
+        next epoch of the latest kept identity (a new producer id at an exhausted epoch)."""
+        if not meta.is_two_phase_commit:
+            # Only a transaction opened with enable2Pc was promised to stay prepared.
+            return Step(reply=Reply(E.invalid_txn_state))
+        pid, epoch = meta.kept_identity or (meta.producer_id, meta.producer_epoch)
+        pid, epoch = self._successor(pid, epoch)
+        target = meta.prepare(
+            S.ONGOING,
+            next_producer_id=pid,
+            next_producer_epoch=epoch,
+            txn_last_update_ms=now_ms,
+        )
+        return self._request_step(meta, _Kind.INIT, target)
+
+    def _successor(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
+        """The identity after ``producer_id``/``producer_epoch``: the next epoch, or a new
+        producer id at epoch 0 once the epochs are exhausted."""
+        if is_epoch_exhausted(producer_epoch):
+            return self.allocate_producer_id(), 0
+        return producer_id, producer_epoch + 1
 
     def add_partitions(
         self,
@@ -305,6 +354,8 @@ class TransactionCoordinator:
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
             return Step(reply=Reply(E.invalid_producer_id_mapping))
+        if meta.kept_identity is not None:
+            return self._end_kept_txn_tv2(meta, producer_id, producer_epoch, commit, now_ms)
         state = meta.state
         retry_on_overflow = (
             meta.last_producer_id == producer_id
@@ -347,6 +398,49 @@ class TransactionCoordinator:
             return self._prepare_end_tv2(meta, False, now_ms)
         raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
 
+    def _end_kept_txn_tv2(
+        self,
+        meta: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> Step:
+        """EndTxn v5 of a 2PC transaction kept by InitProducerId keepPreparedTxn: only the
+        kept identity may end it. The markers carry the transaction's epoch + 1; the reply
+        (and the identity at completion) is the kept identity's successor."""
+        kept = meta.kept_identity
+        assert kept is not None
+        state = meta.state
+        if state.is_prepare:
+            # kept is already the successor: the caller's retry names the one before it.
+            retry = (producer_id, producer_epoch + 1) == kept or (
+                kept[1] == 0 and is_epoch_exhausted(producer_epoch)
+            )
+            if not retry:
+                return Step(reply=Reply(E.producer_fenced))
+            same = (state is S.PREPARE_COMMIT) == commit
+            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
+        if state is not S.ONGOING:
+            raise TxnStateError(f"{meta.transactional_id}: kept identity in {state.kafka_name}")
+        if producer_id != kept[0]:
+            return Step(reply=Reply(E.invalid_producer_id_mapping))
+        if meta.pending_state is not None:
+            return Step(reply=Reply(E.concurrent_transactions))
+        if producer_epoch != kept[1]:
+            return Step(reply=Reply(E.producer_fenced))
+        next_pid, next_epoch = self._successor(*kept)
+        target = meta.prepare(
+            S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+            producer_epoch=meta.producer_epoch + 1,
+            last_producer_epoch=meta.producer_epoch,
+            next_producer_id=next_pid,
+            next_producer_epoch=next_epoch,
+            client_transaction_version=TV_2,
+            txn_last_update_ms=now_ms,
+        )
+        return self._request_step(meta, _Kind.END, target)
+
     def _prepare_end_tv2(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> Step:
         epoch = meta.producer_epoch
         # Clients never hold MAX_EPOCH, so the coordinator can always fence; an exhausted
@@ -381,6 +475,8 @@ class TransactionCoordinator:
         assert meta is not None
         if meta.state is not S.ONGOING or partition not in meta.partitions:
             return E.invalid_txn_state
+        if meta.kept_identity is not None:
+            return E.invalid_txn_state  # a kept 2PC transaction takes no more writes
         return E.none
 
     def cancel(self, token: int) -> Reply | None:
@@ -422,7 +518,7 @@ class TransactionCoordinator:
             meta.complete(transit.target)
         if transit.token is not None:
             if transit.kind is _Kind.INIT:
-                reply = Reply(E.none, meta.producer_id, meta.producer_epoch)
+                reply = _init_reply(meta)
             elif transit.kind is _Kind.FENCE:
                 reply = Reply(E.concurrent_transactions)
             elif transit.kind is _Kind.END and supports_epoch_bump(meta.client_transaction_version):
@@ -462,6 +558,7 @@ class TransactionCoordinator:
             if (
                 meta.state is S.ONGOING
                 and meta.pending_state is None
+                and not meta.is_two_phase_commit  # KIP-939: only its producer ends it
                 and meta.txn_start_ms + meta.txn_timeout_ms < now_ms
             ):
                 self._begin(meta, _Kind.FENCE, self._fence_target(meta, now_ms), None, step)
@@ -564,11 +661,14 @@ class TransactionCoordinator:
     def _check_producer(
         meta: TransactionMetadata | None, producer_id: int, producer_epoch: int
     ) -> ErrorCode | None:
-        if meta is None or meta.producer_id != producer_id:
+        if meta is None:
+            return E.invalid_producer_id_mapping
+        current_pid, current_epoch = _client_identity(meta)
+        if current_pid != producer_id:
             return E.invalid_producer_id_mapping
         if meta.producer_epoch == NO_PRODUCER_EPOCH:
             return E.invalid_producer_id_mapping  # never initialised successfully
-        if meta.producer_epoch != producer_epoch:
+        if current_epoch != producer_epoch:
             return E.producer_fenced
         return None
 
@@ -585,6 +685,8 @@ class TransactionCoordinator:
         err = self._check_producer(meta, producer_id, producer_epoch)
         if err is None and meta is not None and meta.state.is_prepare:
             err = E.concurrent_transactions
+        if err is None and meta is not None and meta.kept_identity is not None:
+            err = E.invalid_txn_state  # a kept 2PC transaction takes no more partitions
         if err is not None:
             return Reply(err, partition_errors=dict.fromkeys(parts, err))
         assert meta is not None
@@ -619,6 +721,8 @@ class TransactionCoordinator:
                 self._parked.park(req)  # re-run by _drain once the transaction is complete
                 return None
             return Reply(E.concurrent_transactions)
+        if meta.kept_identity is not None:
+            return Reply(E.invalid_txn_state)  # a kept 2PC transaction takes no more partitions
         if meta.state is S.ONGOING and req.partitions <= meta.partitions:
             return Reply(E.none)
         target = meta.prepare(
@@ -644,11 +748,22 @@ class TransactionCoordinator:
                 return  # it started an append; the rest wait for that to finish
             step.resolved.append((req.token, outcome))
 
-    @staticmethod
-    def _fence_target(meta: TransactionMetadata, now_ms: int) -> TransactionMetadata:
+    def _fence_target(self, meta: TransactionMetadata, now_ms: int) -> TransactionMetadata:
         # Kafka's PrepareEpochFence -> PrepareAbort collapsed into one transition (the fence
         # state is never logged). After a failed fence write the epoch is already bumped.
         bump = not meta.has_failed_epoch_fence and meta.producer_epoch < MAX_EPOCH
+        if meta.kept_identity is not None:
+            # A kept 2PC transaction: the markers go one above the transaction's epoch (the
+            # kept identity is ahead of it); the kept identity's successor takes over.
+            next_pid, next_epoch = self._successor(*meta.kept_identity)
+            return meta.prepare(
+                S.PREPARE_ABORT,
+                producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                next_producer_id=next_pid,
+                next_producer_epoch=next_epoch,
+                txn_last_update_ms=now_ms,
+            )
         epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
         last_epoch = NO_PRODUCER_EPOCH
         if supports_epoch_bump(meta.client_transaction_version) and epoch < MAX_EPOCH:
@@ -670,6 +785,7 @@ class TransactionCoordinator:
             producer_id=pid,
             producer_epoch=epoch,
             next_producer_id=NO_PRODUCER_ID,
+            next_producer_epoch=NO_PRODUCER_EPOCH,
             partitions=set(),
             txn_last_update_ms=max(now_ms, meta.txn_last_update_ms),
         )
@@ -718,7 +834,36 @@ class TransactionCoordinator:
 
 def _next_identity(meta: TransactionMetadata) -> tuple[int, int]:
     """The producer id and epoch a TV2 producer uses after ``meta``'s PrepareX: the same id
-    at the bumped epoch, or the next producer id at epoch 0 after an epoch overflow."""
+    at the bumped epoch, or the next producer id at epoch 0 after an epoch overflow; for a
+    kept 2PC transaction, the kept identity's successor."""
+    if meta.kept_identity is not None:
+        return meta.kept_identity
     if meta.next_producer_id != NO_PRODUCER_ID:
         return meta.next_producer_id, 0
     return meta.producer_id, meta.producer_epoch
+
+
+def _client_identity(meta: TransactionMetadata) -> tuple[int, int]:
+    """The producer id and epoch a request must name: the kept identity while a kept 2PC
+    transaction is open (or being ended by a TV1 EndTxn, which does not bump it)."""
+    kept = meta.kept_identity
+    if kept is not None and (
+        meta.state is S.ONGOING
+        or (meta.state.is_prepare and not supports_epoch_bump(meta.client_transaction_version))
+    ):
+        return kept
+    return meta.producer_id, meta.producer_epoch
+
+
+def _init_reply(meta: TransactionMetadata) -> Reply:
+    """InitProducerId's answer once its record is durable; for keepPreparedTxn, the kept
+    identity and the identity of the transaction it kept."""
+    kept = meta.kept_identity
+    if meta.state is S.ONGOING and kept is not None:
+        return Reply(
+            E.none,
+            *kept,
+            ongoing_producer_id=meta.producer_id,
+            ongoing_producer_epoch=meta.producer_epoch,
+        )
+    return Reply(E.none, meta.producer_id, meta.producer_epoch)

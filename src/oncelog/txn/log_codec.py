@@ -14,8 +14,11 @@ Value (we write version 1, the flexible one, for its tagged fields):
   (our ``last_producer_id``), and oncelog's ``ONCELOG_TAG_BASE`` = last_producer_epoch,
   which Kafka does not persist; we do, so a KIP-360 retry of InitProducerId still works after
   a restart. Transactions v2 (KIP-890) adds Kafka's NextProducerId (1, i64: the id taking
-  over after an epoch overflow) and ClientTransactionVersion (2, i16). Fields at their
-  default (-1, or 0 for the version) are left out, as Kafka does.
+  over after an epoch overflow) and ClientTransactionVersion (2, i16). Two-phase commit
+  (KIP-939) adds Kafka's NextProducerEpoch (3, i16: with NextProducerId, the identity handed
+  to a producer that kept a prepared transaction); a 2PC transaction itself is marked only
+  by TransactionTimeoutMs = Int.MaxValue, as in Kafka. Fields at their default (-1, or 0
+  for the version) are left out, as Kafka does.
 A ``None`` value is a tombstone: the id expired, and compaction will drop it.
 
 Version-0 values: Kafka's v0 has the same first field as oncelog's pre-Kafka layout
@@ -62,6 +65,7 @@ VALUE_VERSION = 1
 PREVIOUS_PRODUCER_ID_TAG = 0
 NEXT_PRODUCER_ID_TAG = 1
 CLIENT_TRANSACTION_VERSION_TAG = 2
+NEXT_PRODUCER_EPOCH_TAG = 3
 LAST_PRODUCER_EPOCH_TAG = ONCELOG_TAG_BASE
 
 
@@ -118,6 +122,8 @@ def encode_value(meta: TransactionMetadata) -> bytes:
         tagged[NEXT_PRODUCER_ID_TAG] = pack_i64(meta.next_producer_id)
     if meta.client_transaction_version != TV_0:
         tagged[CLIENT_TRANSACTION_VERSION_TAG] = pack_i16(meta.client_transaction_version)
+    if meta.next_producer_epoch != NO_PRODUCER_EPOCH:
+        tagged[NEXT_PRODUCER_EPOCH_TAG] = pack_i16(meta.next_producer_epoch)
     if meta.last_producer_epoch != NO_PRODUCER_EPOCH:
         tagged[LAST_PRODUCER_EPOCH_TAG] = pack_i16(meta.last_producer_epoch)
     w.tagged(tagged)
@@ -171,12 +177,13 @@ def _decode_kafka_value(transactional_id: str, data: bytes) -> TransactionMetada
     update = r.i64()
     start = r.i64()
     last_pid, last_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-    next_pid, client_tv = NO_PRODUCER_ID, TV_0
+    next_pid, next_epoch, client_tv = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, TV_0
     if flexible:
         tagged = r.tagged()
         last_pid = r.tagged_i64(tagged, PREVIOUS_PRODUCER_ID_TAG, NO_PRODUCER_ID)
         last_epoch = r.tagged_i16(tagged, LAST_PRODUCER_EPOCH_TAG, NO_PRODUCER_EPOCH)
         next_pid = r.tagged_i64(tagged, NEXT_PRODUCER_ID_TAG, NO_PRODUCER_ID)
+        next_epoch = r.tagged_i16(tagged, NEXT_PRODUCER_EPOCH_TAG, NO_PRODUCER_EPOCH)
         client_tv = r.tagged_i16(tagged, CLIENT_TRANSACTION_VERSION_TAG, TV_0)
     r.done()
     return TransactionMetadata(
@@ -191,5 +198,6 @@ def _decode_kafka_value(transactional_id: str, data: bytes) -> TransactionMetada
         txn_start_ms=start,
         txn_last_update_ms=update,
         next_producer_id=next_pid,
+        next_producer_epoch=next_epoch,
         client_transaction_version=client_tv,
     )

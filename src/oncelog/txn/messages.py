@@ -52,6 +52,10 @@ class Reply:
     producer_id: int = -1
     producer_epoch: int = -1
     partition_errors: Mapping[TopicPartition, ErrorCode] | None = None
+    # InitProducerId v6 keepPreparedTxn (KIP-939): the identity the kept transaction was
+    # written under; -1 when no transaction was kept.
+    ongoing_producer_id: int = -1
+    ongoing_producer_epoch: int = -1
 
     @property
     def ok(self) -> bool:

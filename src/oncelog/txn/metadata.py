@@ -1,4 +1,5 @@
-"""Transaction states and per-transactional-id metadata (KIP-98; transaction versions 1 and 2).
+"""Transaction states and per-transactional-id metadata (KIP-98; transaction versions 1 and 2;
+KIP-939 two-phase commit).
 
 Every state change is two-phase, as in Kafka: ``prepare(...)`` checks the transition, marks
 ``pending_state`` and returns the *target* metadata (what will be written to
@@ -16,6 +17,9 @@ from enum import IntEnum
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Java Short.MAX_VALUE
+# KIP-939: a two-phase-commit transaction has no timeout. As in Kafka, that is its only mark
+# (``txn_timeout_ms`` = Java Integer.MAX_VALUE), so it survives the log round trip as is.
+TWO_PC_TIMEOUT_MS = 2_147_483_647
 
 # Kafka's TransactionVersion feature levels (``transaction.version``): what a request's
 # version says about its client. Level 2 (KIP-890 part 2) bumps the epoch on every EndTxn.
@@ -129,6 +133,11 @@ class TransactionMetadata:
     # TV2 epoch overflow: the producer id that replaces ``producer_id`` (at epoch 0) once
     # the PrepareX record's markers are written; NO_PRODUCER_ID otherwise.
     next_producer_id: int = NO_PRODUCER_ID
+    # KIP-939 keepPreparedTxn: while a prepared 2PC transaction stays Ongoing under
+    # ``producer_id``/``producer_epoch``, the producer that kept it holds this epoch (and
+    # ``next_producer_id``, or ``producer_id`` if that is unset); at completion that identity
+    # takes over. NO_PRODUCER_EPOCH otherwise.
+    next_producer_epoch: int = NO_PRODUCER_EPOCH
     # The transaction version of the client's latest transition (TV_0 or TV_2).
     client_transaction_version: int = TV_0
 
@@ -138,6 +147,21 @@ class TransactionMetadata:
     @property
     def is_epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def is_two_phase_commit(self) -> bool:
+        """A KIP-939 transaction: it never times out; only its producer (or an operator)
+        ends it."""
+        return self.txn_timeout_ms == TWO_PC_TIMEOUT_MS
+
+    @property
+    def kept_identity(self) -> tuple[int, int] | None:
+        """The producer id and epoch of the producer that kept this prepared transaction
+        (InitProducerId keepPreparedTxn), or ``None``."""
+        if self.next_producer_epoch == NO_PRODUCER_EPOCH:
+            return None
+        pid = self.producer_id if self.next_producer_id == NO_PRODUCER_ID else self.next_producer_id
+        return pid, self.next_producer_epoch
 
     # -- two-phase transitions -------------------------------------------------------------
 
@@ -194,6 +218,7 @@ class TransactionMetadata:
         self.txn_start_ms = target.txn_start_ms
         self.txn_last_update_ms = target.txn_last_update_ms
         self.next_producer_id = target.next_producer_id
+        self.next_producer_epoch = target.next_producer_epoch
         self.client_transaction_version = target.client_transaction_version
         self.pending_state = None
         self.has_failed_epoch_fence = False  # whatever we fenced with is now durable
@@ -247,8 +272,10 @@ class TransactionMetadata:
                 and t.producer_id == self.next_producer_id
                 and t.producer_epoch == 0
             )
+            # KIP-939: the producer that kept the prepared transaction takes over.
+            kept = (t.producer_id, t.producer_epoch) == self.kept_identity
             ok = (
-                (same or rotated)
+                (same or rotated or kept)
                 and t.txn_timeout_ms == self.txn_timeout_ms
                 and t.txn_start_ms != -1
             )

@@ -177,14 +177,25 @@ class TransactionService:
         timeout_ms: int,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
+        *,
+        enable_2pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> Reply:
         if transactional_id is None:
+            if enable_2pc or keep_prepared_txn:
+                return Reply(ErrorCode.invalid_request)  # 2PC needs a transactional id
             # Like Kafka, an idempotent producer always gets a fresh id (also on the
             # KIP-360 form that names its old id and epoch): sequences restart at 0.
             return Reply(ErrorCode.none, self._allocate_producer_id(), 0)
         return await self.runtime.call(
             self.coordinator.init_producer_id(
-                transactional_id, timeout_ms, producer_id, producer_epoch, now_ms=self._clock()
+                transactional_id,
+                timeout_ms,
+                producer_id,
+                producer_epoch,
+                now_ms=self._clock(),
+                enable_2pc=enable_2pc,
+                keep_prepared_txn=keep_prepared_txn,
             )
         )
 
