@@ -238,7 +238,17 @@ class ProtocolClient:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
         """EndTxn on the producer's behalf; the broker's error code, as is."""
-        request = et.EndTxnRequest(
+        return self._end_txn(et, transactional_id, producer_id, producer_epoch, commit)
+
+    def _end_txn(
+        self,
+        schema: Any,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+    ) -> ErrorCode:
+        request = schema.EndTxnRequest(
             transactional_id=transactional_id,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -272,14 +282,7 @@ class ProtocolClient:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
         """EndTxn v5 (transaction version 2) as the transaction's own producer."""
-        request = et5.EndTxnRequest(
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            committed=commit,
-        )
-        code: ErrorCode = self.coordinator(transactional_id).request(request).error_code
-        return code
+        return self._end_txn(et5, transactional_id, producer_id, producer_epoch, commit)
 
     def abort_two_phase(self, transactional_id: str) -> tuple[int, int]:
         """InitProducerId v6 with enable2Pc and without keepPreparedTxn: abort the id's
