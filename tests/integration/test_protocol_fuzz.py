@@ -231,12 +231,19 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, Any]:
     stats["bug_lines"] = log_text.count("BUG:")
     stats["held_loop_lines"] = log_text.count("held the event loop")
     stats["client_faults"] = _client_fault_totals(log_text)
+    stats["loop_stalls"] = log_text.count("event loop held for")
+    stats["watchdog_reports"] = _watchdog_reports(log_text)
+    stats["loop_summary"] = _last_line_with(log_text, "event loop: max lag")
     _report(stats, seconds, canary.stalls)
     assert exit_code == 0, broker.tail_log()
     assert "Traceback" not in log_text and "BUG:" not in log_text, _first_bug(log_text)
     assert not canary.errors, canary.errors
     held = [line for line in log_text.splitlines() if "held the event loop" in line]
-    assert canary.latencies and max(canary.latencies) <= 1.0, (canary.stalls, held)
+    assert canary.latencies and max(canary.latencies) <= 1.0, (
+        canary.stalls,
+        held,
+        _watchdog_reports(log_text),
+    )
     broker.start()
     try:
         found = read_topic(broker.bootstrap, topic, max(canary.acked) + 1)
@@ -244,6 +251,26 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, Any]:
         broker.stop()
     assert found == canary.acked
     return stats
+
+
+def _last_line_with(log_text: str, needle: str) -> str:
+    lines = [line for line in log_text.splitlines() if needle in line]
+    return lines[-1] if lines else ""
+
+
+def _watchdog_reports(log_text: str) -> list[str]:
+    """The broker watchdog's stall reports, each with the stack that held the loop."""
+    reports: list[str] = []
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        if "event loop held for" in line or "event loop stall over" in line:
+            block = [line]
+            for nxt in lines[i + 1 : i + 80]:
+                if nxt[:4].isdigit():  # the next log record
+                    break
+                block.append(nxt)
+            reports.append("\n".join(block))
+    return reports
 
 
 def _client_fault_totals(log_text: str) -> dict[str, int]:
@@ -265,6 +292,8 @@ def _report(stats: dict[str, Any], seconds: float, stalls: list[str]) -> None:
     print(f"\nprotocol fuzz ({seconds:.0f} s): {stats}")
     if stalls:
         print(f"canary round trips over 0.5 s (start, length): {stalls[:50]}")
+    for report in stats.get("watchdog_reports", []):
+        print(report)
     path = os.environ.get("ONCELOG_FUZZ_SUMMARY")
     if path:
         summary = {"seconds": seconds, **stats, "canary_slow_round_trips": stalls}

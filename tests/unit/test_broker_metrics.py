@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from oncelog.broker.config import BrokerConfigError
 from oncelog.broker.http.listener import parse_http_listener
+from oncelog.broker.loop_watchdog import LoopFigures
 from oncelog.broker.metrics import (
     CleanerFigures,
     Snapshot,
@@ -121,7 +122,18 @@ def _snapshot() -> Snapshot:
         connections_closed=7,
         cleaner=CleanerFigures(2, 2048, 1024, 17, 0.25, 1.5, 0),
         load_s={"transaction": 0.012, "group": 0.5},
+        loop=_loop_figures(),
     )
+
+
+def _loop_figures() -> LoopFigures:
+    f = LoopFigures(stalls=2, max_lag_s=1.25, lag_total_s=1.5)
+    f.lag_counts[0] = 10  # ten on-time beats
+    f.lag_counts[6] = 1  # one between 1 and 2.5 s
+    f.gc.collections[2] = 4
+    f.gc.pause_s[2] = 0.2
+    f.gc.max_pause_s[2] = 0.08
+    return f
 
 
 def _parsed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -160,6 +172,13 @@ def test_snapshot_values() -> None:
     group = (("group", 'we"ird\\group\nid'), ("partition", "1"), ("topic", "orders"))
     assert s[("oncelog_consumer_group_lag_offsets", group)] == 5
     assert s[("oncelog_log_cleaner_removed_records_total", ())] == 17
+    assert s[("oncelog_event_loop_lag_seconds_bucket", (("le", "0.01"),))] == 10
+    assert s[("oncelog_event_loop_lag_seconds_bucket", (("le", "1.0"),))] == 10
+    assert s[("oncelog_event_loop_lag_seconds_bucket", (("le", "2.5"),))] == 11
+    assert s[("oncelog_event_loop_lag_seconds_count", ())] == 11
+    assert s[("oncelog_event_loop_stalls_total", ())] == 2
+    assert s[("oncelog_gc_collections_total", (("generation", "2"),))] == 4
+    assert s[("oncelog_gc_pause_max_seconds", (("generation", "2"),))] == 0.08
 
 
 @pytest.mark.parametrize(

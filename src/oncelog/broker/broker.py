@@ -16,6 +16,7 @@ from oncelog.broker.config import BrokerConfig
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
+from oncelog.broker.loop_watchdog import LoopWatchdog
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
@@ -138,6 +139,7 @@ class Broker:
         )
         # Metrics and console: read-only views of the services above, built at scrape time.
         self.state_view = BrokerStateView(self, now_ms)
+        self.watchdog = LoopWatchdog(config.get_int("oncelog.loop.stall.warn.ms") / 1000)
         url = config.get_str("metrics.listener")
         self.http: HttpListener | None = None
         if url:
@@ -224,6 +226,7 @@ class Broker:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self.log_cleaner.start()
+        self.watchdog.start()
         if self.http is not None:
             await self.http.start()
 
@@ -251,6 +254,7 @@ class Broker:
         await asyncio.to_thread(self.log_cleaner.stop)
         self.topics.close()
         self.client_faults.close()
+        self.watchdog.stop()
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""

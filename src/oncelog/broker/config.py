@@ -128,6 +128,9 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "oncelog.flush.on.ack": (parse_bool, False),
     # Test hook: while this file exists, every such fdatasync waits.
     "oncelog.debug.flush.hold.file": (str, ""),
+    # The event-loop watchdog (broker/loop_watchdog.py): a loop held this long is logged
+    # with the stack that holds it; 0: no watchdog thread (lag and GC figures still kept).
+    "oncelog.loop.stall.warn.ms": (int, 500),
 }
 # The coordinators' settings: names and defaults come from their typed configs.
 for _typed in (TxnConfig, GroupConfig):

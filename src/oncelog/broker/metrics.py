@@ -12,6 +12,7 @@ names the Kafka metric it corresponds to. docs/metrics.md lists them all.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from oncelog.broker.loop_watchdog import LAG_BUCKETS_S, LoopFigures
 from oncelog.broker.state_view import (
     BrokerStateView,
     GroupLag,
@@ -72,6 +74,7 @@ class Snapshot:
     connections_closed: int
     cleaner: CleanerFigures
     load_s: dict[str, float]
+    loop: LoopFigures
 
 
 class BrokerCollector(Collector):
@@ -112,6 +115,7 @@ class BrokerCollector(Collector):
                 cleaner.uncleanable_count,
             ),
             load_s={"transaction": broker.txn.load_time_s, "group": broker.groups.load_time_s},
+            loop=copy.deepcopy(broker.watchdog.figures),
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -140,6 +144,7 @@ def families(snap: Snapshot) -> Iterator[Metric]:
     yield from _log_cleaner(snap.cleaner)
     yield from _coordinators(snap)
     yield from _groups(snap)
+    yield from _event_loop(snap.loop)
 
 
 # -- transactions and partitions ---------------------------------------------------------
@@ -376,6 +381,49 @@ def _groups(snap: Snapshot) -> Iterable[Metric]:
     for g in snap.groups:
         lag.add_metric([g.group_id, g.topic, str(g.partition)], g.lag)
     yield lag
+
+
+def _event_loop(f: LoopFigures) -> Iterable[Metric]:
+    lag = HistogramMetricFamily(
+        PREFIX + "event_loop_lag_seconds",
+        "How late the event loop ran a timer due every 50 ms: while it is late, every "
+        "client waits. No Kafka counterpart (network/request handler idle ratios come closest).",
+    )
+    cumulative, running = [], 0
+    for bound, n in zip([*LAG_BUCKETS_S, float("inf")], f.lag_counts, strict=True):
+        running += n
+        cumulative.append(("+Inf" if bound == float("inf") else str(bound), running))
+    lag.add_metric([], cumulative, f.lag_total_s)
+    yield lag
+    yield _gauge(
+        "event_loop_lag_max_seconds", "The longest event-loop lag since start.", f.max_lag_s
+    )
+    yield _counter(
+        "event_loop_stalls",
+        "Times the event loop was held longer than oncelog.loop.stall.warn.ms (each is "
+        "logged with the stack that held it).",
+        f.stalls,
+    )
+    collections = CounterMetricFamily(
+        PREFIX + "gc_collections", "Garbage collections, per generation.", labels=["generation"]
+    )
+    pauses = CounterMetricFamily(
+        PREFIX + "gc_pause_seconds",
+        "Time the event loop spent in garbage collections, per generation.",
+        labels=["generation"],
+    )
+    worst = GaugeMetricFamily(
+        PREFIX + "gc_pause_max_seconds",
+        "The longest garbage collection since start, per generation.",
+        labels=["generation"],
+    )
+    for gen in range(3):
+        collections.add_metric([str(gen)], f.gc.collections[gen])
+        pauses.add_metric([str(gen)], f.gc.pause_s[gen])
+        worst.add_metric([str(gen)], f.gc.max_pause_s[gen])
+    yield collections
+    yield pauses
+    yield worst
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
