@@ -252,14 +252,19 @@ def producer_worker(args: argparse.Namespace) -> None:
                     p.poll(0)
                 time.sleep(0.001)
                 continue
+        full = 0
         for p, part in zip(producers, partitions, strict=True):
             try:
                 sent += p.produce_batch(args.topic, chunk, partition=part, on_delivery=cb)
             except BufferError:
-                pass
+                full += 1
             p.poll(0)
             if args.rate and sent >= int((time.perf_counter() - start) * args.rate / RECORD):
                 break
+        if full == len(producers):
+            # Every queue is full: wait as an application would. Spinning here kept four
+            # processes on the CPU and starved the broker and librdkafka's own threads.
+            time.sleep(0.002)
     deadline = time.perf_counter() + 30  # one deadline for all: flushes run one by one
     unflushed = sum(p.flush(max(0.0, deadline - time.perf_counter())) for p in producers)
     elapsed = time.perf_counter() - start
@@ -589,6 +594,13 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="oncelog config key=value")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat the produce and consume workloads, alternating which broker goes "
+        "first; the table shows medians [min-max]",
+    )
     # internal: one process of producers for the many-* workloads
     ap.add_argument("--worker-producers", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -651,8 +663,10 @@ def main() -> None:
                         progress.console.print(f"{row.workload}: {cells(row)} {row.note}")
                     progress.advance(task)
                     continue
-                for t in targets:
-                    progress.update(task, description=f"{w} on {t.name}")
+                rounds = args.rounds if w in _SIZED else 1
+                runs: dict[str, list[Row]] = {}
+                for r, t in _alternating(targets, rounds):
+                    progress.update(task, description=f"{w} on {t.name}, round {r + 1}")
                     holder: list[Row] = []
                     gb = (records * RECORD) / 1e9 if w in _SIZED else 0.0
                     probe = Row(w, t.name)
@@ -660,7 +674,14 @@ def main() -> None:
                         try:
                             holder.append(
                                 run_workload(
-                                    w, t, run_id, mb, records, many_seconds, max_rate, txn_rounds
+                                    w,
+                                    t,
+                                    run_id + r,
+                                    mb,
+                                    records,
+                                    many_seconds,
+                                    max_rate,
+                                    txn_rounds,
                                 )
                             )
                         except Exception as exc:  # one broker failing a workload: say so
@@ -672,8 +693,9 @@ def main() -> None:
                         row.rss_mb = probe.rss_mb
                     if w == "many-max" and row.mb_s:
                         max_rate[t.name] = row.mb_s * 1e6
-                    rows.append(row)
+                    runs.setdefault(t.name, []).append(row)
                     progress.console.print(f"{row.workload} {row.broker}: {cells(row)} {row.note}")
+                rows += [_median_row(runs[t.name]) for t in targets if t.name in runs]
                 progress.advance(task)
     finally:
         oncelog.stop(60)
@@ -710,6 +732,35 @@ def main() -> None:
 
 
 _SIZED = {"produce-idem", "produce-txn", "consume-ru", "consume-rc"}
+
+
+def _alternating(targets: list[Target], rounds: int) -> Iterator[tuple[int, Target]]:
+    """Each round runs every broker once; odd rounds reverse the order, so drift on a
+    shared machine (page cache, other load) hits each broker alike."""
+    for r in range(rounds):
+        for t in targets if r % 2 == 0 else targets[::-1]:
+            yield r, t
+
+
+def _median_row(runs: list[Row]) -> Row:
+    """One row per broker: the median round (by MB/s), with the spread in the notes."""
+    if len(runs) == 1:
+        return runs[0]
+    done = [r for r in runs if r.mb_s]
+    if not done:
+        return runs[0]
+    done.sort(key=lambda r: r.mb_s or 0.0)
+    row = done[len(done) // 2]
+    cpus = sorted(r.cpu_s_per_gb for r in done if r.cpu_s_per_gb is not None)
+    spread = f"median of {len(done)} rounds, MB/s {done[0].mb_s:.0f}-{done[-1].mb_s:.0f}"
+    if cpus:
+        spread += f", CPU-s/GB {cpus[0]:.2f}-{cpus[-1]:.2f} (median {cpus[len(cpus) // 2]:.2f})"
+        row.cpu_s_per_gb = cpus[len(cpus) // 2]
+    failed = len(runs) - len(done)
+    if failed:
+        spread += f", {failed} failed"
+    row.note = "; ".join(x for x in (row.note, spread) if x)
+    return row
 
 
 def run_workload(
