@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from oncelog.client.retry import is_retriable
 from oncelog.connect import (
     client_configs,
     internal_requests,
@@ -156,6 +157,21 @@ class _Request:
     fn: Callable[[], Any]
     future: concurrent.futures.Future[Any]
     leader_only: bool
+
+
+def _ms(config: WorkerConfig, key: str, default: int) -> int:
+    """A client setting the worker passes on (a string, unset by default), with Kafka's
+    client default."""
+    value = config.get(key)
+    return int(value) if value not in (None, "") else default
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure that the next attempt may not meet: the broker unreachable or restarting,
+    the coordinator moved or loading, a rebalance under way."""
+    if isinstance(exc, MembershipError):
+        return exc.code in COORDINATOR_ERRORS or exc.code in REJOIN_ERRORS
+    return isinstance(exc, OSError) or is_retriable(exc)
 
 
 class Herder:
@@ -313,14 +329,26 @@ class Herder:
                 reader.read_to_end(READ_TIMEOUT_S)
             self.state.config.caught_up = True
             self._events.clear()
+            retry_s = first_retry_s = _ms(self.config, "retry.backoff.ms", 100) / 1000
+            max_retry_s = max(first_retry_s, _ms(self.config, "retry.backoff.max.ms", 1000) / 1000)
             while not self._stopping.is_set():
                 try:
                     self.tick()
-                except Exception:
-                    log.exception("herder tick failed; rejoining")
+                    retry_s = first_retry_s
+                except Exception as exc:
                     self._need_rejoin = True
                     self.rebalancing = True
-                    time.sleep(self.config.get_int(WORKER_UNSYNC_BACKOFF_MS) / 1000)
+                    if _transient(exc):
+                        # The coordinator is restarting, moving or unreachable: Kafka's
+                        # worker coordinator retries after retry.backoff.ms, doubling up to
+                        # retry.backoff.max.ms (worker.unsync.backoff.ms is for a worker
+                        # that could not catch up with the config topic).
+                        log.warning("%s; joining again in %.0f ms", exc, retry_s * 1000)
+                        self._stopping.wait(retry_s)
+                        retry_s = min(max_retry_s, retry_s * 2)
+                        continue
+                    log.exception("herder tick failed; rejoining")
+                    self._stopping.wait(self.config.get_int(WORKER_UNSYNC_BACKOFF_MS) / 1000)
         except Exception:
             log.exception("herder failed")
         finally:

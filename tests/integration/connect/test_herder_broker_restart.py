@@ -1,0 +1,63 @@
+"""A rebalance that starts while the broker is down: the herder joins as soon as the
+broker is back, as Kafka's worker coordinator does (retrying after retry.backoff.ms,
+growing to retry.backoff.max.ms). Before the fix a JoinGroup that could not reach the
+coordinator failed the tick, and the herder slept ``worker.unsync.backoff.ms`` (5 minutes
+by default) before trying again: a worker caught in a rebalance by a broker restart
+stayed out of its group, and leader-only REST calls failed, for 5 minutes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from oncelog.connect.herder import Herder
+from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
+from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.worker_config import WorkerConfig
+from oncelog.embedded import EmbeddedBroker
+
+from .workers import worker_settings
+
+GROUP = "restart-rejoin"
+
+
+def _joins(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(1 for r in caplog.records if r.getMessage().startswith("joined generation"))
+
+
+def test_the_herder_rejoins_promptly_after_a_broker_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="oncelog.connect.herder")
+    broker = EmbeddedBroker(tmp_path / "data").start(timeout=60)
+    herder: Herder | None = None
+    try:
+        config = WorkerConfig(worker_settings(broker.bootstrap, GROUP))
+        assert config.get_int("worker.unsync.backoff.ms") == 300_000  # Kafka's default
+        InternalTopicAdmin(config.shared_client_config()).ensure(config.internal_topics())
+        herder = Herder(config, PluginRegistry.discover(config.plugin_path()), "http://h:1/")
+        herder.start()
+        assert herder.joined.wait(60)
+        first = _joins(caplog)
+        assert first >= 1
+        broker.stop()
+        # A rebalance starts just as the broker goes (a heartbeat answered
+        # REBALANCE_IN_PROGRESS, a connector changed): the herder joins a broker that is gone.
+        herder._need_rejoin = True
+        time.sleep(4)
+        broker.start(timeout=60)
+        restarted = time.monotonic()
+        deadline = restarted + 60
+        while _joins(caplog) == first and time.monotonic() < deadline:
+            time.sleep(0.2)
+        rejoined_after = time.monotonic() - restarted
+        assert _joins(caplog) > first, "the herder did not join again within 60 s"
+        assert rejoined_after < 30, rejoined_after
+        assert "herder tick failed" not in caplog.text  # no traceback for a restart
+    finally:
+        if herder is not None:
+            herder.stop(30)
+        broker.stop()
