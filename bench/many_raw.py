@@ -234,7 +234,7 @@ def main() -> None:
     args = ap.parse_args()
     results: dict[int, list[dict[str, float]]] = {3: [], args.connections: []}
     with tempfile.TemporaryDirectory() as tmp:
-        broker = EmbeddedBroker(Path(tmp) / "data", log_level="WARNING").start()
+        broker = EmbeddedBroker(Path(tmp) / "data", log_level="INFO").start()
         try:
             for r in range(args.rounds):
                 order = [3, args.connections] if r % 2 == 0 else [args.connections, 3]
@@ -248,6 +248,11 @@ def main() -> None:
                     ), flush=True)  # fmt: skip
         finally:
             broker.stop()
+            # The broker's own view: event-loop stalls (with the stack that held the loop)
+            # and its shutdown summary of loop lag and garbage collections.
+            for line in broker.log_path.read_text().splitlines():
+                if "event loop" in line or "held the event loop" in line:
+                    print(line)
     print(
         f"\n{args.records} x 1 KB records per batch, {args.inflight} in flight per connection, "
         f"{args.seconds:.0f} s per phase, medians of {args.rounds} rounds [min-max]"
