@@ -58,7 +58,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fetch import read_all  # noqa: E402
-from bench.produce import cpu_seconds, free_port, run_produce  # noqa: E402
+from bench.produce import cpu_seconds, free_port  # noqa: E402
 from bench.transactions import create, latencies, pct, throughput  # noqa: E402
 from oncelog.client.wire import encode_request  # noqa: E402
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
@@ -180,12 +180,11 @@ def make_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce_idempotent(t: Target, topic: str, mb: int) -> Row:
+    # The same producer loop as produce-txn, without the transactions: the
+    # transactional/idempotent ratio compares transactions, not two client loops.
     row = Row("produce-idem", t.name)
-    # No pid: the caller measures CPU and VmHWM around every workload alike.
-    r = run_produce(t.bootstrap, topic, mb * 1_000_000, RECORD, PARTITIONS, True, None)
-    row.mb_s = r["mb_s"]
-    row.extra["records"] = r["records"]
-    row.note = f"{int(r['errors'])} errors" if r["errors"] else ""
+    create(t.bootstrap, topic, PARTITIONS)
+    row.mb_s = throughput(t.bootstrap, topic, mb * 1_000_000, RECORD, PARTITIONS, None)
     return row
 
 
