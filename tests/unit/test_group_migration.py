@@ -207,6 +207,10 @@ def test_upgrade_refused_over_the_size_limit_or_for_other_protocol_types() -> No
     h = harness(consumer_max_size=1)
     classic_pair(h)
     assert chb(h, "n", 0).error is E.group_id_not_found
+    h = harness(consumer_max_size=2)  # no room for the joining member: stays classic
+    classic_pair(h)
+    assert chb(h, "n", 0).error is E.group_max_size_reached
+    assert h.group().consumer is None and len(h.group().members) == 2
     h = harness()
     r = h.join(ptype="connect", protocols=(("v1", b"x"),), group="g")
     h.join(r.member_id, ptype="connect", protocols=(("v1", b"x"),))
@@ -259,11 +263,13 @@ def test_classic_member_that_does_not_rejoin_in_time_is_fenced() -> None:
     h = harness()
     a, b, gen = upgraded(h)
     assert h.heartbeat(a, gen) is E.rebalance_in_progress  # join timer: 30 s
-    for _ in range(4):
-        h.advance(9_000)
+    for step in (9_000, 9_000, 9_000, 2_999):
+        h.advance(step)
         assert h.heartbeat(a, gen) is E.rebalance_in_progress  # session kept alive
         chb(h, "n", consumer_group(h).members["n"].member_epoch)
+    h.advance(1)  # its rebalance timeout after it was asked to rejoin
     assert a not in consumer_group(h).members and "n" in consumer_group(h).members
+    assert h.heartbeat(a, gen) is E.unknown_member_id
 
 
 def test_classic_leave_removes_the_member_and_bumps_the_epoch() -> None:

@@ -53,8 +53,9 @@ TopicMetadata = Mapping[str, TopicInfo]
 
 
 class MigrationHooks(Protocol):
-    def upgrade(self, holder: Group, topics: TopicMetadata, now: int, out: Out) -> bool:
-        """Convert the live classic group to a consumer group; False if not allowed."""
+    def upgrade(self, holder: Group, topics: TopicMetadata, now: int, out: Out) -> ErrorCode:
+        """Convert the live classic group to a consumer group for a joining member: NONE,
+        or why not (nothing changed then)."""
         ...
 
     def downgrade(
@@ -178,13 +179,11 @@ class ConsumerProtocol:
             holder = self.reg.get_or_create(group_id, now)
         if holder.consumer is None and (holder.members or holder.state is not GroupState.EMPTY):
             # A live classic group: only a joining member may trigger the online upgrade.
-            upgraded = (
-                create
-                and self.migration is not None
-                and self.migration.upgrade(holder, topics, now, out)
-            )
-            if not upgraded:
+            if not create or self.migration is None:
                 return E.group_id_not_found
+            refused = self.migration.upgrade(holder, topics, now, out)
+            if refused is not E.none:
+                return refused
         if holder.consumer is None:
             if not create:
                 return E.group_id_not_found
@@ -204,7 +203,8 @@ class ConsumerProtocol:
                 old_id = cg.static_members.get(req.instance_id)
                 if old_id is not None:
                     old = cg.members[old_id]
-                    if not old.left_temporarily:
+                    # (A classic static member is replaced at once, as in Kafka.)
+                    if not old.left_temporarily and old.classic is None:
                         return ConsumerHeartbeatReply(
                             E.unreleased_instance_id,
                             f"instance {req.instance_id} is in use by member {old_id}",
@@ -252,7 +252,10 @@ class ConsumerProtocol:
         del cg.members[old.member_id]
         old_target = cg.target.pop(old.member_id, {})
         old.member_id = new_id
-        old.member_epoch = old.previous_member_epoch
+        if old.classic is not None:  # Kafka restarts a replaced classic member at epoch 0
+            old.member_epoch = old.previous_member_epoch = 0
+        else:
+            old.member_epoch = old.previous_member_epoch
         old.last_sent = None
         cg.members[new_id] = old
         cg.target[new_id] = old_target

@@ -79,14 +79,18 @@ class Migration:
 
     # -- upgrade --------------------------------------------------------------------------
 
-    def upgrade(self, holder: Group, topics: TopicMetadata, now: int, out: Out) -> bool:
-        """Kafka's validateOnlineUpgrade + convertToConsumerGroup."""
+    def upgrade(self, holder: Group, topics: TopicMetadata, now: int, out: Out) -> ErrorCode:
+        """Kafka's validateOnlineUpgrade + convertToConsumerGroup: NONE once converted,
+        GROUP_ID_NOT_FOUND if not allowed. A group exactly at group.consumer.max.size gets
+        GROUP_MAX_SIZE_REACHED unconverted (Kafka converts, then refuses the joining member
+        and drops the conversion with the failed request's records)."""
+        refused = E.group_id_not_found
         if not self.cfg.upgrade_enabled:
-            return False
+            return refused
         if holder.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return False  # not the consumer embedded protocol (connect, ...)
+            return refused  # not the consumer embedded protocol (connect, ...)
         if len(holder.members) > self.cfg.consumer_max_size:
-            return False
+            return refused
         ids = {name: info.topic_id for name, info in topics.items()}
         cg = ConsumerGroup(holder.group_id)
         cg.group_epoch = cg.assignment_epoch = holder.generation_id
@@ -118,7 +122,9 @@ class Migration:
                 if member.instance_id is not None:
                     cg.static_members[member.instance_id] = member.member_id
         except (EmbeddedProtocolError, KeyError, IndexError):
-            return False  # malformed embedded protocol: Kafka refuses with GROUP_ID_NOT_FOUND
+            return refused  # a malformed embedded protocol
+        if len(holder.members) >= self.cfg.consumer_max_size:
+            return E.group_max_size_reached
         # Whoever waits in a join or sync phase rejoins into the consumer group.
         for m in holder.members.values():
             if m.join_token is not None:
@@ -134,7 +140,7 @@ class Migration:
         _clear_classic(holder)
         holder.consumer = cg
         holder.protocol_type = CONSUMER_PROTOCOL_TYPE
-        return True
+        return E.none
 
     # -- downgrade ------------------------------------------------------------------------
 
