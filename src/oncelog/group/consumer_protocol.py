@@ -427,6 +427,7 @@ class ConsumerProtocol:
                     m.subscribed_topic_regex,
                     _described(m.assigned, names),
                     _described(cg.target.get(m.member_id, {}), names),
+                    m.classic is not None,
                 )
                 for m in cg.members.values()
             ),
