@@ -431,3 +431,29 @@ def _kind(key: bytes, value: bytes | None) -> tuple[str, GroupValue | None]:
         return "offset", None
     decode_key(key)
     return "consumer", None
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    h = harness()
+    req = ConsumerHeartbeatRequest(
+        group_id="g",
+        member_id="s",
+        member_epoch=0,
+        instance_id="i1",
+        rebalance_timeout_ms=5_000,
+        subscribed_topic_names=("t1",),
+        owned=(),
+    )
+    assert h.run(h.coord.consumer_heartbeat(req, TOPICS, h.now)).error is E.none
+    r = h.join(protocols=(("range", SUB),), topics=TOPICS)
+    x = r.member_id
+    rejoin(h, x)
+    epoch = consumer_group(h).group_epoch
+    # The static instance comes back speaking the classic protocol, with a new member id.
+    j = h.join(instance="i1", protocols=(("range", SUB),), topics=TOPICS)
+    assert isinstance(j, JoinGroupReply) and j.error is E.none
+    g = h.group()
+    assert g.consumer is None and g.state is GroupState.STABLE  # no rebalance
+    assert set(g.members) == {x, j.member_id} and g.static_members == {"i1": j.member_id}
+    assert g.generation_id == epoch
+    assert [g.group_type for g in h.coord.list_groups().groups] == ["classic"]

@@ -173,7 +173,7 @@ class GroupCoordinator:
         ):
             return JoinGroupReply(E.invalid_session_timeout, member_id=req.member_id)
         known = cg.topics if topics is None else topics
-        reply = self._migration.join(group, cg, req, known, now_ms)
+        reply = self._migration.join(group, cg, req, known, now_ms, out)
         self._reg.store_consumer_group(group, out)
         return reply
 

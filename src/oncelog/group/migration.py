@@ -153,6 +153,16 @@ class Migration:
             return False
         if not self.cfg.downgrade_enabled:
             return False
+        self._to_classic(holder, cg, rest, now, out)
+        self.membership.rebalance(holder, now, out)  # the leaver's partitions move
+        return True
+
+    def _to_classic(
+        self, holder: Group, cg: ConsumerGroup, rest: list[ConsumerMember], now: int, out: Out
+    ) -> None:
+        """Kafka's convertToClassicGroup: a Stable classic group of ``rest`` (generation =
+        the group epoch, each member's target assignment as its assignment); the consumer
+        records get tombstones and the classic group record is written."""
         names = {info.topic_id: name for name, info in cg.topics.items()}
         self.reg.store_consumer_group(holder, out, gone=True)
         holder.consumer = None
@@ -184,8 +194,6 @@ class Migration:
         holder.state = GroupState.STABLE
         holder.state_timestamp_ms = now
         self.reg.store_group(holder, out)
-        self.membership.rebalance(holder, now, out)
-        return True
 
     # -- classic requests to a consumer group ---------------------------------------------
 
@@ -196,6 +204,7 @@ class Migration:
         req: JoinGroupRequest,
         topics: TopicMetadata,
         now: int,
+        out: Out,
     ) -> JoinGroupReply:
         """Kafka's classicGroupJoinToConsumerGroup (the caller checked the group id and
         the session timeout)."""
@@ -213,6 +222,16 @@ class Migration:
             sub = decode_subscription(req.protocols[0][1])
         except EmbeddedProtocolError:
             return JoinGroupReply(E.unknown_server_error, member_id=req.member_id)
+        replaced = cg.members.get(cg.static_members.get(iid or "", ""))
+        # The static member it replaces used the consumer protocol, and everyone else the
+        # classic one: the group may turn classic (validateOnlineDowngradeWithReplacedMemberId).
+        downgrade = (
+            unknown
+            and replaced is not None
+            and replaced.classic is None
+            and all(m.classic is not None for m in cg.members.values() if m is not replaced)
+            and self.cfg.downgrade_enabled
+        )
         found = self._joining_member(cg, member_id, iid, unknown)
         if isinstance(found, ErrorCode):
             return JoinGroupReply(found, member_id=req.member_id)
@@ -239,6 +258,9 @@ class Migration:
         member.join_deadline_ms = None
         member.session_deadline_ms = now + req.session_timeout_ms
         member.sync_deadline_ms = now + member.rebalance_timeout_ms
+        if downgrade:
+            # It takes the replaced member's place in a classic group; no rebalance.
+            self._to_classic(holder, cg, list(cg.members.values()), now, out)
         return JoinGroupReply(
             E.none,
             generation_id=member.member_epoch,
