@@ -14,8 +14,10 @@ from kio.schema.errors import ErrorCode
 from oncelog.group import GroupConfig, GroupState, JoinGroupReply, LeaveMember, SyncGroupReply
 from oncelog.group.consumer_embedded import (
     decode_assignment,
+    decode_subscription,
     encode_assignment,
     encode_subscription,
+    version,
 )
 from oncelog.group.consumer_records import decode_key, group_records
 from oncelog.group.consumer_state import ClassicMeta, ConsumerGroup, ConsumerMember, TopicInfo
@@ -457,3 +459,19 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades()
     assert set(g.members) == {x, j.member_id} and g.static_members == {"i1": j.member_id}
     assert g.generation_id == epoch
     assert [g.group_type for g in h.coord.list_groups().groups] == ["classic"]
+
+
+@pytest.mark.parametrize("v", [0, 1, 2, 3])
+def test_embedded_subscription_and_assignment_codec(v: int) -> None:
+    raw = encode_subscription(
+        ("b", "a"), {"a": frozenset({3, 1})}, subscription_version=v, rack_id="r1"
+    )
+    sub = decode_subscription(raw)
+    assert (sub.version, sub.topics) == (v, ("b", "a"))
+    assert sub.owned == ({"a": frozenset({1, 3})} if v >= 1 else {})
+    assert sub.rack_id == ("r1" if v >= 3 else None)
+    assigned = encode_assignment({"a": frozenset({2, 0}), "b": frozenset()}, v)
+    assert version(assigned) == v
+    assert decode_assignment(assigned) == {"a": frozenset({0, 2})}
+    assert decode_assignment(b"") == {}
+    assert version(encode_assignment({}, 7)) == 3  # newer subscriptions get the newest we know
