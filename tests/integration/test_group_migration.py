@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from kio.schema.consumer_group_describe.v0 import request as cgd
 from kio.schema.consumer_group_heartbeat.v0 import request as cgh
 from kio.schema.describe_groups.v5 import request as dg
@@ -26,6 +26,7 @@ from oncelog.embedded import EmbeddedBroker
 from .helpers import create_topic, produce
 from .test_consumer_protocol import consumer as consumer_protocol_consumer
 from .test_consumer_protocol import wait_until
+from .test_transactions import txn_producer
 
 pytestmark = pytest.mark.xdist_group("timing")
 
@@ -251,3 +252,36 @@ def test_a_mixed_group_survives_a_broker_restart(broker: EmbeddedBroker, topic_n
         group.close(name)
     values = [v for _, v in group.seen]
     assert sorted(values) == list(range(600)), "a record was lost or delivered twice"
+
+
+def test_a_classic_zombie_in_a_consumer_group_is_fenced_by_its_generation(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """KIP-447 inside a mixed group: a classic member's TxnOffsetCommit carries its
+    generation, which is its member epoch; metadata taken before the upgrade moved its
+    epoch on is refused (ILLEGAL_GENERATION, as Kafka answers a classic member)."""
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 2)
+    produce(bs, topic_name, [(None, b"%d" % i, i % 2) for i in range(4)])
+    group = Consumers()
+    group.add("a", classic(bs, "a"), topic_name)
+    group.until(lambda: group.assigned("a") == 2, 60, "a to own both partitions")
+    stale = group.members["a"].consumer_group_metadata()
+    group.add("c", consumer_protocol_consumer(bs, GROUP), topic_name)
+    group.until(lambda: group.assigned("a") == 1 and group.assigned("c") == 1, 60, "the 1/1 split")
+    fresh = group.members["a"].consumer_group_metadata()
+    mine = group.members["a"].assignment()[0].partition
+    offsets = [TopicPartition(topic_name, mine, 1)]
+    p = txn_producer(bs, "zombie-migration")
+    p.begin_transaction()
+    with pytest.raises(KafkaException) as fenced:
+        p.send_offsets_to_transaction(offsets, stale)
+    assert fenced.value.args[0].code() == KafkaError.ILLEGAL_GENERATION
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send_offsets_to_transaction(offsets, fresh)
+    p.commit_transaction()
+    committed = group.members["c"].committed(offsets, timeout=10)
+    assert [tp.offset for tp in committed] == [1]
+    for name in list(group.members):
+        group.close(name)
