@@ -120,6 +120,11 @@ def test_unknown_keys_and_bad_values_are_all_reported_at_once(tmp_path: Path) ->
         ("group.coordinator.rebalance.protocols", "classic,consmer", False),
         ("group.consumer.session.timeout.ms", "0", False),
         ("group.consumer.heartbeat.interval.ms", "0", False),
+        ("group.consumer.migration.policy", "disabled", True),
+        ("group.consumer.migration.policy", "Upgrade", True),  # case-insensitive, as Kafka
+        ("group.consumer.migration.policy", "BIDIRECTIONAL", True),
+        ("group.consumer.migration.policy", "sideways", False),
+        ("group.consumer.max.size", "0", False),
     ],
 )
 def test_values_are_range_checked_as_kafka_does(key: str, value: str, ok: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -33,6 +34,7 @@ from oncelog.group import (
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
+from oncelog.group.consumer_state import TopicInfo
 
 E = ErrorCode
 T0 = 1_000_000
@@ -128,7 +130,9 @@ class Harness:
         version: int = 9,
         client: str = "c",
         ptype: str = "consumer",
+        topics: Mapping[str, TopicInfo] | None = None,
     ) -> Any:
+        """``topics``: the broker's topic metadata, for a join to a consumer group."""
         req = JoinGroupRequest(
             group_id=group,
             member_id=member_id,
@@ -141,7 +145,7 @@ class Harness:
             client_host="/127.0.0.1",
             api_version=version,
         )
-        return self.run(self.coord.join_group(req, self.now))
+        return self.run(self.coord.join_group(req, self.now, topics))
 
     def sync(
         self,

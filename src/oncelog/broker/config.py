@@ -199,10 +199,12 @@ def between(low: float, high: float) -> Check:
     return check
 
 
-def one_of(*allowed: str, many: bool = False) -> Check:
+def one_of(*allowed: str, many: bool = False, ignore_case: bool = False) -> Check:
     def check(v: object) -> str | None:
         items = [x.strip() for x in str(v).split(",")] if many else [str(v)]
-        bad = [x for x in items if x not in allowed]
+        fold = (lambda x: x.lower()) if ignore_case else (lambda x: x)
+        known = {fold(a) for a in allowed}
+        bad = [x for x in items if fold(x) not in known]
         return f"String must be one of: {', '.join(allowed)}" if bad else None
 
     return check
@@ -279,6 +281,11 @@ _CHECKS: dict[str, Check] = {
     ),
     "group.consumer.session.timeout.ms": at_least(1),
     "group.consumer.heartbeat.interval.ms": at_least(1),
+    # Kafka: ConfigDef.CaseInsensitiveValidString over ConsumerGroupMigrationPolicy
+    "group.consumer.migration.policy": one_of(
+        "disabled", "upgrade", "downgrade", "bidirectional", ignore_case=True
+    ),
+    "group.consumer.max.size": at_least(1),
 }
 
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism

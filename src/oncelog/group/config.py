@@ -39,6 +39,11 @@ class GroupConfig:
     rebalance_protocols: str = setting("group.coordinator.rebalance.protocols", "classic,consumer")
     consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms", 45_000)
     consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms", 5_000)
+    # KIP-848 online migration of non-empty groups between the classic and the consumer
+    # protocol: disabled | upgrade | downgrade | bidirectional (Kafka 4.x's default;
+    # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_CONFIG, case-insensitive).
+    consumer_migration_policy: str = setting("group.consumer.migration.policy", "bidirectional")
+    consumer_max_size: int = setting("group.consumer.max.size", 2**31 - 1)
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
     # it cannot heartbeat yet and its socket is muted (a retry simply joins again).
     new_member_join_timeout_ms: int = 300_000
@@ -49,6 +54,16 @@ class GroupConfig:
     def consumer_protocol_enabled(self) -> bool:
         enabled = {p.strip() for p in self.rebalance_protocols.split(",")}
         return self.group_version >= 1 and "consumer" in enabled
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """A live classic group may become a consumer group (Kafka's isUpgradeEnabled)."""
+        return self.consumer_migration_policy.strip().lower() in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """A consumer group left with only classic members may turn classic again."""
+        return self.consumer_migration_policy.strip().lower() in ("downgrade", "bidirectional")
 
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> GroupConfig:

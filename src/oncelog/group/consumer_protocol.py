@@ -8,8 +8,10 @@ step towards its target. Other members converge on their own next heartbeats.
 
 Groups share one namespace with the classic protocol: the consumer state hangs off the
 same ``Group`` (which keeps the offsets). An empty classic group becomes a consumer group
-on the first consumer-protocol heartbeat; a non-empty one is not a consumer group
-(GROUP_ID_NOT_FOUND), as in Kafka with the online upgrade disabled.
+on the first consumer-protocol heartbeat. A non-empty one is converted by the online
+migration (``migration``, when group.consumer.migration.policy allows an upgrade) or is
+not a consumer group (GROUP_ID_NOT_FOUND), as in Kafka. A member fenced or leaving may
+turn the group classic again (a downgrade), which ``migration`` decides too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -40,6 +43,7 @@ from oncelog.group.messages import (
     DescribedConsumerGroup,
     DescribedConsumerMember,
     DescribedTopicPartitions,
+    Out,
     TopicIdPartitions,
 )
 from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState
@@ -48,15 +52,29 @@ E = ErrorCode
 TopicMetadata = Mapping[str, TopicInfo]
 
 
+class MigrationHooks(Protocol):
+    def upgrade(self, holder: Group, topics: TopicMetadata, now: int, out: Out) -> ErrorCode:
+        """Convert the live classic group to a consumer group for a joining member: NONE,
+        or why not (nothing changed then)."""
+        ...
+
+    def downgrade(
+        self, holder: Group, cg: ConsumerGroup, leaving: ConsumerMember, now: int, out: Out
+    ) -> bool:
+        """Convert to a classic group without ``leaving``; False if not allowed."""
+        ...
+
+
 class ConsumerProtocol:
     def __init__(self, registry: Registry) -> None:
         self.reg = registry
         self.cfg: GroupConfig = registry.config
+        self.migration: MigrationHooks | None = None
 
     # -- heartbeat ------------------------------------------------------------------------
 
     def heartbeat(
-        self, req: ConsumerHeartbeatRequest, topics: TopicMetadata, now: int
+        self, req: ConsumerHeartbeatRequest, topics: TopicMetadata, now: int, out: Out
     ) -> ConsumerHeartbeatReply:
         error = self._invalid(req)
         if error is not None:
@@ -74,24 +92,31 @@ class ConsumerProtocol:
                 return ConsumerHeartbeatReply(
                     E.invalid_regular_expression, str(exc), member_id=req.member_id
                 )
-        found = self._group(req.group_id, req.member_epoch == 0, now)
+        found = self._group(req.group_id, req.member_epoch == 0, topics, now, out)
         if isinstance(found, ErrorCode):
             return ConsumerHeartbeatReply(found, member_id=req.member_id)
         holder, cg = found
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return self._leave(holder, cg, req, now)
+            return self._leave(holder, cg, req, now, out)
+        if len(cg.members) >= self.cfg.consumer_max_size and req.member_id not in cg.members:
+            return ConsumerHeartbeatReply(
+                E.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.cfg.consumer_max_size} members.",
+                member_id=req.member_id,
+            )
         member_or_error = self._member(cg, req, now)
         if isinstance(member_or_error, ConsumerHeartbeatReply):
             return member_or_error
         member, bumped = member_or_error
         if self._update(cg, member, req):
             bumped = True
-        if self._refresh_topics(cg, topics):
+        if self.refresh_topics(cg, topics):
             bumped = True
         if bumped:
             cg.group_epoch += 1
         if cg.group_epoch > cg.assignment_epoch:
-            self._assign(cg)
+            self.assign(cg)
         reconcile(cg, member, _partitions(req.owned))
         member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
         if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -145,16 +170,21 @@ class ConsumerProtocol:
         return None
 
     def _group(
-        self, group_id: str, create: bool, now: int
+        self, group_id: str, create: bool, topics: TopicMetadata, now: int, out: Out
     ) -> tuple[Group, ConsumerGroup] | ErrorCode:
         holder = self.reg.groups.get(group_id)
         if holder is None:
             if not create:
                 return E.group_id_not_found
             holder = self.reg.get_or_create(group_id, now)
+        if holder.consumer is None and (holder.members or holder.state is not GroupState.EMPTY):
+            # A live classic group: only a joining member may trigger the online upgrade.
+            if not create or self.migration is None:
+                return E.group_id_not_found
+            refused = self.migration.upgrade(holder, topics, now, out)
+            if refused is not E.none:
+                return refused
         if holder.consumer is None:
-            if holder.members or holder.state is not GroupState.EMPTY:
-                return E.group_id_not_found  # a live classic group; no online upgrade
             if not create:
                 return E.group_id_not_found
             # An empty classic group (or one holding only offsets) becomes a consumer group.
@@ -173,7 +203,8 @@ class ConsumerProtocol:
                 old_id = cg.static_members.get(req.instance_id)
                 if old_id is not None:
                     old = cg.members[old_id]
-                    if not old.left_temporarily:
+                    # (A classic static member is replaced at once, as in Kafka.)
+                    if not old.left_temporarily and old.classic is None:
                         return ConsumerHeartbeatReply(
                             E.unreleased_instance_id,
                             f"instance {req.instance_id} is in use by member {old_id}",
@@ -182,7 +213,7 @@ class ConsumerProtocol:
                     return self._replace_static(cg, old, member_id, req), False
             existing = cg.members.get(member_id)
             if existing is not None:
-                self._remove(cg, existing)  # a member rejoining from scratch
+                self.drop(cg, existing)  # a member rejoining from scratch
             member = ConsumerMember(member_id, instance_id=req.instance_id)
             cg.members[member_id] = member
             if req.instance_id is not None:
@@ -221,7 +252,10 @@ class ConsumerProtocol:
         del cg.members[old.member_id]
         old_target = cg.target.pop(old.member_id, {})
         old.member_id = new_id
-        old.member_epoch = old.previous_member_epoch
+        if old.classic is not None:  # Kafka restarts a replaced classic member at epoch 0
+            old.member_epoch = old.previous_member_epoch = 0
+        else:
+            old.member_epoch = old.previous_member_epoch
         old.last_sent = None
         cg.members[new_id] = old
         cg.target[new_id] = old_target
@@ -233,6 +267,7 @@ class ConsumerProtocol:
     def _update(cg: ConsumerGroup, member: ConsumerMember, req: ConsumerHeartbeatRequest) -> bool:
         """Apply the heartbeat's changed fields; True if the subscription changed."""
         changed = False
+        member.classic = None  # it speaks the consumer protocol now
         if req.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
         if req.rack_id is not None:
@@ -256,7 +291,7 @@ class ConsumerProtocol:
             changed = True
         return changed
 
-    def _refresh_topics(self, cg: ConsumerGroup, topics: TopicMetadata) -> bool:
+    def refresh_topics(self, cg: ConsumerGroup, topics: TopicMetadata) -> bool:
         """Record the subscribed topics' ids and partition counts; True if they changed."""
         subscribed = {name: info for name, info in topics.items() if _subscribed(cg, name)}
         if subscribed == cg.topics:
@@ -265,7 +300,7 @@ class ConsumerProtocol:
         return True
 
     @staticmethod
-    def _assign(cg: ConsumerGroup) -> None:
+    def assign(cg: ConsumerGroup) -> None:
         votes = Counter(m.server_assignor for m in cg.members.values() if m.server_assignor)
         cg.assignor = votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR
         subs = {
@@ -285,7 +320,7 @@ class ConsumerProtocol:
     # -- leaving and expiry ---------------------------------------------------------------
 
     def _leave(
-        self, holder: Group, cg: ConsumerGroup, req: ConsumerHeartbeatRequest, now: int
+        self, holder: Group, cg: ConsumerGroup, req: ConsumerHeartbeatRequest, now: int, out: Out
     ) -> ConsumerHeartbeatReply:
         member = cg.members.get(req.member_id)
         if member is None:
@@ -301,25 +336,34 @@ class ConsumerProtocol:
             member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
             member.rebalance_deadline_ms = None
         else:
-            self.remove_member(holder, cg, member, now)
+            self.fence(holder, cg, member, now, out)
         return ConsumerHeartbeatReply(
             E.none, member_id=req.member_id, member_epoch=req.member_epoch
         )
 
+    def fence(
+        self, holder: Group, cg: ConsumerGroup, member: ConsumerMember, now: int, out: Out
+    ) -> None:
+        """Kafka's consumerGroupFenceMember: the member goes, and the group may turn classic
+        if only classic members remain (else the group epoch bumps)."""
+        if self.migration is not None and self.migration.downgrade(holder, cg, member, now, out):
+            return
+        self.remove_member(holder, cg, member, now)
+
     def remove_member(
         self, holder: Group, cg: ConsumerGroup, member: ConsumerMember, now: int
     ) -> None:
-        self._remove(cg, member)
+        self.drop(cg, member)
         cg.group_epoch += 1
         if cg.members:
-            self._assign(cg)
+            self.assign(cg)
         else:
             cg.target = {}
             cg.assignment_epoch = cg.group_epoch
             holder.state_timestamp_ms = now  # offsets' retention counts from here
 
     @staticmethod
-    def _remove(cg: ConsumerGroup, member: ConsumerMember) -> None:
+    def drop(cg: ConsumerGroup, member: ConsumerMember) -> None:
         del cg.members[member.member_id]
         cg.target.pop(member.member_id, None)
         if member.instance_id is not None and cg.static_members.get(member.instance_id) == (
@@ -327,17 +371,24 @@ class ConsumerProtocol:
         ):
             del cg.static_members[member.instance_id]
 
-    def expire(self, holder: Group, now: int) -> bool:
-        """Fence members whose session ended or who did not revoke in time; True if any."""
-        cg = holder.consumer
-        if cg is None:
-            return False
+    def expire(self, holder: Group, now: int, out: Out) -> bool:
+        """Fence members whose session ended, who did not revoke in time, or (classic
+        members) did not rejoin or sync in time; True if any."""
         fenced = False
-        for member in list(cg.members.values()):
-            session = member.session_deadline_ms
-            revoke = member.rebalance_deadline_ms
-            if (session is not None and now >= session) or (revoke is not None and now >= revoke):
-                self.remove_member(holder, cg, member, now)
+        for member in list(holder.consumer.members.values() if holder.consumer else ()):
+            cg = holder.consumer
+            if cg is None:
+                break  # downgraded meanwhile: the classic timers take over
+            if cg.members.get(member.member_id) is not member:
+                continue
+            deadlines = (
+                member.session_deadline_ms,
+                member.rebalance_deadline_ms,
+                member.join_deadline_ms,
+                member.sync_deadline_ms,
+            )
+            if any(t is not None and now >= t for t in deadlines):
+                self.fence(holder, cg, member, now, out)
                 fenced = True
         return fenced
 
@@ -376,6 +427,7 @@ class ConsumerProtocol:
                     m.subscribed_topic_regex,
                     _described(m.assigned, names),
                     _described(cg.target.get(m.member_id, {}), names),
+                    m.classic is not None,
                 )
                 for m in cg.members.values()
             ),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from oncelog.coordinator.schema_io import SchemaReader, SchemaWriter
 from oncelog.group.consumer_state import (
+    ClassicMeta,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -35,6 +36,7 @@ MEMBER_METADATA = 5
 TARGET_METADATA = 6
 TARGET_MEMBER = 7
 CURRENT_MEMBER = 8
+CLASSIC_MEMBER_TAG = 0  # ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 CONSUMER_KEY_TYPES = range(GROUP_METADATA, CURRENT_MEMBER + 1)
 _MEMBER_KEYS = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_MEMBER})
 
@@ -113,7 +115,26 @@ def _member_value(m: ConsumerMember) -> bytes:
         w.i32(m.rebalance_timeout_ms)
         w.compact_string(m.server_assignor)
 
-    return _value(body)
+    w = SchemaWriter(0)
+    body(w)
+    tags = {} if m.classic is None else {CLASSIC_MEMBER_TAG: _classic_value(m.classic)}
+    w.tagged(tags)
+    return w.done()
+
+
+def _classic_value(c: ClassicMeta) -> bytes:
+    """The tagged nullable struct ClassicMemberMetadata: Kafka's generator writes a
+    presence varint (1) before a non-null struct."""
+    w = SchemaWriter(0)
+    w.buf = bytearray(b"\x01")
+    w.i32(c.session_timeout_ms)
+    w.compact_length(len(c.protocols))
+    for name, metadata in c.protocols:
+        w.compact_string(name)
+        w.compact_bytes(metadata)
+        w.tagged({})
+    w.tagged({})
+    return w.done()
 
 
 def _target_value(target: Partitions) -> bytes:
@@ -280,9 +301,29 @@ def _decode_member(member_id: str, value: bytes) -> ConsumerMember:
     m.subscribed_topic_regex = r.compact_nullable_string()
     m.rebalance_timeout_ms = r.i32()
     m.server_assignor = r.compact_nullable_string()
+    classic = r.tagged().get(CLASSIC_MEMBER_TAG)
+    r.done()
+    if classic is not None:
+        m.classic = _decode_classic(bytes(classic))
+    return m
+
+
+def _decode_classic(raw: bytes) -> ClassicMeta | None:
+    r = SchemaReader(raw, OffsetsCodecError)
+    if r.uvarint() == 0:
+        return None  # written as null
+    session = r.i32()
+    protocols = []
+    for _ in range(_length(r)):
+        name = r.compact_string()
+        metadata = r.compact_bytes()
+        r.tagged()
+        protocols.append((name, metadata))
     r.tagged()
     r.done()
-    return m
+    if not protocols:
+        raise OffsetsCodecError("a classic member without protocols")
+    return ClassicMeta(session, tuple(protocols))
 
 
 def _decode_current(m: ConsumerMember, value: bytes) -> None:

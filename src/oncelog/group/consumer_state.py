@@ -40,6 +40,20 @@ class ConsumerGroupState(Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """A member that speaks the classic protocol inside a consumer group (KIP-848 online
+    migration): Kafka's ``ClassicMemberMetadata`` (session timeout, JoinGroup protocols)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription), preference order
+
+    @property
+    def protocol_name(self) -> str:
+        """The name its JoinGroup and SyncGroup answers carry: its first choice."""
+        return self.protocols[0][0]
+
+
 @dataclass(slots=True, eq=False)
 class ConsumerMember:
     member_id: str
@@ -59,6 +73,9 @@ class ConsumerMember:
     session_deadline_ms: int | None = None
     rebalance_deadline_ms: int | None = None  # while partitions await revocation
     last_sent: Partitions | None = None  # the assignment in the last response
+    classic: ClassicMeta | None = None  # set while it uses the classic protocol
+    join_deadline_ms: int | None = None  # classic: asked to rejoin, must by then
+    sync_deadline_ms: int | None = None  # classic: joined, must SyncGroup by then
 
     @property
     def left_temporarily(self) -> bool:
@@ -92,10 +109,42 @@ class ConsumerGroup:
         times = [
             t
             for m in self.members.values()
-            for t in (m.session_deadline_ms, m.rebalance_deadline_ms)
+            for t in (
+                m.session_deadline_ms,
+                m.rebalance_deadline_ms,
+                m.join_deadline_ms,
+                m.sync_deadline_ms,
+            )
             if t is not None
         ]
         return min(times, default=None)
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: type "consumer", and (unless the group is
+        empty) a protocol every classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        classic = self.classic_members()
+        if not self.members:
+            return bool(names)
+        return any(
+            all(n in {p for p, _ in m.classic.protocols} for m in classic if m.classic)
+            for n in names
+        )
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Some partition of its target is still held by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        held = self.owner_elsewhere(member.member_id)
+        for t, ps in self.target.get(member.member_id, {}).items():
+            mine = member.assigned.get(t, frozenset())
+            if any(p not in mine and (t, p) in held for p in ps):
+                return True
+        return False
 
     def owner_elsewhere(self, member_id: str) -> set[tuple[TopicId, int]]:
         """Partitions another member still holds (assigned or awaiting its revocation)."""

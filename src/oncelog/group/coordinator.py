@@ -50,7 +50,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_protocol import ConsumerProtocol, TopicMetadata
 from oncelog.group.consumer_records import ConsumerGroupImage, is_consumer_key
-from oncelog.group.consumer_state import MemberState
+from oncelog.group.consumer_state import ConsumerGroup, MemberState
 from oncelog.group.core import Registry, partition_for
 from oncelog.group.layout_migration import rewrite_legacy
 from oncelog.group.membership import Membership
@@ -82,6 +82,7 @@ from oncelog.group.messages import (
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
+from oncelog.group.migration import Migration
 from oncelog.group.offsets import Offsets, commit_errors
 from oncelog.group.offsets_codec import GroupValue, OffsetKey, OffsetValue, decode_record
 from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
@@ -110,6 +111,8 @@ class GroupCoordinator:
         self._members = Membership(self._reg)
         self._offsets = Offsets(self._reg, self._members)
         self._consumer = ConsumerProtocol(self._reg)
+        self._migration = Migration(self._reg, self._consumer, self._members)
+        self._consumer.migration = self._migration
         self._consumer_image = ConsumerGroupImage()  # consumer-group records during load
         self._loaded = False
         self._next_cleanup_ms: int | None = None
@@ -130,17 +133,23 @@ class GroupCoordinator:
 
     # -- membership requests --------------------------------------------------------------
 
-    def join_group(self, req: JoinGroupRequest, now_ms: int) -> GroupStep:
+    def join_group(
+        self, req: JoinGroupRequest, now_ms: int, topics: TopicMetadata | None = None
+    ) -> GroupStep:
+        """``topics``: the broker's non-internal topics, needed when the group uses the
+        consumer protocol (a classic member joining it; None: the topics it knows)."""
         if not self._loaded:
             return GroupStep(JoinGroupReply(_LOADING, member_id=req.member_id))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
         if group is not None and group.consumer is not None:
-            if group.consumer.members:
-                # A live consumer-protocol group: classic members cannot join it.
-                refused = JoinGroupReply(E.inconsistent_group_protocol, member_id=req.member_id)
-                return GroupStep(refused)
+            cg = group.consumer
+            if cg.members:
+                # A live consumer-protocol group: the classic member joins it (KIP-848's
+                # migration path; Kafka routes here whatever the migration policy).
+                joined = self._join_consumer_group(group, cg, req, topics, now_ms, out)
+                return self._finish(req.group_id, now_ms, out, joined)
             self._reg.store_consumer_group(group, out, gone=True)
             group.consumer = None  # an empty consumer group turns classic
             group.protocol_type = None
@@ -148,11 +157,35 @@ class GroupCoordinator:
         reply = self._members.join(req, token, now_ms, out)
         return self._finish(req.group_id, now_ms, out, reply, token)
 
+    def _join_consumer_group(
+        self,
+        group: Group,
+        cg: ConsumerGroup,
+        req: JoinGroupRequest,
+        topics: TopicMetadata | None,
+        now_ms: int,
+        out: Out,
+    ) -> JoinGroupReply:
+        if not (
+            self.config.min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            return JoinGroupReply(E.invalid_session_timeout, member_id=req.member_id)
+        known = cg.topics if topics is None else topics
+        reply = self._migration.join(group, cg, req, known, now_ms, out)
+        self._reg.store_consumer_group(group, out)
+        return reply
+
     def sync_group(self, req: SyncGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
             return GroupStep(SyncGroupReply(_LOADING))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
+        group = self._reg.groups.get(req.group_id)
+        if req.group_id and group is not None and group.consumer is not None:
+            consumer_reply = self._migration.sync(group.consumer, req, now_ms)
+            return self._finish(req.group_id, now_ms, out, consumer_reply)
         reply = self._members.sync(req, token, now_ms, out)
         return self._finish(req.group_id, now_ms, out, reply, token)
 
@@ -161,6 +194,10 @@ class GroupCoordinator:
             return GroupStep(HeartbeatReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
+        group = self._reg.groups.get(req.group_id)
+        if req.group_id and group is not None and group.consumer is not None:
+            reply = self._migration.heartbeat(group.consumer, req, now_ms)
+            return self._finish(req.group_id, now_ms, out, reply)
         return self._finish(req.group_id, now_ms, out, self._members.heartbeat(req, now_ms))
 
     def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> GroupStep:
@@ -168,6 +205,11 @@ class GroupCoordinator:
             return GroupStep(LeaveGroupReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
+        group = self._reg.groups.get(req.group_id)
+        if req.group_id and group is not None and group.consumer is not None:
+            reply = self._migration.leave(group, group.consumer, req, now_ms)
+            self._reg.store_consumer_group(group, out)
+            return self._finish(req.group_id, now_ms, out, reply)
         return self._finish(req.group_id, now_ms, out, self._members.leave(req, now_ms, out))
 
     # -- consumer group protocol (KIP-848) --------------------------------------------------
@@ -183,7 +225,7 @@ class GroupCoordinator:
             return GroupStep(ConsumerHeartbeatReply(_LOADING, member_id=req.member_id))
         out = Out()
         self._advance(req.group_id, now_ms, out)
-        reply = self._consumer.heartbeat(req, topics, now_ms)
+        reply = self._consumer.heartbeat(req, topics, now_ms, out)
         group = self._reg.groups.get(req.group_id)
         if group is not None and group.consumer is not None:
             self._reg.store_consumer_group(group, out)
@@ -384,8 +426,11 @@ class GroupCoordinator:
             holder.consumer = cg
             holder.protocol_type = CONSUMER_PROTOCOL_TYPE
             for cm in cg.members.values():
-                cm.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
-                if cm.state is MemberState.UNREVOKED_PARTITIONS:
+                session = self.config.consumer_session_timeout_ms
+                if cm.classic is not None:
+                    session = cm.classic.session_timeout_ms
+                cm.session_deadline_ms = now_ms + session
+                if cm.classic is None and cm.state is MemberState.UNREVOKED_PARTITIONS:
                     cm.rebalance_deadline_ms = now_ms + cm.rebalance_timeout_ms
         self._consumer_image = ConsumerGroupImage()
         for group in list(self._reg.groups.values()):
@@ -446,8 +491,8 @@ class GroupCoordinator:
             self._expire_consumers(group, now_ms, out)
 
     def _expire_consumers(self, group: Group, now_ms: int, out: Out) -> None:
-        if group.consumer is not None and self._consumer.expire(group, now_ms):
-            self._reg.store_consumer_group(group, out)
+        if group.consumer is not None and self._consumer.expire(group, now_ms, out):
+            self._reg.store_consumer_group(group, out)  # (nothing if it turned classic)
 
     def _finish(
         self, group_id: str, now_ms: int, out: Out, reply: Reply | None, token: int = 0

@@ -228,6 +228,10 @@ class Membership:
 
     # -- rebalance ------------------------------------------------------------------------
 
+    def rebalance(self, group: Group, now: int, out: Out) -> None:
+        """Start a rebalance of a Stable (or Empty, or CompletingRebalance) group."""
+        self._prepare_rebalance(group, now, out)
+
     def _maybe_prepare_rebalance(self, group: Group, now: int, out: Out) -> None:
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
             self._prepare_rebalance(group, now, out)
@@ -507,6 +511,11 @@ class Membership:
             if m.sync_token is not None:
                 out.resolve(m.sync_token, SyncGroupReply(error))
                 m.sync_token = None
+
+
+def rebalance_timeout(req: JoinGroupRequest) -> int:
+    """A JoinGroup's rebalance timeout (v0 has none: the session timeout)."""
+    return _rebalance_timeout(req)
 
 
 def _rebalance_timeout(req: JoinGroupRequest) -> int:

@@ -187,6 +187,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    classic: bool = False  # a classic-protocol member (online migration)
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,7 +117,7 @@ class Offsets:
             if member is None:
                 return OffsetFetchReply(req.group_id, E.unknown_member_id)
             if member.member_epoch != req.member_epoch:
-                return OffsetFetchReply(req.group_id, E.stale_member_epoch)
+                return OffsetFetchReply(req.group_id, _epoch_error(member.classic is not None))
         if req.topics is None:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(group.offsets):
@@ -249,17 +249,25 @@ def _validate_member_epoch(
 ) -> ErrorCode | None:
     """A consumer-protocol group: the generation field carries the member epoch (KIP-848),
     which must be the member's current one; so a zombie's transactional commit made
-    before it was fenced or reassigned fails (KIP-447)."""
+    before it was fenced or reassigned fails (KIP-447). A classic member inside it (online
+    migration) commits with its generation, which is its member epoch."""
     if member_epoch < 0 and not cg.members:
         return None  # admin tools and consumers without group management
     member = cg.members.get(member_id)
     if member is None:
         return E.unknown_member_id
-    if not txn and api_version < 9:
+    classic = member.classic is not None
+    if not txn and not classic and api_version < 9:
         return E.unsupported_version  # the member epoch needs OffsetCommit v9+
     if member_epoch != member.member_epoch:
-        return E.stale_member_epoch
+        return _epoch_error(classic)
     return None
+
+
+def _epoch_error(classic: bool) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateMemberEpoch: a classic member has an illegal
+    generation, a consumer-protocol one a stale member epoch."""
+    return E.illegal_generation if classic else E.stale_member_epoch
 
 
 def commit_errors(topics: Topics, error: ErrorCode) -> CommitReply:

@@ -172,7 +172,8 @@ class GroupService:
     # -- membership --------------------------------------------------------------------
 
     async def join(self, req: JoinGroupRequest) -> JoinGroupReply:
-        return await self._call(self.coordinator.join_group(req, self._clock()), JoinGroupReply)
+        step = self.coordinator.join_group(req, self._clock(), self._topic_metadata())
+        return await self._call(step, JoinGroupReply)
 
     async def sync(self, req: SyncGroupRequest) -> SyncGroupReply:
         return await self._call(self.coordinator.sync_group(req, self._clock()), SyncGroupReply)

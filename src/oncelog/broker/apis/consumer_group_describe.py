@@ -15,7 +15,8 @@ from oncelog.group import messages as gm
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
-# ConsumerGroupDescribe v1's member_type: this member speaks the consumer protocol.
+# ConsumerGroupDescribe v1's member_type (KIP-1099): the protocol the member speaks.
+MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
@@ -55,7 +56,7 @@ def _group(r: Any, g: gm.DescribedConsumerGroup) -> Any:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(r, m.assignment),
                 target_assignment=_assignment(r, m.target_assignment),
-                member_type=MEMBER_TYPE_CONSUMER,
+                member_type=MEMBER_TYPE_CLASSIC if m.classic else MEMBER_TYPE_CONSUMER,
             )
             for m in g.members
         ),
