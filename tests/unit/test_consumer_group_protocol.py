@@ -3,8 +3,10 @@ with an injected clock and topic metadata."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.group import (
@@ -289,6 +291,42 @@ def test_regex_subscription_follows_new_topics() -> None:
     refused = c.consumer_heartbeat(bad, meta, 2).reply
     assert isinstance(refused, ConsumerHeartbeatReply)
     assert refused.error is E.invalid_regular_expression
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?<=x)a.*",  # look-behind: Python's re takes it, RE2 (Kafka's RE2/J) does not
+        "(a)\\1",  # a back-reference
+        "a{2,1}",
+        "(",
+    ],
+)
+def test_a_regex_kafka_would_refuse_is_refused(pattern: str) -> None:
+    c = coordinator()
+    req = ConsumerHeartbeatRequest(
+        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex=pattern, owned=()
+    )
+    reply = c.consumer_heartbeat(req, TOPICS, 0).reply
+    assert isinstance(reply, ConsumerHeartbeatReply)
+    assert reply.error is E.invalid_regular_expression
+    assert reply.error_message is not None and pattern in reply.error_message
+
+
+def test_a_pathological_regex_matches_in_linear_time() -> None:
+    """``(a+)+$`` against a long name of a's ending in b backtracks exponentially in
+    Python's re (minutes at 40 characters); the coordinator matches on the event loop."""
+    c = coordinator()
+    name = "a" * 5_000 + "b"
+    meta = {name: TopicInfo(T1, 1), "aaa": TopicInfo(T2, 1)}
+    req = ConsumerHeartbeatRequest(
+        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="(a+)+", owned=()
+    )
+    started = time.perf_counter()
+    reply = c.consumer_heartbeat(req, meta, 0).reply
+    assert time.perf_counter() - started < 1.0
+    assert isinstance(reply, ConsumerHeartbeatReply)
+    assert (reply.error, parts(reply)) == (E.none, {T2: (0,)})
 
 
 def test_offset_delete_follows_the_members_subscriptions_through_expiry() -> None:

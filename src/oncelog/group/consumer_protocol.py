@@ -16,7 +16,6 @@ turn the group classic again (a downgrade), which ``migration`` decides too.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -47,6 +46,7 @@ from oncelog.group.messages import (
     TopicIdPartitions,
 )
 from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from oncelog.group.topic_regex import InvalidTopicRegex, check_topic_regex, topic_matches
 
 E = ErrorCode
 TopicMetadata = Mapping[str, TopicInfo]
@@ -87,8 +87,8 @@ class ConsumerProtocol:
             )
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                check_topic_regex(req.subscribed_topic_regex)
+            except InvalidTopicRegex as exc:
                 return ConsumerHeartbeatReply(
                     E.invalid_regular_expression, str(exc), member_id=req.member_id
                 )
@@ -442,7 +442,7 @@ def _member_subscribed(member: ConsumerMember, name: str) -> bool:
     if name in member.subscribed_topic_names:
         return True
     regex = member.subscribed_topic_regex
-    return regex is not None and re.fullmatch(regex, name) is not None
+    return regex is not None and topic_matches(regex, name)
 
 
 def _partitions(owned: TopicIdPartitions | None) -> Partitions | None:
