@@ -310,3 +310,41 @@ def test_kip447_app_with_the_consumer_protocol_survives_kills_and_rebalances(
                 proc.kill()
                 proc.wait()
         b.stop()
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(
+    fast_broker: EmbeddedBroker,
+) -> None:
+    """librdkafka sends a ``^``-pattern as KIP-848's SubscribedTopicRegex; the broker
+    matches it (RE2) against its topics, including one created later, and never
+    against the others."""
+    bs = fast_broker.bootstrap
+    for name in ("rx-a", "rx-b", "other"):
+        create_topic(bs, name, 2)
+        produce(bs, name, [(None, name.encode(), p) for p in range(2)])
+    c = consumer(bs, "g-regex")
+    c.subscribe(["^rx-.*"])
+    got: list[tuple[str, bytes]] = []
+
+    def drain(count: int) -> bool:
+        m = poll_one(c, 0.05)
+        if m is not None:
+            got.append((m.topic(), m.value()))
+        return len(got) >= count
+
+    wait_until(lambda: drain(4), 60, "the records of rx-a and rx-b")
+    create_topic(bs, "rx-c", 1)
+    produce(bs, "rx-c", [(None, b"rx-c", 0)])
+    produce(bs, "other", [(None, b"other", 0)])
+    wait_until(lambda: drain(5), 60, "the record of rx-c, created after the subscription")
+    end = time.monotonic() + 2  # nothing of "other" arrives meanwhile either
+    while time.monotonic() < end:
+        drain(99)
+    assert sorted(got) == [
+        ("rx-a", b"rx-a"),
+        ("rx-a", b"rx-a"),
+        ("rx-b", b"rx-b"),
+        ("rx-b", b"rx-b"),
+        ("rx-c", b"rx-c"),
+    ]
+    c.close()

@@ -293,6 +293,32 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert refused.error is E.invalid_regular_expression
 
 
+def test_names_and_a_regex_together_subscribe_to_both_and_repeat_without_a_bump() -> None:
+    """Kafka takes both fields (librdkafka sends a regex with an empty list of names); a
+    heartbeat repeating them is no subscription change, so the epoch stays."""
+    c = coordinator()
+
+    def beat(epoch: int, now: int) -> ConsumerHeartbeatReply:
+        req = ConsumerHeartbeatRequest(
+            "g",
+            "m1",
+            epoch,
+            rebalance_timeout_ms=5_000 if epoch == 0 else -1,
+            subscribed_topic_names=("b",),
+            subscribed_topic_regex="^a$",
+            owned=() if epoch == 0 else None,
+        )
+        reply = c.consumer_heartbeat(req, TOPICS, now).reply
+        assert isinstance(reply, ConsumerHeartbeatReply)
+        return reply
+
+    first = beat(0, 0)
+    assert (first.error, first.member_epoch) == (E.none, 1)
+    assert parts(first) == {T1: tuple(range(6)), T2: (0, 1)}
+    again = beat(1, 1)
+    assert (again.error, again.member_epoch) == (E.none, 1)
+
+
 @pytest.mark.parametrize(
     "pattern",
     [

@@ -165,8 +165,6 @@ class ConsumerProtocol:
                 return "InstanceId can't be null."
         elif req.member_epoch < STATIC_LEAVE_EPOCH:
             return f"MemberEpoch {req.member_epoch} is invalid."
-        if req.subscribed_topic_names is not None and req.subscribed_topic_regex:
-            return "SubscribedTopicNames and SubscribedTopicRegex cannot both be set."
         return None
 
     def _group(
@@ -274,17 +272,18 @@ class ConsumerProtocol:
             member.rack_id = req.rack_id
         if req.client_id:
             member.client_id, member.client_host = req.client_id, req.client_host
+        # Names and regex are updated independently, as Kafka does: the member subscribes
+        # to both. librdkafka sends a regex with an empty list of names, and "" (no regex)
+        # with names.
         if req.subscribed_topic_names is not None:
             names = tuple(sorted(set(req.subscribed_topic_names)))
-            if names != member.subscribed_topic_names or member.subscribed_topic_regex:
+            if names != member.subscribed_topic_names:
                 member.subscribed_topic_names = names
-                member.subscribed_topic_regex = None
                 changed = True
-        if req.subscribed_topic_regex:  # librdkafka sends "" alongside topic names
-            regex = req.subscribed_topic_regex
-            if regex != member.subscribed_topic_regex or member.subscribed_topic_names:
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None
+            if regex != member.subscribed_topic_regex:
                 member.subscribed_topic_regex = regex
-                member.subscribed_topic_names = ()
                 changed = True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor or None
