@@ -27,7 +27,13 @@ from .apps.spark_common import (
     spark_broker,
     unique,
 )
-from .test_spark_sink import PREFIX, assert_exactly_once, no_leftovers, transactional_input
+from .test_spark_sink import (
+    PREFIX,
+    assert_exactly_once,
+    no_leftovers,
+    run_stream,
+    transactional_input,
+)
 from .test_txn_2pc_wire import NO_TIMEOUT, TWO_PC
 
 pytestmark = pytest.mark.xdist_group("spark")
@@ -65,27 +71,15 @@ def timeout_ms(state: Any) -> int:
 def copy_stream(
     spark: Any, bootstrap: str, src: str, dst: str, checkpoint: Path, **sink: str
 ) -> Any:
-    df = (
-        spark.readStream.format("oncelog")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "400")
-        .load()
-        .selectExpr("key", "value")
+    """An availableNow copy in micro-batches of at most 400 offsets."""
+    return run_stream(
+        spark,
+        bootstrap,
+        src,
+        checkpoint,
+        {"topic": dst, **sink},
+        source_options={"maxOffsetsPerTrigger": "400"},
     )
-    w = (
-        df.writeStream.format("oncelog")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", dst)
-        .option("checkpointLocation", str(checkpoint))
-    )
-    for k, v in sink.items():
-        w = w.option(k, v)
-    q = w.trigger(availableNow=True).start()
-    assert q.awaitTermination(240), "query did not finish"
-    assert q.exception() is None, q.exception()
-    return q
 
 
 def test_streaming_tasks_open_two_phase_commit_transactions(

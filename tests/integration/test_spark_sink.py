@@ -83,14 +83,17 @@ def run_stream(
     checkpoint: Path,
     sink_options: dict[str, str],
     transform: Any = None,
+    source_options: dict[str, str] | None = None,
 ) -> Any:
-    df = (
+    r = (
         spark.readStream.format("oncelog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .load()
     )
+    for k, v in (source_options or {}).items():
+        r = r.option(k, v)
+    df = r.load()
     df = transform(df) if transform is not None else df.selectExpr("key", "value")
     w = (
         df.writeStream.format("oncelog")
