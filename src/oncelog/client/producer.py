@@ -6,7 +6,8 @@ It behaves like Kafka's Java producer with idempotence and acks=all:
 - ``init_transactions``: ApiVersions at the transaction coordinator, then InitProducerId
   (v6 with ``enable2Pc`` for ``two_phase=True``, else v5/v4). A broker that cannot open a
   two-phase-commit transaction raises :class:`TwoPhaseCommitUnavailable`: no InitProducerId
-  v6 (UNSUPPORTED_VERSION), or TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which is how Kafka
+  v6 or no transaction version 2 (UNSUPPORTED_VERSION; KIP-939 builds on KIP-890), or
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which is how Kafka
   answers both ``transaction.two.phase.commit.enable=false`` and a missing TWO_PHASE_COMMIT
   ACL (deliberately the same, so the setting cannot be probed);
 - transaction version 2 (KIP-890) when the broker finalizes ``transaction.version`` >= 2:
@@ -300,6 +301,13 @@ class TransactionalProducer:
             lambda: self.protocol.api_versions(self._coordinator())
         )
         self.tv2 = self._negotiate(versions)
+        if self.two_phase and not self.tv2:
+            # KIP-939 builds on KIP-890: a prepared transaction is completed with EndTxn v5.
+            raise TwoPhaseCommitUnavailable(
+                "two-phase commit (KIP-939) needs transaction version 2; the broker finalizes "
+                f"transaction.version={versions.transaction_version}",
+                ErrorCode.unsupported_version,
+            )
         request = self._init_request(versions)
 
         def once() -> ProducerIdAndEpoch:

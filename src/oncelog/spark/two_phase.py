@@ -111,14 +111,15 @@ def prepare(
         settings=ProducerSettings.from_conf(opts.producer_conf),
         client_id=f"oncelog-spark-{txn_id}",
     )
-    with producer, pooled_txn_admin(opts.client_config) as txns:
+    with producer:
         pid, epoch = producer.init_transactions()
-        trace(f"2pc task {txn_id}: pid={pid} epoch={epoch} tv2={producer.tv2}")
+        trace(f"2pc task {txn_id}: pid={pid} epoch={epoch}")
         producer.begin_transaction()
         try:
             records = sum(_write(producer, batch, opts) for batch in batches)
             producer.prepare()
-            state = txns.describe_txn(txn_id)
+            with pooled_txn_admin(opts.client_config) as txns:
+                state = txns.describe_txn(txn_id)
             if not is_open(state, pid, epoch) or not is_two_phase(state):
                 got = (
                     "unknown"
