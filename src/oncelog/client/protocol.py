@@ -155,18 +155,27 @@ class ProtocolClient:
             f"cannot reach any bootstrap server ({'; '.join(errors)})", ErrorCode.network_exception
         )
 
-    def refresh(self) -> dict[str, int]:
-        """Metadata of every topic: {topic: partition count}, and the partition leaders."""
+    def refresh(self, only: Iterable[str] | None = None) -> dict[str, int]:
+        """Metadata of every topic (or of the topics ``only`` names, kept with what is
+        known of the others): {topic: partition count}, and the partition leaders."""
+        names = None if only is None else tuple(sorted(set(only)))
         resp = self.bootstrap().request(
             md.MetadataRequest(
-                topics=None,
+                topics=None
+                if names is None
+                else tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in names),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
             )
         )
         self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
-        self.topics = {}
-        self._leaders = {}
+        if names is None:
+            self.topics = {}
+            self._leaders = {}
+        else:
+            for n in names:
+                self.topics.pop(n, None)
+            self._leaders = {k: v for k, v in self._leaders.items() if k[0] not in names}
         for t in resp.topics:
             if t.error_code == ErrorCode.none and t.name is not None:
                 self.topics[t.name] = len(t.partitions)
@@ -189,9 +198,9 @@ class ProtocolClient:
         return [self.node(n) for n in sorted(self._nodes)]
 
     def leader_id(self, topic: str, partition: int) -> int:
-        """The partition leader's node id (Metadata when not known yet)."""
+        """The partition leader's node id (Metadata of the topic when not known yet)."""
         if (topic, partition) not in self._leaders:
-            self.refresh()
+            self.refresh([topic])
         node = self._leaders.get((topic, partition))
         if node is None or node < 0:
             raise ClientError(
@@ -203,9 +212,9 @@ class ProtocolClient:
         return self.node(self.leader_id(topic, partition))
 
     def partition_count(self, topic: str) -> int:
-        """The topic's partition count (Metadata when not known yet)."""
+        """The topic's partition count (Metadata of the topic when not known yet)."""
         if topic not in self.topics:
-            self.refresh()
+            self.refresh([topic])
         if topic not in self.topics:
             raise ClientError(f"unknown topic {topic!r}", ErrorCode.unknown_topic_or_partition)
         return self.topics[topic]
