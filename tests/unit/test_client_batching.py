@@ -95,6 +95,17 @@ def test_a_new_identity_restarts_sequences_and_discard_rolls_back_to_the_unackno
     assert decoded(acc.round(1 << 20)[0])[:3] == (1, 1, 0)
 
 
+def test_a_failed_batch_drops_its_partitions_queue() -> None:
+    acc = Accumulator(batch_size=61 + record_size(None, b"x", ()))
+    acc.reset(1, 0)
+    fill(acc, A, [b"a", b"b", b"c"])
+    fill(acc, B, [b"d"])
+    acc.acknowledged(acc.round(1 << 20)[0])  # A: sequence 0 written
+    acc.drop(A)  # sequence 1 failed for good (e.g. MESSAGE_TOO_LARGE): 1 and 2 go
+    assert [b.partition for b in acc.round(1 << 20)] == [1]
+    assert acc.sequence(A) == 1 and acc.sealed_bytes == len(acc.round(1 << 20)[0].data)
+
+
 def test_sequences_wrap_after_int_max_as_in_kafka() -> None:
     assert next_sequence(0, 5) == 5
     assert next_sequence(MAX_SEQUENCE - 5, 5) == MAX_SEQUENCE

@@ -103,6 +103,16 @@ class Accumulator:
         self._sealed.clear()
         self.sealed_bytes = 0
 
+    def drop(self, tp: TopicPartition) -> None:
+        """A batch of ``tp`` failed for good: drop it and the partition's later batches (they
+        could never follow it in sequence); the partition's next sequence is the failed
+        batch's again."""
+        queue = self._sealed.pop(tp, None)
+        if queue:
+            self._sequences[tp] = queue[0].base_sequence
+            self.sealed_bytes -= sum(len(b.data) for b in queue)
+        self._open.pop(tp, None)
+
     def sequence(self, tp: TopicPartition) -> int:
         """The base sequence the partition's next sealed batch gets."""
         return self._sequences.get(tp, 0)

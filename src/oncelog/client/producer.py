@@ -201,6 +201,7 @@ class TransactionalProducer:
         self._in_transaction = False
         self._started = False  # something was sent: EndTxn is needed to complete
         self._prepared = False
+        self._send_error: ClientError | None = None  # a batch of this transaction failed
 
     # -- plumbing ----------------------------------------------------------------------
     def close(self) -> None:
@@ -337,6 +338,7 @@ class TransactionalProducer:
             raise RuntimeError("a transaction is already in progress")
         self._in_transaction, self._started, self._prepared = True, False, False
         self._added = set()
+        self._send_error = None
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count (Metadata, cached for this producer's life)."""
@@ -480,11 +482,13 @@ class TransactionalProducer:
                 )
             else:
                 detail = f" ({p.error_message})" if p is not None and p.error_message else ""
-                raise ClientError(
+                self.accumulator.drop(tp)
+                self._send_error = ClientError(
                     f"Produce to {b.topic}-{b.partition} (sequence {b.base_sequence}): "
                     f"{code.name.upper()}{detail}",
                     code,
                 )
+                raise self._send_error
         return retry
 
     def _add_partitions(self, tps: set[TopicPartition]) -> None:
@@ -516,6 +520,15 @@ class TransactionalProducer:
                 raise RuntimeError("no transaction in progress")
             return self.producer_id, self.epoch
         if commit:
+            if self._send_error is not None and not is_fatal(self._send_error):
+                # Records of this transaction are lost: only an abort may end it. (After a
+                # fatal error, EndTxn tells the caller precisely why it is fenced.)
+                raise ClientError(
+                    f"cannot commit: a send of this transaction failed ({self._send_error}); "
+                    "abort it",
+                    self._send_error.error_code,
+                    retriable=False,
+                )
             self.flush()
         else:
             self.accumulator.discard()
@@ -538,6 +551,7 @@ class TransactionalProducer:
 
         resp = self._call(once)
         self._in_transaction = self._started = self._prepared = False
+        self._send_error = None
         if not self.tv2:
             return self.producer_id, self.epoch  # TV1: same epoch, sequences carry on
         if resp.producer_id < 0:
