@@ -132,6 +132,7 @@ def test_two_phase_commit_required_but_refused_fails_the_write(
             .option("kafka.bootstrap.servers", b)
             .option("topic", dst)
             .option("exactlyOnce.twoPhaseCommit", "true")
+            .mode("append")
             .save()
         )
     text = str(info.value)
