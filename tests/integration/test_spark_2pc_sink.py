@@ -30,6 +30,7 @@ from .apps.spark_common import (
 from .test_spark_sink import (
     PREFIX,
     assert_exactly_once,
+    batch_round_trip,
     no_leftovers,
     run_stream,
     transactional_input,
@@ -100,6 +101,28 @@ def test_streaming_tasks_open_two_phase_commit_transactions(
     for tid, state in states.items():
         assert is_two_phase(state) and timeout_ms(state) == NO_TIMEOUT, (tid, state)
         assert state.transaction_state == "CompleteCommit", (tid, state)
+
+
+def test_a_batch_job_with_two_phase_commit_tasks_round_trips_every_column(
+    spark: Any, tpc_spark_broker: EmbeddedBroker
+) -> None:
+    """Keys, string values, the topic and partition columns and headers, through the 2PC
+    producer's rows (the job's tasks are 2PC transactions, seen from the broker)."""
+    b = tpc_spark_broker.bootstrap
+    with TxnAdmin(ClientConfig(b)) as admin:
+        before = {t.transactional_id for t in admin.list_transactions()}
+    batch_round_trip(spark, b)
+    with TxnAdmin(ClientConfig(b)) as admin:
+        job = [
+            t.transactional_id
+            for t in admin.list_transactions()
+            if t.transactional_id.startswith(f"{PREFIX}-job-") and t.transactional_id not in before
+        ]
+        states = admin.describe_many(job)
+    assert len(states) >= 2, sorted(states)  # repartition(4): up to 4 tasks
+    assert all(
+        is_two_phase(s) and s.transaction_state == "CompleteCommit" for s in states.values()
+    ), states
 
 
 def test_without_two_phase_commit_on_the_broker_auto_falls_back(
