@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from oncelog.client.partitioner import murmur2
+from oncelog.client.partitioner import partition_for_key as java_partition
 from oncelog.embedded import EmbeddedBroker
 from oncelog.testing.verify import read_topic
 
@@ -36,37 +38,6 @@ JAVA_MURMUR2 = {
     b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
     b"abc": 479470107,
 }
-
-
-def murmur2(data: bytes) -> int:
-    """Java's Utils.murmur2 (signed 32-bit result), written from its published definition."""
-    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    for i in range(length // 4):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> r
-        k = (k * m) & mask
-        h = (h * m) & mask
-        h ^= k
-    tail = data[length - length % 4 :]
-    if len(tail) >= 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if tail:
-        h ^= tail[0]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def java_partition(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record: toPositive(murmur2(key)) % n."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def test_murmur2_reference_matches_javas_values() -> None:

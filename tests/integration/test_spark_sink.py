@@ -83,14 +83,17 @@ def run_stream(
     checkpoint: Path,
     sink_options: dict[str, str],
     transform: Any = None,
+    source_options: dict[str, str] | None = None,
 ) -> Any:
-    df = (
+    r = (
         spark.readStream.format("oncelog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .load()
     )
+    for k, v in (source_options or {}).items():
+        r = r.option(k, v)
+    df = r.load()
     df = transform(df) if transform is not None else df.selectExpr("key", "value")
     w = (
         df.writeStream.format("oncelog")
@@ -109,6 +112,12 @@ def run_stream(
 
 
 def test_batch_write_and_read_round_trip(spark: Any, spark_broker: EmbeddedBroker) -> None:
+    batch_round_trip(spark, spark_broker.bootstrap)
+
+
+def batch_round_trip(spark: Any, b: str) -> None:
+    """Rows with keys, values, topic, partition and headers columns written by a batch job
+    and read back the same (also used with two-phase-commit tasks)."""
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
@@ -118,7 +127,7 @@ def test_batch_write_and_read_round_trip(spark: Any, spark_broker: EmbeddedBroke
         StructType,
     )
 
-    b, t1, t2 = spark_broker.bootstrap, unique("w1"), unique("w2")
+    t1, t2 = unique("w1"), unique("w2")
     create_topic(b, t1, 3)
     create_topic(b, t2, 1)
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])

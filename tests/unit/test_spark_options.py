@@ -220,6 +220,33 @@ def test_bad_write_options_name_the_option(opts: dict[str, str], needle: str) ->
     assert needle in error(parse_write_options, {**BOOT, **opts})
 
 
+def test_two_phase_commit_option() -> None:
+    assert parse_write_options(BOOT).two_phase_commit == "auto"
+    for raw, want in [("TRUE", "true"), ("false", "false"), (" Auto ", "auto"), ("no", "false")]:
+        o = parse_write_options({**BOOT, "exactlyOnce.twoPhaseCommit": raw})
+        assert o.two_phase_commit == want
+    # Spark lower-cases option names.
+    assert (
+        parse_write_options({**BOOT, "exactlyonce.twophasecommit": "true"}).two_phase_commit
+        == "true"
+    )
+    assert "exactlyOnce.twoPhaseCommit' must be auto, true or false" in error(
+        parse_write_options, {**BOOT, "exactlyOnce.twoPhaseCommit": "sometimes"}
+    )
+    assert "needs 'exactlyOnce=true'" in error(
+        parse_write_options,
+        {**BOOT, "exactlyOnce": "false", "exactlyOnce.twoPhaseCommit": "true"},
+    )
+    # auto (and false) with at-least-once writes: nothing to decide, no error.
+    o = parse_write_options({**BOOT, "exactlyOnce": "false", "exactlyOnce.twoPhaseCommit": "auto"})
+    assert not o.exactly_once and o.two_phase_commit == "auto"
+    assert "exactlyOnce.twoPhaseCommit' applies to writing" in error(
+        parse_read_options,
+        {**BOOT, "subscribe": "t", "exactlyOnce.twoPhaseCommit": "true"},
+        streaming=True,
+    )
+
+
 def test_idempotence_may_be_disabled_only_without_exactly_once() -> None:
     o = parse_write_options({**BOOT, "exactlyOnce": "false", "kafka.enable.idempotence": "false"})
     assert o.producer_conf["enable.idempotence"] == "false"

@@ -68,6 +68,22 @@ def test_keep_prepared_needs_enable_2pc() -> None:
     )
 
 
+def test_keep_prepared_with_an_expected_producer_is_an_invalid_request() -> None:
+    # Kafka's TransactionCoordinatorTest.shouldRejectKeepPreparedTxnWithExpectedEpoch.
+    sh = shell()
+    pid, epoch = open_2pc(sh)
+    assert sh.probe(
+        "init_producer_id",
+        TXN,
+        60_000,
+        pid,
+        epoch,
+        enable_2pc=True,
+        keep_prepared_txn=True,
+    ) == err(E.invalid_request)
+    assert sh.state().state is S.ONGOING and sh.state().producer_epoch == epoch
+
+
 def test_a_2pc_transaction_has_no_timeout_and_is_never_aborted_by_it() -> None:
     sh = shell(max_timeout_ms=1_000)
     # The request's timeout is ignored (even one above the maximum), as Kafka does.

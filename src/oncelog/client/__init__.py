@@ -9,5 +9,10 @@ a Kafka-protocol cluster through here, never through broker code.
   protocol client (:mod:`.wire` connections with TLS and SASL, :mod:`.sasl`).
 * :mod:`.retry` — the one retry policy; :mod:`.errors` — errors by Kafka error code.
 
-Producers and consumers are confluent-kafka's, configured with ``ClientConfig.librdkafka()``.
+* :mod:`.producer` — :class:`TransactionalProducer`: oncelog's own transactional producer
+  for what librdkafka cannot do (two-phase commit, KIP-939), with :mod:`.batching` (its
+  pure record accumulator, encoding with ``oncelog.records``) and :mod:`.partitioner`
+  (Java's murmur2).
+
+Other producers and consumers are confluent-kafka's, configured with ``ClientConfig.librdkafka()``.
 """

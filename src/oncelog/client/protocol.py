@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.api_versions.v4 import request as av
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.describe_transactions.v0 import request as dt
 from kio.schema.end_txn.v3 import request as et
@@ -55,6 +56,27 @@ class TxnListing:
     transactional_id: str
     producer_id: int
     state: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerVersions:
+    """What one broker's ApiVersions answer offers: the highest version of each API key and
+    the finalized feature levels (``transaction.version``, ...)."""
+
+    max_versions: dict[int, int]
+    finalized: dict[str, int]
+
+    def max_version(self, request: Any) -> int:
+        """The broker's highest version of a kio request entity's API (-1: not offered)."""
+        return self.max_versions.get(request.__api_key__, -1)
+
+    def offers(self, request: Any) -> bool:
+        """Does the broker accept this kio request entity's version?"""
+        return self.max_version(request) >= request.__version__
+
+    @property
+    def transaction_version(self) -> int:
+        return self.finalized.get("transaction.version", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,18 +155,27 @@ class ProtocolClient:
             f"cannot reach any bootstrap server ({'; '.join(errors)})", ErrorCode.network_exception
         )
 
-    def refresh(self) -> dict[str, int]:
-        """Metadata of every topic: {topic: partition count}, and the partition leaders."""
+    def refresh(self, only: Iterable[str] | None = None) -> dict[str, int]:
+        """Metadata of every topic (or of the topics ``only`` names, kept with what is
+        known of the others): {topic: partition count}, and the partition leaders."""
+        names = None if only is None else tuple(sorted(set(only)))
         resp = self.bootstrap().request(
             md.MetadataRequest(
-                topics=None,
+                topics=None
+                if names is None
+                else tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in names),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
             )
         )
         self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
-        self.topics = {}
-        self._leaders = {}
+        if names is None:
+            self.topics = {}
+            self._leaders = {}
+        else:
+            for n in names:
+                self.topics.pop(n, None)
+            self._leaders = {k: v for k, v in self._leaders.items() if k[0] not in names}
         for t in resp.topics:
             if t.error_code == ErrorCode.none and t.name is not None:
                 self.topics[t.name] = len(t.partitions)
@@ -166,15 +197,38 @@ class ProtocolClient:
             self.refresh()
         return [self.node(n) for n in sorted(self._nodes)]
 
-    def leader(self, topic: str, partition: int) -> WireClient:
+    def leader_id(self, topic: str, partition: int) -> int:
+        """The partition leader's node id (Metadata of the topic when not known yet)."""
         if (topic, partition) not in self._leaders:
-            self.refresh()
+            self.refresh([topic])
         node = self._leaders.get((topic, partition))
-        if node is None:
+        if node is None or node < 0:
             raise ClientError(
                 f"unknown topic-partition {topic}-{partition}", ErrorCode.unknown_topic_or_partition
             )
-        return self.node(node)
+        return node
+
+    def leader(self, topic: str, partition: int) -> WireClient:
+        return self.node(self.leader_id(topic, partition))
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count (Metadata of the topic when not known yet)."""
+        if topic not in self.topics:
+            self.refresh([topic])
+        if topic not in self.topics:
+            raise ClientError(f"unknown topic {topic!r}", ErrorCode.unknown_topic_or_partition)
+        return self.topics[topic]
+
+    def api_versions(self, conn: WireClient | None = None) -> BrokerVersions:
+        """ApiVersions v4 of one broker (``conn``, else any)."""
+        resp = (conn or self.bootstrap()).request(
+            av.ApiVersionsRequest(client_software_name="oncelog", client_software_version="1")
+        )
+        check(resp.error_code, "ApiVersions")
+        return BrokerVersions(
+            {k.api_key: k.max_version for k in resp.api_keys},
+            {f.name: f.max_version_level for f in resp.finalized_features},
+        )
 
     def find_coordinators(
         self, transactional_ids: Iterable[str], key_type: int = KEY_TYPE_TXN

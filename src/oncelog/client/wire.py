@@ -1,7 +1,8 @@
 """A minimal blocking Kafka connection built on kio, over PLAINTEXT, TLS and/or SASL.
 
 For what no client library offers: admin RPCs such as DescribeProducers, raw
-frames in fault tests, and protocol probes. Not a producer or consumer.
+frames in fault tests, protocol probes, and the requests of oncelog's own producer
+(:mod:`oncelog.client.producer`).
 """
 
 from __future__ import annotations
@@ -104,8 +105,16 @@ class WireClient:
 
     def request(self, request: Any) -> Any:
         """Send a kio request entity and return the decoded response entity."""
+        return self.receive(request, self.send(request))
+
+    def send(self, request: Any) -> int:
+        """Send a kio request entity without waiting for the answer: its correlation id."""
         correlation_id = next(self._correlation)
         self.send_raw(self.encode(request, correlation_id))
+        return correlation_id
+
+    def receive(self, request: Any, correlation_id: int) -> Any:
+        """The answer to ``request``, sent with :meth:`send` (a broker answers in order)."""
         return self.decode_response(
             request.__api_key__, request.__version__, self.recv_frame(), correlation_id
         )

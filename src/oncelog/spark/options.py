@@ -23,6 +23,8 @@ EARLIEST, LATEST = -2, -1
 #: The offsets an option asks for: "earliest", "latest", or {topic: {partition: offset}}
 #: where offset -2 means earliest and -1 latest.
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
+#: exactlyOnce.twoPhaseCommit
+TwoPhaseMode = Literal["auto", "true", "false"]
 
 
 class OncelogOptionError(ValueError):
@@ -61,6 +63,7 @@ _WRITE_OPTIONS = frozenset(
         "bootstrap.servers",
         "topic",
         "exactlyonce",
+        "exactlyonce.twophasecommit",
         "transactionalidprefix",
         "transactiontimeoutms",
         "includeheaders",
@@ -81,6 +84,7 @@ _DISPLAY = {
     "includeheaders": "includeHeaders",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "exactlyonce": "exactlyOnce",
+    "exactlyonce.twophasecommit": "exactlyOnce.twoPhaseCommit",
     "transactionalidprefix": "transactionalIdPrefix",
     "transactiontimeoutms": "transactionTimeoutMs",
     "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
@@ -614,6 +618,9 @@ class WriteOptions:
     producer_conf: dict[str, str] = field(default_factory=dict)
     checkpoint: str | None = None  # Spark's checkpointLocation, when given as an option
     include_headers: bool = True  # write the 'headers' column when the input has one
+    # exactlyOnce.twoPhaseCommit: "auto" (KIP-939 two-phase-commit task transactions when
+    # the broker allows them, else librdkafka's), "true" (required) or "false" (never).
+    two_phase_commit: TwoPhaseMode = "auto"
 
     @property
     def client_config(self) -> ClientConfig:
@@ -639,6 +646,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             f"option 'transactionalIdPrefix' must be 1-100 characters of letters, digits, '.', '_' or '-', got {prefix!r}"
         )
     timeout = _positive_int(opts, "transactiontimeoutms") or DEFAULT_TXN_TIMEOUT_MS
+    two_phase = _two_phase_mode(opts, exactly_once)
     topic = opts.get("topic", "").strip() or None
     return WriteOptions(
         bootstrap=bootstrap,
@@ -649,4 +657,26 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         producer_conf=producer,
         checkpoint=opts.get("checkpointlocation") or None,
         include_headers=_bool(opts, "includeheaders", True),
+        two_phase_commit=two_phase,
     )
+
+
+def _two_phase_mode(opts: dict[str, str], exactly_once: bool) -> TwoPhaseMode:
+    key = "exactlyonce.twophasecommit"
+    raw = opts.get(key)
+    if raw is None:
+        return "auto"
+    value = raw.strip().lower()
+    if value in ("1", "yes"):
+        value = "true"
+    if value in ("0", "no"):
+        value = "false"
+    if value not in ("auto", "true", "false"):
+        raise OncelogOptionError(
+            f"option '{display(key)}' must be auto, true or false, got {raw!r}"
+        )
+    if value == "true" and not exactly_once:
+        raise OncelogOptionError(
+            f"option '{display(key)}=true' needs 'exactlyOnce=true': at-least-once writes open no transaction"
+        )
+    return "true" if value == "true" else "false" if value == "false" else "auto"

@@ -26,6 +26,9 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from oncelog.client.config import ClientConfig
+from oncelog.client.transactions import TxnAdmin
+
 T = TypeVar("T")
 
 MAX_IDLE = 8
@@ -110,3 +113,8 @@ def pooled(
 def config_key(kind: str, conf: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """A hashable key of a client configuration (callables by identity of their names)."""
     return kind, tuple(sorted((str(k), repr(v)) for k, v in conf.items()))
+
+
+def pooled_txn_admin(config: ClientConfig) -> Any:
+    """A pooled protocol client for transaction calls (DescribeTransactions, ...)."""
+    return pooled(("txn-admin", repr(config)), lambda: TxnAdmin(config), TxnAdmin.close)

@@ -7,13 +7,18 @@ Input columns are those of Spark's Kafka sink: ``value`` (binary or string, requ
 
 Exactly-once writes *prepare* on the executor: a transactional producer per task (id
 ``{prefix}-{queryId}-{partitionId}-{attempt}``) begins a transaction, produces the task's
-rows, flushes, learns its producer id and epoch (DescribeTransactions) and returns them in
-its commit message, leaving the transaction open. The driver commits (see
-:mod:`oncelog.spark.commit`).
+rows, flushes, learns its producer id and epoch and returns them in its commit message,
+leaving the transaction open. The driver commits (see :mod:`oncelog.spark.commit`).
+
+Two task producers: oncelog's own, which opens a two-phase-commit transaction (KIP-939,
+:mod:`oncelog.spark.two_phase`) when the broker allows it and ``exactlyOnce.twoPhaseCommit``
+is ``auto`` or ``true``; otherwise librdkafka's (:class:`BatchProducer`), whose producer id
+and epoch come from DescribeTransactions.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,14 +38,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from oncelog.client.transactions import TxnAdmin
 from oncelog.spark import commit as protocol
-from oncelog.spark import lifecycle
+from oncelog.spark import lifecycle, two_phase
 from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.decisions import DecisionStore
 from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
-from oncelog.spark.pool import POOL, config_key, pooled
+from oncelog.spark.pool import POOL, config_key, pooled, pooled_txn_admin
+from oncelog.spark.rows import WriteError, bad_partition, columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,8 +56,7 @@ INIT_TIMEOUT_S = 60.0
 FLUSH_TIMEOUT_S = 300.0
 
 
-class WriteError(RuntimeError):
-    pass
+__all__ = ["WriteError"]
 
 
 # -- input validation (driver, at planning) -------------------------------------------------
@@ -162,21 +166,12 @@ class BatchProducer:
             return
         if self.producer is None:
             self._start()
-        names = [name.lower() for name in batch.schema.names]
-        col = {name: batch.column(i) for i, name in enumerate(names)}
-        values = col["value"].to_pylist()
-        keys = col["key"].to_pylist() if "key" in col else [None] * n
-        fixed = self.opts.topic
-        topics = None if fixed is not None else col["topic"].to_pylist()
-        parts = col["partition"].to_pylist() if "partition" in col else None
-        with_headers = "headers" in col and self.opts.include_headers
-        headers = col["headers"].to_pylist() if with_headers else None
+        cols = columns(batch, self.opts)
+        values, keys, parts, headers = cols.values, cols.keys, cols.partitions, cols.headers
         produce = self.producer.produce
         poll = self.producer.poll
         for i in range(n):
-            topic = fixed if topics is None else topics[i]
-            if topic is None:
-                raise WriteError("a row has a null 'topic' and no 'topic' option is set")
+            topic = cols.topic(i)
             kwargs: dict[str, Any] = {}
             if parts is not None and parts[i] is not None:
                 self.check_partition(topic, parts[i])
@@ -201,11 +196,7 @@ class BatchProducer:
             count = len(meta.partitions) if meta is not None and meta.error is None else 0
             self.partition_counts[topic] = count
         if not 0 <= partition < count:
-            raise WriteError(
-                f"column 'partition' is {partition} but topic {topic!r} has {count} partition(s) "
-                f"(0..{count - 1}); drop or fix the 'partition' column (e.g. df.drop('partition') "
-                "when copying between topics of different sizes)"
-            )
+            raise bad_partition(topic, partition, count)
 
     def flush(self) -> None:
         if self.producer is None:
@@ -262,9 +253,25 @@ def prepare_transaction(
     kill_batch: int | None = None,
 ) -> tuple[int, int, int]:
     """Produce every row in one open transaction of ``txn_id`` and flush it; return
-    (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row."""
+    (records, producer_id, producer_epoch), or (0, -1, -1) if there was no row. A
+    two-phase-commit transaction when wanted and the broker allows it, else librdkafka's."""
+    if two_phase.wanted(opts):
+        first = next((b for b in batches if b.num_rows), None)
+        if first is None:
+            return 0, -1, -1  # an empty task opens no transaction
+        batches = itertools.chain([first], batches)
+        try:
+            return two_phase.prepare(opts, txn_id, batches, kill_batch=kill_batch)
+        except two_phase.TwoPhaseCommitUnavailable as exc:
+            if opts.two_phase_commit == "true":
+                raise WriteError(
+                    f"option 'exactlyOnce.twoPhaseCommit=true', but {exc}. Enable "
+                    "transaction.two.phase.commit.enable (and the TWO_PHASE_COMMIT ACL) on the "
+                    "brokers, or set exactlyOnce.twoPhaseCommit to auto or false"
+                ) from exc
+            two_phase.refused(opts, exc)
     producer = BatchProducer(opts, _txn_config(opts, txn_id), txn_id)
-    with pooled_txn_admin(opts) as txns:
+    with pooled_txn_admin(opts.client_config) as txns:
         initial: list[Any] = []
 
         def on_start() -> None:
@@ -303,14 +310,6 @@ def prepare_transaction(
             raise
     producer.drop()
     return result
-
-
-def pooled_txn_admin(opts: WriteOptions) -> Any:
-    return pooled(
-        ("txn-admin", repr(opts.client_config)),
-        lambda: TxnAdmin(opts.client_config),
-        TxnAdmin.close,
-    )
 
 
 def decided_through(opts: WriteOptions, query_id: str) -> int:

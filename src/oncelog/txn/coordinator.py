@@ -153,6 +153,10 @@ class TransactionCoordinator:
             return Step(reply=Reply(E.transactional_id_authorization_failed))
         if keep_prepared_txn and not enable_2pc:
             return Step(reply=Reply(E.invalid_request))  # only a 2PC transaction is kept
+        if keep_prepared_txn and producer_id != NO_PRODUCER_ID:
+            # As Kafka's coordinator: keepPreparedTxn is a restarted producer's first call,
+            # an expected producer id and epoch a retry's; never both.
+            return Step(reply=Reply(E.invalid_request))
         if enable_2pc:
             timeout_ms = TWO_PC_TIMEOUT_MS  # the request's timeout is ignored, as in Kafka
         elif timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--available-now", action="store_true")
     ap.add_argument("--transaction-timeout-ms", type=int, default=0)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--sink-option", action="append", default=[], help="key=value")
     args = ap.parse_args(argv)
 
     from oncelog.spark import spark_session
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     writer = writer.option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output)
     if args.transaction_timeout_ms:
         writer = writer.option("transactionTimeoutMs", str(args.transaction_timeout_ms))
+    for item in args.sink_option:
+        key, _, value = item.partition("=")
+        writer = writer.option(key, value)
     writer = writer.option("checkpointLocation", args.checkpoint)
     writer = (
         writer.trigger(availableNow=True)
