@@ -37,6 +37,14 @@ from produce_ab_support import started  # noqa: E402
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
 
 
+def user_sys(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -150,8 +158,11 @@ def main() -> None:
                         spy = py_spy(b.proc.pid, out_file, args.py_spy_native)
                     load = os.getloadavg()[0]
                     cpu0 = cpu_seconds(b.proc.pid)
+                    user0, sys0 = user_sys(b.proc.pid)
                     samples = run(b.bootstrap, args.producers, args.rounds)
                     per_txn_ms = (cpu_seconds(b.proc.pid) - cpu0) / len(samples) * 1000
+                    user1, sys1 = user_sys(b.proc.pid)
+                    user_share = (user1 - user0) / max(1e-9, user1 - user0 + sys1 - sys0)
                     load = max(load, os.getloadavg()[0])
                     if spy is not None:
                         spy.send_signal(signal.SIGINT)
@@ -162,7 +173,7 @@ def main() -> None:
             cpu[src].append(per_txn_ms)
             print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
                   f"ms over {len(samples)} commits; broker side: {inside}; broker CPU per "
-                  f"transaction {per_txn_ms:.2f} ms; load {load:.1f}; requests per commit: {mix}",
+                  f"transaction {per_txn_ms:.2f} ms ({100 * user_share:.0f}% user); load {load:.1f}; requests per commit: {mix}",
                   flush=True)  # fmt: skip
     print(f"EndTxn round trip, {args.producers} transactional producers, ms")
     for src, samples in out.items():
