@@ -210,10 +210,6 @@ class CoordinatorRuntime(Generic[R]):
             await self._until_durable()
             return reply
         assert fut is not None
-        if fut.done():
-            # Resolved by its own step (its append was synchronous, the usual case): no
-            # shield, no timer, no trip round the event loop.
-            return fut.result()
         if timeout_s is None or cancel is None:
             return await fut
         try:
