@@ -94,7 +94,8 @@ def py_spy(pid: int, out: str, native: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*cmd, "--native"] if native else cmd)
 
 
-def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
+def run(bootstrap: str, producers: int, rounds: int) -> tuple[list[float], float]:
+    """The commit latencies, and the seconds all producers took for all their rounds."""
     topic = "lat"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, producers, 1)])[topic].result(60)
@@ -125,9 +126,10 @@ def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
     threads = [threading.Thread(target=loop, args=(i, p)) for i, p in enumerate(clients)]
     for t in threads:
         t.start()
+    t0 = time.perf_counter()
     for t in threads:
         t.join()
-    return samples
+    return samples, time.perf_counter() - t0
 
 
 def main() -> None:
@@ -159,7 +161,7 @@ def main() -> None:
                     load = os.getloadavg()[0]
                     cpu0 = cpu_seconds(b.proc.pid)
                     user0, sys0 = user_sys(b.proc.pid)
-                    samples = run(b.bootstrap, args.producers, args.rounds)
+                    samples, took = run(b.bootstrap, args.producers, args.rounds)
                     per_txn_ms = (cpu_seconds(b.proc.pid) - cpu0) / len(samples) * 1000
                     user1, sys1 = user_sys(b.proc.pid)
                     user_share = (user1 - user0) / max(1e-9, user1 - user0 + sys1 - sys0)
@@ -172,7 +174,7 @@ def main() -> None:
             out[src].extend(samples)
             cpu[src].append(per_txn_ms)
             print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
-                  f"ms over {len(samples)} commits; broker side: {inside}; broker CPU per "
+                  f"ms over {len(samples)} commits ({len(samples) / took:.0f}/s); broker side: {inside}; broker CPU per "
                   f"transaction {per_txn_ms:.2f} ms ({100 * user_share:.0f}% user); load {load:.1f}; requests per commit: {mix}",
                   flush=True)  # fmt: skip
     print(f"EndTxn round trip, {args.producers} transactional producers, ms")
