@@ -8,13 +8,18 @@ started with ``PYTHONPATH=<src>``, alternating round by round). Prints figures; 
 a timed test.
 
     python bench/end_txn_latency.py --src /path/to/base/src --src src --rounds 40
+
+``--py-spy PREFIX`` records each broker with py-spy while the producers run (one speedscope
+file per round and tree: ``PREFIX-<round>-<n>.json``; ``--py-spy-native`` adds C frames).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +35,14 @@ from produce import cpu_seconds  # noqa: E402
 from produce_ab_support import started  # noqa: E402
 
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
+
+
+def user_sys(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def pct(values: list[float], q: float) -> float:
@@ -62,7 +75,27 @@ def broker_side(http_url: str | None, api: str = "END_TXN") -> str:
     return f"p50 {bound(0.5)}, p99 {bound(0.99)}, {100 * within:.1f}% within 5 ms"
 
 
-def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
+def requests_per_txn(http_url: str | None, commits: int) -> str:
+    """Requests the broker served per commit, per API (the round's whole load)."""
+    if http_url is None or not commits:
+        return ""
+    text = urllib.request.urlopen(f"{http_url}/metrics", timeout=10).read().decode()
+    counts = []
+    for line in text.splitlines():
+        if line.startswith("oncelog_requests_total{"):
+            api = line.split('api="', 1)[1].split('"', 1)[0]
+            counts.append((float(line.split()[-1]) / commits, api))
+    return ", ".join(f"{api} {n:.2f}" for n, api in sorted(counts, reverse=True) if n >= 0.01)
+
+
+def py_spy(pid: int, out: str, native: bool) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("py-spy")
+    cmd = [str(exe), "record", "-p", str(pid), "-o", out, "-f", "speedscope", "-r", "200"]
+    return subprocess.Popen([*cmd, "--native"] if native else cmd)
+
+
+def run(bootstrap: str, producers: int, rounds: int) -> tuple[list[float], float]:
+    """The commit latencies, and the seconds all producers took for all their rounds."""
     topic = "lat"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, producers, 1)])[topic].result(60)
@@ -93,9 +126,10 @@ def run(bootstrap: str, producers: int, rounds: int) -> list[float]:
     threads = [threading.Thread(target=loop, args=(i, p)) for i, p in enumerate(clients)]
     for t in threads:
         t.start()
+    t0 = time.perf_counter()
     for t in threads:
         t.join()
-    return samples
+    return samples, time.perf_counter() - t0
 
 
 def main() -> None:
@@ -104,10 +138,13 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=40, help="commits per producer")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--py-spy", metavar="PREFIX", help="record each broker with py-spy")
+    ap.add_argument("--py-spy-native", action="store_true")
     args = ap.parse_args()
     out: dict[str, list[float]] = {s: [] for s in args.src}
+    cpu: dict[str, list[float]] = {s: [] for s in args.src}
     for r in range(args.repeat):
-        for src in args.src:
+        for n, src in enumerate(args.src):
             os.environ["PYTHONPATH"] = str(Path(src).resolve())
             with tempfile.TemporaryDirectory(prefix="oncelog-endtxn-") as tmp:
                 broker = EmbeddedBroker(
@@ -117,19 +154,36 @@ def main() -> None:
                 )
                 with started(broker) as b:
                     assert b.proc is not None
+                    spy = None
+                    if args.py_spy:
+                        out_file = f"{args.py_spy}-{r}-{n}.json"
+                        spy = py_spy(b.proc.pid, out_file, args.py_spy_native)
+                    load = os.getloadavg()[0]
                     cpu0 = cpu_seconds(b.proc.pid)
-                    samples = run(b.bootstrap, args.producers, args.rounds)
+                    user0, sys0 = user_sys(b.proc.pid)
+                    samples, took = run(b.bootstrap, args.producers, args.rounds)
                     per_txn_ms = (cpu_seconds(b.proc.pid) - cpu0) / len(samples) * 1000
+                    user1, sys1 = user_sys(b.proc.pid)
+                    user_share = (user1 - user0) / max(1e-9, user1 - user0 + sys1 - sys0)
+                    load = max(load, os.getloadavg()[0])
+                    if spy is not None:
+                        spy.send_signal(signal.SIGINT)
+                        spy.wait(60)
                     inside = broker_side(b.http_url)
+                    mix = requests_per_txn(b.http_url, len(samples))
             out[src].extend(samples)
+            cpu[src].append(per_txn_ms)
             print(f"round {r} {src}: p50 {pct(samples, 0.5):.2f} ms p99 {pct(samples, 0.99):.2f} "
-                  f"ms over {len(samples)} commits; broker side: {inside}; broker CPU per "
-                  f"transaction {per_txn_ms:.2f} ms", flush=True)  # fmt: skip
+                  f"ms over {len(samples)} commits ({len(samples) / took:.0f}/s); broker side: {inside}; broker CPU per "
+                  f"transaction {per_txn_ms:.2f} ms ({100 * user_share:.0f}% user); load {load:.1f}; requests per commit: {mix}",
+                  flush=True)  # fmt: skip
     print(f"EndTxn round trip, {args.producers} transactional producers, ms")
     for src, samples in out.items():
         print(
             f"  {src:>30}: p50 {pct(samples, 0.5):6.2f}  p99 {pct(samples, 0.99):6.2f}  "
-            f"max {max(samples):6.2f}  mean {statistics.fmean(samples):6.2f}  n={len(samples)}"
+            f"max {max(samples):6.2f}  mean {statistics.fmean(samples):6.2f}  n={len(samples)}  "
+            f"broker CPU per transaction {statistics.median(cpu[src]):.3f} ms "
+            f"[{min(cpu[src]):.3f}-{max(cpu[src]):.3f}]"
         )
 
 

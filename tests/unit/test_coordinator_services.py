@@ -125,3 +125,71 @@ def test_in_transaction_rule_and_end_txn_through_markers_to_group_offsets(wired:
         offsets_log is not None
         and offsets_log.last_stable_offset == offsets_log.log_end_offset == 2
     )
+
+
+def test_markers_of_transactions_ended_together_and_a_failed_marker_write(
+    wired: Services,
+) -> None:
+    """Two transactions end in the same loop iteration: one callback writes both sets of
+    markers. A storage error on one marker retries that transaction alone (after a
+    back-off); the other completes at once, and each partition gets exactly one marker."""
+    from oncelog.records.batch import parse_header
+    from oncelog.records.builder import build_batch
+
+    txn = wired.txn
+    real_write = txn._markers.write
+    failures: list[tuple[str, int]] = []
+
+    def flaky_write(topic: str, partition: int, *args: object, **kwargs: object) -> ErrorCode:
+        if (topic, partition) == ("out", 0) and not failures:
+            failures.append((topic, partition))
+            raise OSError(5, "injected EIO")
+        return real_write(topic, partition, *args, **kwargs)  # type: ignore[arg-type]
+
+    txn._markers.write = flaky_write  # type: ignore[method-assign]
+
+    def state(txn_id: str) -> str:
+        meta = txn.coordinator.describe(txn_id)
+        assert meta is not None
+        return meta.state.kafka_name
+
+    async def scenario() -> None:
+        txn.start()
+        ids = {}
+        for index, txn_id in enumerate(["ta", "tb"]):
+            init = await txn.init_producer_id(txn_id, 60_000)
+            pid, epoch = init.producer_id, init.producer_epoch
+            ids[txn_id] = (pid, epoch)
+            assert (await txn.add_partitions(txn_id, pid, epoch, [("out", index)])).error is E.none
+            raw = bytearray(
+                build_batch(
+                    [(None, b"v", None, 1)],
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    base_sequence=0,
+                    transactional=True,
+                )
+            )
+            part = wired.topics.partition("out", index)
+            assert part is not None
+            part.append(raw, parse_header(raw), now_ms=1)
+        replies = await asyncio.gather(
+            *(txn.end_txn(t, *ids[t], True) for t in ("ta", "tb"))  # ta's marker fails once
+        )
+        assert [r.error for r in replies] == [E.none, E.none]
+        await asyncio.sleep(0.02)  # well within the retry back-off (0.1 s)
+        assert failures == [("out", 0)]
+        assert (state("ta"), state("tb")) == ("PrepareCommit", "CompleteCommit")
+        for _ in range(100):
+            if state("ta") == "CompleteCommit":
+                break
+            await asyncio.sleep(0.01)
+        assert state("ta") == "CompleteCommit"
+        await txn.stop()
+
+    asyncio.run(scenario())
+    for index in (0, 1):
+        log = wired.topics.partition("out", index)
+        assert log is not None
+        # the data batch and exactly one COMMIT marker; nothing left open
+        assert log.last_stable_offset == log.log_end_offset == 2

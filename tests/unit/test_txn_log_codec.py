@@ -277,3 +277,91 @@ def test_kafka_v0_and_unknown_tags_decode() -> None:
     assert encode_value(decode_value("txn-1", extended)) == extended[:-3].replace(
         b"\x04\x00\x08", b"\x03\x00\x08", 1
     )
+
+
+# -- the struct-packed encoder against the field-by-field one it replaced -----------------------
+
+
+def reference_encode_value(m: TransactionMetadata) -> bytes:
+    """``encode_value`` as it was written with ``SchemaWriter``, one field at a time."""
+    from oncelog.coordinator.schema_io import ONCELOG_TAG_BASE, SchemaWriter, pack_i16, pack_i64
+
+    w = SchemaWriter(1)
+    w.i64(m.producer_id)
+    w.i16(m.producer_epoch)
+    w.i32(m.txn_timeout_ms)
+    w.i8(int(m.state))
+    if m.state is TxnState.EMPTY and not m.partitions:
+        w.compact_length(None)
+    else:
+        topics = sorted({t for t, _ in m.partitions})
+        w.compact_length(len(topics))
+        for topic in topics:
+            w.compact_string(topic)
+            parts = sorted(p for t, p in m.partitions if t == topic)
+            w.compact_length(len(parts))
+            for p in parts:
+                w.i32(p)
+            w.tagged({})
+    w.i64(m.txn_last_update_ms)
+    w.i64(m.txn_start_ms)
+    tagged: dict[int, bytes] = {}
+    if m.last_producer_id != -1:
+        tagged[0] = pack_i64(m.last_producer_id)
+    if m.next_producer_id != -1:
+        tagged[1] = pack_i64(m.next_producer_id)
+    if m.client_transaction_version != 0:
+        tagged[2] = pack_i16(m.client_transaction_version)
+    if m.next_producer_epoch != -1:
+        tagged[3] = pack_i16(m.next_producer_epoch)
+    if m.last_producer_epoch != -1:
+        tagged[ONCELOG_TAG_BASE] = pack_i16(m.last_producer_epoch)
+    w.tagged(tagged)
+    return w.done()
+
+
+@given(
+    pid=st.integers(-1, 2**63 - 1),
+    last_pid=st.integers(-1, 2**63 - 1),
+    epoch=st.integers(-1, 32767),
+    last_epoch=st.integers(-1, 32767),
+    timeout=st.integers(1, 2**31 - 1),
+    state=st.sampled_from(list(TxnState)),
+    parts=st.one_of(
+        st.sets(st.tuples(st.text(max_size=200), st.integers(0, 2**31 - 1)), max_size=1),
+        st.sets(st.tuples(st.sampled_from(["a", "b", "é", "x" * 130]), st.integers(0, 99))),
+    ),
+    times=st.tuples(st.integers(-1, 2**62), st.integers(-1, 2**62)),
+    next_pid=st.integers(-1, 2**63 - 1),
+    next_epoch=st.integers(-1, 32767),
+    tv=st.integers(0, 2),
+)
+def test_value_encoding_equals_the_field_by_field_writer(
+    pid: int,
+    last_pid: int,
+    epoch: int,
+    last_epoch: int,
+    timeout: int,
+    state: TxnState,
+    parts: set[tuple[str, int]],
+    times: tuple[int, int],
+    next_pid: int,
+    next_epoch: int,
+    tv: int,
+) -> None:
+    m = TransactionMetadata(
+        "t",
+        pid,
+        last_pid,
+        epoch,
+        last_epoch,
+        timeout,
+        state,
+        parts,
+        times[0],
+        times[1],
+        next_producer_id=next_pid,
+        next_producer_epoch=next_epoch,
+        client_transaction_version=tv,
+    )
+    assert encode_value(m) == reference_encode_value(m)

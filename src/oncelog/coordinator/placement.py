@@ -8,6 +8,8 @@ character outside the BMP counts as its two surrogates), and ``Utils.abs(MIN_VAL
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _MASK = 0xFFFFFFFF
 _INT_MIN = -0x80000000
 
@@ -26,6 +28,10 @@ def java_abs(n: int) -> int:
     return 0 if n == _INT_MIN else abs(n)
 
 
+# Cached: every __transaction_state append of a transaction (three per commit) places its
+# id again, and the hash walks the id one UTF-16 unit at a time in Python. Bounded, so a
+# stream of ever-new ids or groups cannot grow it without limit.
+@lru_cache(maxsize=1 << 14)
 def partition_for(key: str, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError("num_partitions must be positive")

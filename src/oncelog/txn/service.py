@@ -101,6 +101,8 @@ class TransactionService:
         self.loaded = False
         self.skipped_records = 0  # undecodable __transaction_state records seen at start
         self.load_time_s = 0.0  # how long the start-up load of __transaction_state took
+        self._marker_queue: list[WriteMarkers] = []  # ended transactions awaiting markers
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -167,6 +169,7 @@ class TransactionService:
             log.info("rewrote %d legacy-layout __transaction_state values", rewritten)
 
     async def stop(self) -> None:
+        self._stopped = True
         await self.runtime.stop()
 
     # -- requests ----------------------------------------------------------------------
@@ -385,32 +388,78 @@ class TransactionService:
 
     def perform(self, effect: object) -> None:
         assert isinstance(effect, WriteMarkers)
-        self.runtime.spawn(self._write_markers(effect))
+        if self.config.marker_delay_ms > 0 or self._durable is not None:
+            # Held back (test hook) or to be synced before completion: a task of its own.
+            self.runtime.spawn(
+                self._write_markers(
+                    effect, sorted(effect.partitions), self.config.marker_delay_ms / 1000
+                )
+            )
+            return
+        # Written by one callback for every transaction that ended meanwhile, after the
+        # EndTxn response went out (like a remote marker writer): no task, no sleep, per
+        # transaction.
+        self._marker_queue.append(effect)
+        if len(self._marker_queue) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_markers)
 
-    async def _write_markers(self, action: WriteMarkers) -> None:
-        # Let the EndTxn response go out first, like a remote marker writer.
-        await asyncio.sleep(self.config.marker_delay_ms / 1000)
+    def _flush_markers(self) -> None:
+        queue, self._marker_queue = self._marker_queue, []
+        if self._stopped:
+            return  # as a cancelled marker task: the next start-up completes them
         now = self._clock()
-        for topic, index in sorted(action.partitions):
-            delay = RETRY_MIN_S
+        for action in queue:
+            try:
+                todo = sorted(action.partitions)
+                while todo:
+                    try:
+                        self._write_one_marker(action, *todo[0], now)
+                    except OSError:
+                        log.exception(
+                            "marker write for %s failed; retrying", action.transactional_id
+                        )
+                        self.runtime.spawn(self._write_markers(action, todo, RETRY_MIN_S))
+                        break
+                    del todo[0]
+                else:
+                    self.runtime.run(
+                        self.coordinator.on_markers_written(
+                            action.transactional_id, now_ms=self._clock()
+                        )
+                    )
+            except Exception:  # one transaction's bug must not strand the others queued
+                log.exception("writing the markers of %s failed", action.transactional_id)
+
+    def _write_one_marker(self, action: WriteMarkers, topic: str, index: int, now: int) -> None:
+        """One partition's marker; raises ``OSError`` on a storage failure (retried).
+        Producer-state rejections (an obsolete marker) are final."""
+        code = self._markers.write(topic, index, action.marker, now_ms=now, only_if_written=True)
+        # (a partition deleted meanwhile needs no marker)
+        if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+            log.warning(
+                "marker of %s for %s-%d rejected: %s",
+                action.transactional_id, topic, index, code.name,
+            )  # fmt: skip
+
+    async def _write_markers(
+        self, action: WriteMarkers, partitions: list[TopicPartition], wait_s: float
+    ) -> None:
+        # Let the EndTxn response go out first, like a remote marker writer (or back off
+        # after a failed write).
+        await asyncio.sleep(wait_s)
+        now = self._clock()
+        for topic, index in partitions:
+            delay_s = RETRY_MIN_S
             while True:
                 # A storage error is retried with backoff: a transaction must never stay
-                # half-marked. Producer-state rejections (an obsolete marker) are final.
+                # half-marked.
                 try:
-                    code = self._markers.write(
-                        topic, index, action.marker, now_ms=now, only_if_written=True
-                    )
-                    # (a partition deleted meanwhile needs no marker)
-                    if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
-                        log.warning(
-                            "marker of %s for %s-%d rejected: %s",
-                            action.transactional_id, topic, index, code.name,
-                        )  # fmt: skip
+                    self._write_one_marker(action, topic, index, now)
                     break
                 except OSError:
                     log.exception("marker write for %s failed; retrying", action.transactional_id)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, RETRY_MAX_S)
+                    await asyncio.sleep(delay_s)
+                    delay_s = min(delay_s * 2, RETRY_MAX_S)
         # The transaction is complete only once its markers are durable (acks=all).
         while True:
             try:

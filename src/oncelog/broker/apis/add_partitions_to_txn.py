@@ -13,30 +13,41 @@ from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
+from oncelog.protocol.txn_wire import encode_add_partitions_v3_and_below
 from oncelog.txn.messages import Reply
 
 FENCED_SINCE = 2
 
 
-def _partition_results(r: Any, topics: Any, reply: Reply, ctx: RequestContext) -> tuple[Any, ...]:
+def _codes(topics: Any, reply: Reply, version: int) -> list[tuple[str, list[tuple[int, Any]]]]:
+    """Each topic's (partition, error code) pairs, as the request listed them."""
+    errors = reply.partition_errors
     out = []
     for t in topics:
         parts = []
         for p in t.partitions:
-            code = reply.error
-            if reply.partition_errors is not None:
-                code = reply.partition_errors.get((t.name, p), reply.error)
-            parts.append(
+            code = reply.error if errors is None else errors.get((t.name, p), reply.error)
+            parts.append((p, fenced_for_version(code, version, FENCED_SINCE)))
+        out.append((t.name, parts))
+    return out
+
+
+def _partition_results(r: Any, topics: Any, reply: Reply, ctx: RequestContext) -> tuple[Any, ...]:
+    return tuple(
+        make(
+            r.AddPartitionsToTxnTopicResult,
+            name=name,
+            results_by_partition=tuple(
                 make(
                     r.AddPartitionsToTxnPartitionResult,
                     partition_index=p,
-                    partition_error_code=fenced_for_version(code, ctx.version, FENCED_SINCE),
+                    partition_error_code=code,
                 )
-            )
-        out.append(
-            make(r.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(parts))
+                for p, code in parts
+            ),
         )
-    return tuple(out)
+        for name, parts in _codes(topics, reply, ctx.version)
+    )
 
 
 async def _add_partitions(
@@ -81,9 +92,9 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
         req.v3_and_below_topics,
         False,
     )
-    return make(
-        r.AddPartitionsToTxnResponse,
-        results_by_topic_v3_and_below=_partition_results(r, req.v3_and_below_topics, reply, ctx),
+    # Encoded by hand (txn_wire): clients send one or two per transaction.
+    return encode_add_partitions_v3_and_below(
+        ctx.version, _codes(req.v3_and_below_topics, reply, ctx.version)
     )
 
 

@@ -14,7 +14,7 @@ from oncelog.broker.apis.compat import fenced_for_version
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.protocol.messages import make
+from oncelog.protocol.txn_wire import encode_end_txn
 from oncelog.txn.metadata import TV_0, TV_2
 
 FENCED_SINCE = 2
@@ -29,11 +29,13 @@ async def end_txn(ctx: RequestContext, req: Any) -> Any:
         req.committed,
         transaction_version=TV_2 if ctx.version >= TV2_SINCE else TV_0,
     )
-    return make(
-        ctx.response.EndTxnResponse,
-        error_code=fenced_for_version(reply.error, ctx.version, FENCED_SINCE),
-        producer_id=reply.producer_id,
-        producer_epoch=reply.producer_epoch,
+    # Encoded by hand (txn_wire): one per transaction, and kio's writer cost as much as
+    # the coordinator work behind it.
+    return encode_end_txn(
+        ctx.version,
+        fenced_for_version(reply.error, ctx.version, FENCED_SINCE),
+        reply.producer_id,
+        reply.producer_epoch,
     )
 
 
