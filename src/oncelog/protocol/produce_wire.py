@@ -228,15 +228,10 @@ def encode_produce_success(
     record errors, no message, no throttle), as kio would encode it."""
     flexible = version >= FIRST_FLEXIBLE
     out = bytearray()
-    _put_count(out, len(topics), flexible)
+    put_count(out, len(topics), flexible)
     for name, parts in topics:
-        raw = name.encode()
-        if flexible:
-            write_uvarint(out, len(raw) + 1)
-        else:
-            out += _I16.pack(len(raw))
-        out += raw
-        _put_count(out, len(parts), flexible)
+        put_string(out, name, flexible)
+        put_count(out, len(parts), flexible)
         for index, base_offset, log_append_time, log_start_offset in parts:
             out += _PARTITION.pack(index, 0, base_offset, log_append_time)
             if version >= 5:
@@ -258,8 +253,19 @@ _PARTITION = struct.Struct(">ihqq")  # index, error code, base offset, log appen
 _I64 = struct.Struct(">q")
 
 
-def _put_count(out: bytearray, n: int, flexible: bool) -> None:
+def put_count(out: bytearray, n: int, flexible: bool) -> None:
+    """An array length: compact (n + 1 as a varint) in flexible versions, else int32."""
     if flexible:
         write_uvarint(out, n + 1)
     else:
         out += _I32.pack(n)
+
+
+def put_string(out: bytearray, text: str, flexible: bool) -> None:
+    """A non-null string: compact length in flexible versions, else int16."""
+    raw = text.encode()
+    if flexible:
+        write_uvarint(out, len(raw) + 1)
+    else:
+        out += _I16.pack(len(raw))
+    out += raw

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.protocol.produce_wire import EncodedResponse
-from oncelog.records.varint import write_uvarint
+from oncelog.protocol.produce_wire import EncodedResponse, put_count, put_string
 
 END_TXN_FIRST_FLEXIBLE = 3
 END_TXN_FIRST_IDENTITY = 5  # v5 (KIP-890 part 2) returns the next producer id and epoch
@@ -28,8 +27,6 @@ ADD_PARTITIONS_LAST_UNBATCHED = 3
 
 _THROTTLE_ERROR = struct.Struct(">ih")  # throttle_time_ms (always 0 here), error code
 _IDENTITY = struct.Struct(">qh")  # producer id, producer epoch
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ih")  # partition index, error code
 
 
@@ -67,15 +64,10 @@ def encode_add_partitions_v3_and_below(version: int, topics: TopicResults) -> Sm
         raise ValueError(f"AddPartitionsToTxn v{version} is batched: encode it with kio")
     flexible = version >= ADD_PARTITIONS_FIRST_FLEXIBLE
     out = bytearray(b"\x00\x00\x00\x00")  # throttle_time_ms
-    _put_count(out, len(topics), flexible)
+    put_count(out, len(topics), flexible)
     for name, parts in topics:
-        raw = name.encode()
-        if flexible:
-            write_uvarint(out, len(raw) + 1)
-        else:
-            out += _I16.pack(len(raw))
-        out += raw
-        _put_count(out, len(parts), flexible)
+        put_string(out, name, flexible)
+        put_count(out, len(parts), flexible)
         for index, code in parts:
             out += _PARTITION.pack(index, code)
             if flexible:
@@ -85,10 +77,3 @@ def encode_add_partitions_v3_and_below(version: int, topics: TopicResults) -> Sm
     if flexible:
         out += b"\x00"
     return SmallResponse(bytes(out), flexible, None)
-
-
-def _put_count(out: bytearray, n: int, flexible: bool) -> None:
-    if flexible:
-        write_uvarint(out, n + 1)
-    else:
-        out += _I32.pack(n)
