@@ -142,3 +142,12 @@ def test_cluster_keys_given_with_set_are_ignored_too() -> None:
         overrides={"zookeeper.connect": "zk:2181", "replica.lag.time.max.ms": "1"}
     )
     assert cfg.ignored == {"zookeeper.connect": "zk:2181", "replica.lag.time.max.ms": "1"}
+
+
+def test_a_negative_loop_stall_threshold_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.properties"
+    path.write_text("oncelog.loop.stall.warn.ms=-5\n")
+    with pytest.raises(
+        BrokerConfigError, match="oncelog.loop.stall.warn.ms: Value must be at least 0"
+    ):
+        BrokerConfig.build(path)

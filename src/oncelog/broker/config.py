@@ -227,6 +227,7 @@ def all_of(*checks: Check) -> Check:
 
 _CHECKS: dict[str, Check] = {
     "num.partitions": at_least(1),
+    "oncelog.loop.stall.warn.ms": at_least(0),
     "default.replication.factor": at_least(1),
     "socket.request.max.bytes": at_least(1),
     "message.max.bytes": at_least(0),
