@@ -573,3 +573,59 @@ def test_failed_replies_maps_every_reply() -> None:
         (None, SyncGroupReply(E.not_coordinator)),
         (follower.token, SyncGroupReply(E.not_coordinator)),
     ]
+
+
+# -- group.max.size (Kafka's acceptJoiningMember) ------------------------------------------
+
+
+def _stable(h: Harness, *clients: str) -> list[str]:
+    """A Stable generation 1 of one member per client: their member ids."""
+    ids = [h.join(client=c).member_id for c in clients]
+    parked = [h.join(mid) for mid in ids]
+    while any(h.answer(p) is None for p in parked):
+        h.advance(1_000)
+    replies = [h.answer(p) for p in parked]
+    assert all(r.error is E.none for r in replies)
+    leader = replies[0].leader
+    assert h.sync(leader, 1, {m: b"" for m in ids}).error is E.none
+    for m in ids:
+        if m != leader:
+            assert h.sync(m, 1).error is E.none
+    assert h.group().state is S.STABLE
+    return ids
+
+
+def test_group_max_size_refuses_a_new_member_of_a_full_group() -> None:
+    h = Harness(GroupConfig(classic_max_size=2))
+    a, b = _stable(h, "a", "b")
+    r = h.join(client="c")
+    assert r == JoinGroupReply(E.group_max_size_reached, member_id="")
+    assert h.group().state is S.STABLE and set(h.group().members) == {a, b}
+    assert not h.group().pending_members
+    # The members themselves still rejoin.
+    assert isinstance(h.join(a), Pending)
+
+
+def test_group_max_size_counts_rejoined_members_while_preparing_a_rebalance() -> None:
+    """A lowered limit: the first members to rejoin stay, the last one is left out (and
+    its leaving completes the join phase for the others)."""
+    h = Harness(GroupConfig(classic_max_size=3))
+    a, b, c = _stable(h, "a", "b", "c")
+    h.config = GroupConfig(classic_max_size=2)
+    h.reload()  # a restart with a lower limit
+    pa = h.join(a)  # starts a rebalance
+    assert h.group().state is S.PREPARING_REBALANCE
+    pb = h.join(b)
+    assert h.join(c) == JoinGroupReply(E.group_max_size_reached, member_id="")
+    ra, rb = h.answer(pa), h.answer(pb)
+    assert ra.error is E.none and rb.error is E.none and ra.generation_id == 2
+    assert set(h.group().members) == {a, b}
+
+
+def test_group_max_size_accepts_anyone_into_an_empty_group() -> None:
+    h = Harness(GroupConfig(classic_max_size=1))
+    mid = h.join(client="a").member_id
+    parked = h.join(mid)
+    h.advance(3_000)
+    assert h.answer(parked).error is E.none
+    assert h.join(client="b") == JoinGroupReply(E.group_max_size_reached, member_id="")

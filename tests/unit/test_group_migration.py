@@ -5,6 +5,7 @@ records that carry it all through a reload."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -349,6 +350,18 @@ def test_downgrade_on_session_expiry_of_the_consumer_member() -> None:
         h.heartbeat(a, gen)
         h.heartbeat(b, gen)
     assert h.group().consumer is None and set(h.group().members) == {a, b}
+
+
+def test_no_downgrade_when_the_classic_members_exceed_group_max_size() -> None:
+    """Kafka's validateOnlineDowngradeWithFencedMember: more classic members than
+    group.max.size would allow stay in the consumer group."""
+    h = harness()
+    a, b, gen = upgraded(h)
+    h.config = dataclasses.replace(h.config, classic_max_size=1)
+    h.reload()  # a restart with the lower limit
+    assert chb(h, "n", -1).error is E.none
+    cg = consumer_group(h)
+    assert set(cg.members) == {a, b} and h.group().consumer is cg
 
 
 def test_no_downgrade_when_the_policy_only_upgrades() -> None:

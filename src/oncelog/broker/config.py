@@ -287,6 +287,7 @@ _CHECKS: dict[str, Check] = {
         "disabled", "upgrade", "downgrade", "bidirectional", ignore_case=True
     ),
     "group.consumer.max.size": at_least(1),
+    "group.max.size": at_least(1),
 }
 
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism

@@ -44,6 +44,9 @@ class GroupConfig:
     # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_CONFIG, case-insensitive).
     consumer_migration_policy: str = setting("group.consumer.migration.policy", "bidirectional")
     consumer_max_size: int = setting("group.consumer.max.size", 2**31 - 1)
+    # Classic groups: a JoinGroup beyond this many members gets GROUP_MAX_SIZE_REACHED, and a
+    # consumer group this large is not downgraded (GroupCoordinatorConfig.GROUP_MAX_SIZE).
+    classic_max_size: int = setting("group.max.size", 2**31 - 1)
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
     # it cannot heartbeat yet and its socket is muted (a retry simply joins again).
     new_member_join_timeout_ms: int = 300_000

@@ -54,12 +54,40 @@ class Membership:
             group = self.reg.get_or_create(req.group_id, now)
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
             return JoinGroupReply(E.inconsistent_group_protocol, member_id=req.member_id)
+        if not self._accepts(group, req.member_id):
+            return self._refuse_over_capacity(group, req.member_id, now, out)
         if unknown:
             reply = self._join_new(group, req, token, now, out)
         else:
             reply = self._join_known(group, req, token, now, out)
         self._maybe_complete_join(group, now, out)
         return reply
+
+    def _accepts(self, group: Group, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember: room for one more under ``group.max.size``."""
+        limit = self.cfg.classic_max_size
+        if group.state in (S.EMPTY, S.DEAD):
+            return True
+        if group.state is S.PREPARING_REBALANCE:
+            # Counting the members that already rejoined (not the group's size, which may be
+            # over a lowered limit) lets the last ones to rejoin be the ones left out.
+            member = group.members.get(member_id)
+            if member is not None and member.awaiting_join:
+                return True
+            return sum(m.awaiting_join for m in group.members.values()) < limit
+        return member_id in group.members or len(group.members) < limit
+
+    def _refuse_over_capacity(
+        self, group: Group, member_id: str, now: int, out: Out
+    ) -> JoinGroupReply:
+        """GROUP_MAX_SIZE_REACHED; a member already in the group leaves it, which may
+        complete the join phase the others are waiting in."""
+        group.pending_members.pop(member_id, None)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._remove(group, member, out)
+            self._maybe_complete_join(group, now, out)
+        return JoinGroupReply(E.group_max_size_reached, member_id="")
 
     def _join_new(
         self, group: Group, req: JoinGroupRequest, token: int, now: int, out: Out

@@ -18,10 +18,11 @@ Follows Kafka 4.x's GroupMetadataManager (``group.consumer.migration.policy``):
   partitions it waited for are free; LeaveGroup removes it (no downgrade). Kafka routes
   every JoinGroup to a non-empty consumer group here whatever the policy.
 * Downgrade (``convertToClassicGroup``): when a consumer-protocol member leaves or is
-  fenced and only classic members would remain (at least one), if the policy allows a
-  downgrade, the group becomes a Stable classic group (generation = group epoch, each
-  member's target assignment as its assignment), its consumer records get tombstones,
-  the classic group record is written and a rebalance starts so the members rejoin.
+  fenced and only classic members would remain (at least one, at most
+  ``group.max.size``), if the policy allows a downgrade, the group becomes a Stable
+  classic group (generation = group epoch, each member's target assignment as its
+  assignment), its consumer records get tombstones, the classic group record is written
+  and a rebalance starts so the members rejoin.
 
 Everything here is pure: ``now`` is passed in, records and replies go to ``Out``.
 """
@@ -151,7 +152,7 @@ class Migration:
         rest = [m for m in cg.members.values() if m.member_id != leaving.member_id]
         if leaving.classic is not None or not rest or any(m.classic is None for m in rest):
             return False
-        if not self.cfg.downgrade_enabled:
+        if not self.cfg.downgrade_enabled or len(rest) > self.cfg.classic_max_size:
             return False
         self._to_classic(holder, cg, rest, now, out)
         self.membership.rebalance(holder, now, out)  # the leaver's partitions move
@@ -231,6 +232,7 @@ class Migration:
             and replaced.classic is None
             and all(m.classic is not None for m in cg.members.values() if m is not replaced)
             and self.cfg.downgrade_enabled
+            and len(cg.members) <= self.cfg.classic_max_size
         )
         found = self._joining_member(cg, member_id, iid, unknown)
         if isinstance(found, ErrorCode):
