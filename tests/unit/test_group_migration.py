@@ -352,6 +352,22 @@ def test_downgrade_on_session_expiry_of_the_consumer_member() -> None:
     assert h.group().consumer is None and set(h.group().members) == {a, b}
 
 
+def test_describe_groups_does_not_find_a_consumer_group() -> None:
+    """Kafka 4.x: DescribeGroups describes classic groups only; a consumer group (here a
+    mixed one) is a Dead group to v0-v5 and GROUP_ID_NOT_FOUND to v6, which is what makes
+    clients describe it with ConsumerGroupDescribe instead."""
+    h = harness()
+    a, b, gen = classic_pair(h)
+    (before,) = h.coord.describe_groups(["g"], api_version=6)
+    assert (before.error, before.state, len(before.members)) == (E.none, "Stable", 2)
+    upgraded_epoch = chb(h, "n", 0).member_epoch
+    assert upgraded_epoch == gen + 1
+    (v5,) = h.coord.describe_groups(["g"], api_version=5)
+    (v6,) = h.coord.describe_groups(["g"], api_version=6)
+    assert (v5.error, v5.state, v5.members) == (E.none, "Dead", ())
+    assert (v6.error, v6.state, v6.members) == (E.group_id_not_found, "Dead", ())
+
+
 def test_no_downgrade_when_the_classic_members_exceed_group_max_size() -> None:
     """Kafka's validateOnlineDowngradeWithFencedMember: more classic members than
     group.max.size would allow stay in the consumer group."""

@@ -305,13 +305,16 @@ class GroupCoordinator:
     def describe_groups(
         self, group_ids: Iterable[str], api_version: int = 5
     ) -> list[DescribedGroup]:
-        """v6+ answers GROUP_ID_NOT_FOUND for an unknown group; older versions a Dead group."""
+        """v6+ answers GROUP_ID_NOT_FOUND for an unknown group; older versions a Dead group.
+        A consumer-protocol group is not a classic group, so it is not found here either
+        (Kafka 4.x; clients describe it with ConsumerGroupDescribe and fall back to
+        DescribeGroups on exactly this answer)."""
         result = []
         for gid in group_ids:
             group = self._reg.groups.get(gid)
             if not self._loaded:
                 result.append(DescribedGroup(_LOADING, gid, "", "", ""))
-            elif group is None:
+            elif group is None or group.consumer is not None:
                 error = E.group_id_not_found if api_version >= 6 else E.none
                 result.append(DescribedGroup(error, gid, GroupState.DEAD.value, "", ""))
             else:
@@ -509,20 +512,6 @@ class GroupCoordinator:
 
 
 def _describe(group: Group) -> DescribedGroup:
-    if group.consumer is not None:
-        # A consumer-protocol group seen through the classic API: state and members only.
-        cg = group.consumer
-        return DescribedGroup(
-            E.none,
-            group.group_id,
-            cg.state().value,
-            CONSUMER_PROTOCOL_TYPE,
-            "",
-            tuple(
-                DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
-                for m in cg.members.values()
-            ),
-        )
     stable = group.state is GroupState.STABLE and group.protocol_name is not None
     proto = group.protocol_name or ""
     members = tuple(
