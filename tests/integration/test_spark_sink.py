@@ -408,6 +408,7 @@ def test_streaming_exactly_once_survives_driver_kills(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # nine driver runs, each a JVM start: over the suite's 300 s
 def test_streaming_exactly_once_survives_many_driver_kills(
     spark_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
