@@ -743,7 +743,9 @@ def main() -> None:
         if args.other:
             targets.append(Target(args.other_name or args.other, args.other, args.other_pid))
         run_id = int(time.time())
-        source = f"idem-{run_id}"  # produce-idem's first round: what the consumers read
+        # Per broker, the topic the consume and many-half-slow workloads read: the first
+        # produce-idem round's, or one written for them outside any measurement.
+        sources: dict[str, str] = {}
         records = mb * 1_000_000 // RECORD
         max_rate: dict[str, float] = {}
         with Progress(console=console, transient=True) as progress:
@@ -772,9 +774,11 @@ def main() -> None:
                         url = oncelog.http_url if t.name == "oncelog" else None
                         detail = RoundDetail(t, url)
                     topic = round_topic(w, run_id, r)
+                    source = sources.get(t.name, f"idem-{run_id}-source")
                     try:
-                        if w in _READS_SOURCE and not _has_topic(t.bootstrap, source):
+                        if w in _READS_SOURCE and t.name not in sources:
                             produce_idempotent(t, source, mb)  # not part of the figure
+                            sources[t.name] = source
                     except Exception as exc:
                         holder.append(Row(w, t.name, note=f"failed: {exc}"[:120]))
                     with measured(t, probe, lambda gb=gb: gb):
@@ -795,7 +799,9 @@ def main() -> None:
                                 )
                         except Exception as exc:  # one broker failing a workload: say so
                             holder.append(Row(w, t.name, note=f"failed: {exc}"[:120]))
-                    if topic is not None and topic != source:
+                    if w == "produce-idem" and topic and t.name not in sources and row_ok(holder):
+                        sources[t.name] = topic  # kept for the consumers
+                    elif topic is not None:
                         # Bounded memory between rounds: see round_topic.
                         try:
                             delete_topic(t.bootstrap, topic)
@@ -885,17 +891,22 @@ def round_topic(w: str, run_id: int, r: int) -> str | None:
     """The topic a produce round writes; None for the other workloads.
 
     Every produce round writes a topic of its own, deleted once the round is measured,
-    except the first produce-idem round's (``idem-<run_id>``, the source the consume and
-    many-half-slow workloads read). Keeping them all made the run's memory grow by
+    except the first produce-idem round's, the source the consume and many-half-slow
+    workloads read (they write one first, outside the measurement, when no produce-idem
+    round ran before them). Keeping them all made the run's memory grow by
     ``--mb`` per round on each broker (Tansu's memory engine holds every byte in RAM,
     ~3.5 GB by the last produce-txn round; oncelog's page cache likewise), and on this
     machine the broker's system CPU per GB written quadrupled once the total grew past a
     few GB (docs/performance.md, "Transactional produce in a full run")."""
     if w == "produce-idem":
-        return f"idem-{run_id}" if r == 0 else f"idem-{run_id}-{r}"
+        return f"idem-{run_id}-{r}"
     if w == "produce-txn":
         return f"txn-{run_id}-{r}"
     return None
+
+
+def row_ok(holder: list[Row]) -> bool:
+    return bool(holder) and not holder[0].note.startswith("failed")
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
