@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -141,6 +142,94 @@ def measured(target: Target, row: Row, gigabytes: Callable[[], float]) -> Iterat
     if target.pid is not None and gb > 0:
         row.cpu_s_per_gb = (cpu_seconds(target.pid) - cpu0) / gb
     row.rss_mb = peak_rss_mb(target.pid)
+
+
+def user_sys(pid: int | None) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, from /proc (Linux); zeros without a pid."""
+    if pid is None:
+        return 0.0, 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def oncelog_counters(http_url: str | None) -> dict[str, float]:
+    """Requests per API and record bytes in, from oncelog's /metrics (empty without it)."""
+    if http_url is None:
+        return {}
+    text = urllib.request.urlopen(f"{http_url}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("oncelog_requests_total{"):
+            out[line.split('api="', 1)[1].split('"', 1)[0]] = float(line.split()[-1])
+        elif line.startswith("oncelog_topic_bytes_in_total{"):
+            out["bytes_in"] = out.get("bytes_in", 0.0) + float(line.split()[-1])
+    return out
+
+
+def meminfo_mb(*keys: str) -> list[float]:
+    found: dict[str, float] = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            found[name] = int(rest.split()[0]) / 1024
+    return [found.get(k, 0.0) for k in keys]
+
+
+class RoundDetail:
+    """``--detail``: what one round cost, to explain a figure rather than to report it.
+
+    The broker's user and system CPU per GB apart, the CPU of the process that ran the
+    client (the workload's subprocess, or this process), the page cache's dirty and
+    writeback megabytes before and after, and for oncelog (metrics listener on) the
+    requests it served per API and the record kilobytes per Produce request."""
+
+    def __init__(self, target: Target, http_url: str | None) -> None:
+        self.target, self.http_url = target, http_url
+        self.cpu0 = user_sys(target.pid)
+        self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.mem0 = meminfo_mb("Dirty", "Writeback")
+        self.counters0 = oncelog_counters(http_url)
+        self.t0 = time.monotonic()
+
+    def line(self, gb: float) -> str:
+        u1, s1 = user_sys(self.target.pid)
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client = sum(
+            getattr(a, f) - getattr(b, f)
+            for a, b in ((me, self.self0), (kids, self.kids0))
+            for f in ("ru_utime", "ru_stime")
+        )
+        dirty, wb = meminfo_mb("Dirty", "Writeback")
+        gb = gb or 1.0
+        parts = [
+            f"{time.monotonic() - self.t0:.1f} s",
+            f"broker user {(u1 - self.cpu0[0]) / gb:.2f} sys {(s1 - self.cpu0[1]) / gb:.2f} CPU-s/GB",
+            f"client {client / gb:.2f} CPU-s/GB",
+            f"dirty {self.mem0[0]:.0f}->{dirty:.0f} MB, writeback {self.mem0[1]:.0f}->{wb:.0f} MB",
+        ]
+        counters = oncelog_counters(self.http_url)
+        if counters:
+            d = {k: v - self.counters0.get(k, 0.0) for k, v in counters.items()}
+            produce = d.get("PRODUCE", 0.0)
+            if produce:
+                parts.append(
+                    f"{produce:.0f} Produce of {d.get('bytes_in', 0.0) / produce / 1e3:.0f} KB"
+                )
+            parts.append(
+                ", ".join(
+                    f"{api} {n:.0f}"
+                    for api, n in sorted(d.items())
+                    if n and api not in ("PRODUCE", "bytes_in")
+                )
+            )
+        return "; ".join(p for p in parts if p)
 
 
 def start_tansu(binary: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -594,6 +683,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     ap.add_argument(
+        "--detail",
+        action="store_true",
+        help="print per round the broker's user/system CPU, the client's CPU, dirty pages "
+        "and (oncelog, metrics listener on) requests per API and KB per Produce",
+    )
+    ap.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -634,6 +729,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="oncelog-compare-"))
     settings = dict(s.split("=", 1) for s in args.set)
     settings.setdefault("group.initial.rebalance.delay.ms", "0")
+    if args.detail:
+        settings.setdefault("metrics.listener", "http://127.0.0.1:0")
     tansu: subprocess.Popen[bytes] | None = None
     oncelog = EmbeddedBroker(tmp / "oncelog", settings=settings, log_level="WARNING")
     try:
@@ -646,6 +743,9 @@ def main() -> None:
         if args.other:
             targets.append(Target(args.other_name or args.other, args.other, args.other_pid))
         run_id = int(time.time())
+        # Per broker, the topic the consume and many-half-slow workloads read: the first
+        # produce-idem round's, or one written for them outside any measurement.
+        sources: dict[str, str] = {}
         records = mb * 1_000_000 // RECORD
         max_rate: dict[str, float] = {}
         with Progress(console=console, transient=True) as progress:
@@ -669,22 +769,44 @@ def main() -> None:
                     holder: list[Row] = []
                     gb = (records * RECORD) / 1e9 if w in _SIZED else 0.0
                     probe = Row(w, t.name)
+                    detail = None
+                    if args.detail:
+                        url = oncelog.http_url if t.name == "oncelog" else None
+                        detail = RoundDetail(t, url)
+                    topic = round_topic(w, run_id, r)
+                    source = sources.get(t.name, f"idem-{run_id}-source")
+                    try:
+                        if w in _READS_SOURCE and t.name not in sources:
+                            produce_idempotent(t, source, mb)  # not part of the figure
+                            sources[t.name] = source
+                    except Exception as exc:
+                        holder.append(Row(w, t.name, note=f"failed: {exc}"[:120]))
                     with measured(t, probe, lambda gb=gb: gb):
                         try:
-                            holder.append(
-                                run_workload(
-                                    w,
-                                    t,
-                                    run_id + r,
-                                    mb,
-                                    records,
-                                    many_seconds,
-                                    max_rate,
-                                    txn_rounds,
+                            if not holder:
+                                holder.append(
+                                    run_workload(
+                                        w,
+                                        t,
+                                        topic,
+                                        source,
+                                        mb,
+                                        records,
+                                        many_seconds,
+                                        max_rate,
+                                        txn_rounds,
+                                    )
                                 )
-                            )
                         except Exception as exc:  # one broker failing a workload: say so
                             holder.append(Row(w, t.name, note=f"failed: {exc}"[:120]))
+                    if w == "produce-idem" and topic and t.name not in sources and row_ok(holder):
+                        sources[t.name] = topic  # kept for the consumers
+                    elif topic is not None:
+                        # Bounded memory between rounds: see round_topic.
+                        try:
+                            delete_topic(t.bootstrap, topic)
+                        except Exception as exc:
+                            progress.console.print(f"could not delete {topic} on {t.name}: {exc}")
                     row = holder[0]
                     if row.cpu_s_per_gb is None:
                         row.cpu_s_per_gb = probe.cpu_s_per_gb
@@ -694,6 +816,8 @@ def main() -> None:
                         max_rate[t.name] = row.mb_s * 1e6
                     runs.setdefault(t.name, []).append(row)
                     progress.console.print(f"{row.workload} {row.broker}: {cells(row)} {row.note}")
+                    if detail is not None:
+                        progress.console.print(f"  {detail.line(gb)}")
                 rows += [_median_row(runs[t.name]) for t in targets if t.name in runs]
                 progress.advance(task)
     finally:
@@ -731,6 +855,7 @@ def main() -> None:
 
 
 _SIZED = {"produce-idem", "produce-txn", "consume-ru", "consume-rc"}
+_READS_SOURCE = {"consume-ru", "consume-rc", "many-half-slow"}
 
 
 def _alternating(targets: list[Target], rounds: int) -> Iterator[tuple[int, Target]]:
@@ -762,26 +887,54 @@ def _median_row(runs: list[Row]) -> Row:
     return row
 
 
+def round_topic(w: str, run_id: int, r: int) -> str | None:
+    """The topic a produce round writes; None for the other workloads.
+
+    Every produce round writes a topic of its own, deleted once the round is measured,
+    except the first produce-idem round's, the source the consume and many-half-slow
+    workloads read (they write one first, outside the measurement, when no produce-idem
+    round ran before them). Keeping them all made the run's memory grow by
+    ``--mb`` per round on each broker (Tansu's memory engine holds every byte in RAM,
+    ~3.5 GB by the last produce-txn round; oncelog's page cache likewise), and on this
+    machine the broker's system CPU per GB written quadrupled once the total grew past a
+    few GB (docs/performance.md, "Transactional produce in a full run")."""
+    if w == "produce-idem":
+        return f"idem-{run_id}-{r}"
+    if w == "produce-txn":
+        return f"txn-{run_id}-{r}"
+    return None
+
+
+def row_ok(holder: list[Row]) -> bool:
+    return bool(holder) and not holder[0].note.startswith("failed")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=60)[topic].result(90)
+
+
 def run_workload(
     w: str,
     t: Target,
-    run_id: int,
+    topic: str | None,
+    source: str,
     mb: int,
     records: int,
     many_seconds: float,
     max_rate: dict[str, float],
     txn_rounds: int,
 ) -> Row:
-    idem_topic = f"idem-{run_id}"
+    """One measured round. ``source`` (the topic consumers read) exists already."""
     if w == "produce-idem":
-        return produce_idempotent(t, idem_topic, mb)
+        assert topic is not None
+        return produce_idempotent(t, topic, mb)
     if w == "produce-txn":
-        return produce_transactional(t, f"txn-{run_id}", mb)
+        assert topic is not None
+        return produce_transactional(t, topic, mb)
     if w in ("consume-ru", "consume-rc"):
-        if not _has_topic(t.bootstrap, idem_topic):
-            produce_idempotent(t, idem_topic, mb)
         isolation = "read_uncommitted" if w == "consume-ru" else "read_committed"
-        return consume(t, w, idem_topic, records, isolation)
+        return consume(t, w, source, records, isolation)
     if w == "many-max":
         return many_producers(t, many_seconds, None, None, w)
     if w in ("many-half", "many-half-slow"):
@@ -790,11 +943,7 @@ def run_workload(
             rate = many_producers(t, many_seconds, None, None, f"{w}-probe").mb_s or 0.0
             rate *= 1e6
             max_rate[t.name] = rate
-        slow_topic = None
-        if w == "many-half-slow":
-            if not _has_topic(t.bootstrap, idem_topic):
-                produce_idempotent(t, idem_topic, mb)
-            slow_topic = idem_topic
+        slow_topic = source if w == "many-half-slow" else None
         return many_producers(t, many_seconds, rate, slow_topic, w)
     if w == "endtxn":
         return endtxn(t, txn_rounds)
