@@ -7,42 +7,37 @@ from typing import Annotated
 
 import typer
 
-from oncelog.cli import (
-    acls,
-    configs,
-    connect,
-    console,
-    dump_log,
-    groups,
-    producers,
-    records,
-    topics,
-    transactions,
-    users,
-)
-from oncelog.cli.demo import demo
+from oncelog.cli.lazy import LazyCommand, lazy_group
 from oncelog.cli.logging_setup import LogFormat, LogLevel, configure_logging
+
+# Everything but `broker` loads from its module when run or listed (oncelog.cli.lazy):
+# a broker's start does not import the client, rich or confluent-kafka.
+LAZY = {
+    "delete-records": LazyCommand("oncelog.cli.records", "delete_records"),
+    "get-offsets": LazyCommand("oncelog.cli.records", "get_offsets"),
+    "console-producer": LazyCommand("oncelog.cli.console", "producer"),
+    "console-consumer": LazyCommand("oncelog.cli.console", "consumer"),
+    "dump-log": LazyCommand("oncelog.cli.dump_log", "dump_log"),
+    "demo": LazyCommand("oncelog.cli.demo", "demo"),
+    "topics": LazyCommand("oncelog.cli.topics", "app"),
+    "transactions": LazyCommand("oncelog.cli.transactions", "app"),
+    "producers": LazyCommand("oncelog.cli.producers", "app"),
+    "connect": LazyCommand("oncelog.cli.connect", "app"),
+    "acls": LazyCommand("oncelog.cli.acls", "app"),
+    "users": LazyCommand("oncelog.cli.users", "app"),
+    "groups": LazyCommand("oncelog.cli.groups", "app"),
+    # Kafka's tool name
+    "consumer-groups": LazyCommand("oncelog.cli.groups", "app", hidden=True),
+    "configs": LazyCommand("oncelog.cli.configs", "app"),
+}
+ORDER = [*list(LAZY)[:6], "broker", *list(LAZY)[6:]]  # the order of `oncelog --help`
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="oncelog: an exactly-once, Kafka-compatible streaming log.",
+    cls=lazy_group(LAZY, ORDER),
 )
-app.add_typer(topics.app, name="topics")
-app.add_typer(transactions.app, name="transactions")
-app.add_typer(producers.app, name="producers")
-app.add_typer(connect.app, name="connect")
-app.add_typer(acls.app, name="acls")
-app.add_typer(users.app, name="users")
-app.add_typer(groups.app, name="groups")
-app.add_typer(groups.app, name="consumer-groups", hidden=True)  # Kafka's tool name
-app.add_typer(configs.app, name="configs")
-app.command("delete-records")(records.delete_records)
-app.command("get-offsets")(records.get_offsets)
-app.command("console-producer")(console.producer)
-app.command("console-consumer")(console.consumer)
-app.command("dump-log")(dump_log.dump_log)
-app.command()(demo)
 
 
 def _version(value: bool) -> None:
