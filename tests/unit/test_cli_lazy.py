@@ -64,3 +64,46 @@ def test_importing_the_cli_loads_no_subcommand_module() -> None:
         "oncelog.cli.logging_setup",
         "oncelog.cli.main",
     ]
+
+
+def _typer_parse(argv: list[str]) -> dict[str, object]:
+    """What typer passes to ``broker`` for ``argv`` (its parsing and callbacks)."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    ctx = root.make_context("oncelog", list(argv))
+    command = root.get_command(ctx, argv[0])  # type: ignore[attr-defined]
+    assert command is not None
+    return dict(command.make_context(argv[0], list(argv[1:]), parent=ctx).params)
+
+
+def test_broker_fast_path_passes_what_typer_passes() -> None:
+    from oncelog.cli.main import broker_arguments
+
+    lines = [
+        ["broker"],
+        ["broker", "--data-dir", "/tmp/d", "--listen", "127.0.0.1:0"],
+        ["broker", "--data-dir=/tmp/d", "--set", "a=1", "--set=b = 2", "--set", "c="],
+        ["broker", "--config", "server.properties", "--advertised", "h:1", "--listen", "x:2"],
+        ["broker", "--log-level", "warn", "--log-format", "JSON"],
+        ["broker", "--log-level", "Trace", "--listen", "a:1", "--listen", "b:2"],
+    ]
+    for argv in lines:
+        assert broker_arguments(argv) == _typer_parse(argv), argv
+    # Left to typer: help, errors and anything unusual keep its messages and exit codes.
+    for argv in (
+        ["broker", "--help"],
+        ["broker", "--set", "novalue"],
+        ["broker", "--set", "=v"],
+        ["broker", "--log-level", "LOUD"],
+        ["broker", "--log-format", "xml"],
+        ["broker", "--data-dir"],
+        ["broker", "--listen", "-1"],
+        ["broker", "--data-dir", ""],
+        ["broker", "--nosuch", "x"],
+        ["broker", "extra"],
+        ["--verbose", "broker"],
+        ["topics", "list"],
+        [],
+    ):
+        assert broker_arguments(argv) is None, argv
