@@ -76,3 +76,74 @@ def test_broker_writes_nothing_outside_its_data_dir(tmp_path: Path) -> None:
         assert proc.wait(30) == 0
     assert list(workdir.iterdir()) == []
     assert (data_dir / "hygiene-0").is_dir()
+
+
+# What a broker's start must not import (docs/performance.md, "Start-up and scale"): the
+# admin CLI's subcommands and what they pull in (the client with its kio schemas, rich,
+# confluent-kafka), typer's pydantic coercion, and libraries only some configurations
+# use (a config file, client certificates, SCRAM, the metrics listener). Each cost a
+# part of every start.
+NOT_AT_START = (
+    "oncelog.client",
+    "oncelog.connect",
+    "oncelog.spark",
+    "oncelog.cli.common",
+    "oncelog.cli.topics",
+    "oncelog.cli.demo",
+    "rich",
+    "confluent_kafka",
+    "tenacity",
+    "javaproperties",
+    "cryptography",
+    "scramp",
+    "aiohttp",
+    "prometheus_client",
+    "pydantic",  # typer's parameter coercion; `oncelog broker` lines skip it
+)
+
+
+def test_broker_start_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """The broker's own process, started as EmbeddedBroker starts it, up to its ready
+    line and one produce; PYTHONPROFILEIMPORTTIME makes it name every module it imports."""
+    env = _clean_env() | {"PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oncelog.cli.main",
+            "broker",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(READY), line
+        port = next(iter(parse_ready_line(line).values()))
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+        producer.produce("imports", b"v")
+        assert producer.flush(30) == 0
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr[-2000:]
+    imported = {
+        line.rpartition("|")[2].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "[us]" not in line
+    }
+    assert {"oncelog.broker.broker", "oncelog.storage.log", "uvloop"} <= imported
+    unwanted = sorted(
+        m for m in imported if any(m == p or m.startswith(p + ".") for p in NOT_AT_START)
+    )
+    assert unwanted == []

@@ -36,6 +36,7 @@ from oncelog.protocol.request_budget import RequestBudget
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
+from oncelog.security.sasl import scramp
 from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
@@ -104,7 +105,9 @@ class Broker:
         )
         for listener in self.listeners:
             if listener.protocol.uses_sasl:
-                self.authentication.enabled_mechanisms(listener.name)  # fail fast on typos
+                mechanisms = self.authentication.enabled_mechanisms(listener.name)  # typos
+                if any(m.startswith("SCRAM-") for m in mechanisms):
+                    scramp()  # now, not in the first client's handshake
         self.authorizer = Authorizer(config, AclStore(self.data_dir / "meta" / "acls.json"))
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import javaproperties
-
 from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
 from oncelog.coordinator.settings import parse_bool, property_defaults
 from oncelog.group.config import GroupConfig
@@ -303,6 +301,8 @@ def _free_form(key: str) -> bool:
 def parse_properties(text: str) -> dict[str, str]:
     """A .properties text parsed exactly as java.util.Properties does (``key=value``,
     ``key: value``, ``key value``, ``\\`` continuations, escapes, # and ! comments)."""
+    import javaproperties  # only with a config file: its XML support imports urllib, email...
+
     return dict(javaproperties.loads(text))
 
 

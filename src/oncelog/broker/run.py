@@ -53,12 +53,15 @@ def toggle_request_logging() -> bool:
 
 async def serve(broker: Broker, *, announce: bool = True) -> None:
     thresholds = gc_thresholds(os.environ.get(GC_THRESHOLD_ENV, ""))
+    # The thresholds apply from before the load: with Python's defaults, opening 20,000
+    # partitions (~500,000 objects that live as long as the broker) ran ~1,100
+    # collections, ~0.65 s of CPU, re-walking the growing set of partitions each time.
+    gc.set_threshold(*thresholds)
     await broker.start()
     # What start-up loaded (modules, kio's classes, topic and group state) lives as long
     # as the process: frozen, full collections stop walking it again and again.
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*thresholds)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,8 +13,6 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from cryptography import x509
-
 from oncelog.broker.config import BrokerConfig, BrokerConfigError
 
 _PROTOCOLS = {
@@ -99,6 +97,10 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             f"ssl.client.auth must be none, requested or required, not {client_auth!r}"
         )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
+    if client_auth != "none":
+        # Loaded here, not at import: a broker without client certificates never needs
+        # it, and one with them should not pay for it on the first handshake.
+        from cryptography import x509  # noqa: F401
     versions = [v.strip() for v in get["ssl.enabled.protocols"].split(",") if v.strip()]
     unknown = [v for v in versions if v not in _PROTOCOLS]
     if unknown or not versions:
@@ -122,4 +124,6 @@ def peer_dn(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None:
     der = ssl_object.getpeercert(binary_form=True)
     if not der:
         return None
+    from cryptography import x509
+
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()

@@ -29,7 +29,7 @@ from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_batch import close_logs, open_logs
-from oncelog.storage.partition_dir import iter_partition_dirs, partition_dir
+from oncelog.storage.partition_dir import partition_dir, partition_dir_names
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,9 @@ class TopicRegistry:
 
     def _remove_orphans(self) -> None:
         wanted = {(t.name, p) for t in self.topics.values() for p in range(len(t.partitions))}
-        for topic, partition, path in iter_partition_dirs(self.data_dir):
+        for topic, partition, name in partition_dir_names(self.data_dir):
             if (topic, partition) not in wanted:
+                path = self.data_dir / name
                 log.warning("removing orphaned partition directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
 

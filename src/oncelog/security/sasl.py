@@ -10,10 +10,8 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Callable
+from types import ModuleType
 from typing import Protocol
-
-from scramp import ScramException
-from scramp import ScramMechanism as ScrampMechanism
 
 from oncelog.security.principal import user
 from oncelog.security.scram import ScramCredential, ScramMechanism
@@ -68,6 +66,14 @@ class PlainAuthenticator:
         return b""
 
 
+def scramp() -> ModuleType:
+    """The scramp library, imported by the first SCRAM exchange or by a broker whose
+    listeners offer SCRAM (``Broker``), not by every start (~25 ms with asn1crypto)."""
+    import scramp as library
+
+    return library
+
+
 class ScramAuthenticator:
     def __init__(
         self, mechanism: str, lookup: Callable[[str, ScramMechanism], ScramCredential | None]
@@ -77,7 +83,7 @@ class ScramAuthenticator:
         self._mech = ScramMechanism.from_sasl_name(mechanism)
         self._lookup = lookup
         self._username: str | None = None
-        self._server = ScrampMechanism(mechanism).make_server(self._auth_info)
+        self._server = scramp().ScramMechanism(mechanism).make_server(self._auth_info)
         self._round = 0
         self._unknown_user = False
 
@@ -85,7 +91,7 @@ class ScramAuthenticator:
         credential = self._lookup(username, self._mech)
         if credential is None:
             self._unknown_user = True
-            raise ScramException("unknown user")
+            raise scramp().ScramException("unknown user")
         self._username = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
@@ -101,7 +107,7 @@ class ScramAuthenticator:
                 assert self._username is not None
                 self.principal = user(self._username)
                 return final
-        except (ScramException, UnicodeDecodeError, ValueError) as exc:
+        except (scramp().ScramException, UnicodeDecodeError, ValueError) as exc:
             reason = "Invalid user credentials" if self._unknown_user else str(exc)
             raise SaslAuthenticationError(f"Authentication failed: {reason}") from exc
         raise SaslAuthenticationError("unexpected SCRAM message after the exchange ended")

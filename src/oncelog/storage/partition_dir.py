@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +28,25 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(index)
 
 
+def partition_dir_names(data_dir: Path) -> list[tuple[str, int, str]]:
+    """(topic, partition, directory name) of every ``<topic>-<partition>`` directory
+    directly under ``data_dir``, sorted by name.
+
+    One ``scandir``: the entries' types come with the listing, so 20,000 partitions
+    cost no stat each, and names (not Paths) are parsed and sorted."""
+    try:
+        with os.scandir(data_dir) as entries:
+            found = sorted(
+                (entry.name, parsed)
+                for entry in entries
+                if (parsed := parse_partition_dir_name(entry.name)) is not None and entry.is_dir()
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [(topic, partition, name) for name, (topic, partition) in found]
+
+
 def iter_partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:
-    """Every ``<topic>-<partition>`` directory directly under ``data_dir``."""
-    if not data_dir.is_dir():
-        return
-    for child in sorted(data_dir.iterdir()):
-        parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
-        if parsed is not None:
-            yield parsed[0], parsed[1], child
+    """Every ``<topic>-<partition>`` directory directly under ``data_dir``, by name."""
+    for topic, partition, name in partition_dir_names(data_dir):
+        yield topic, partition, data_dir / name

@@ -54,6 +54,7 @@ from .txn_index import aborted_entry
 log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass
@@ -79,10 +80,14 @@ def load_log(
     marker, rewritten txn indexes) to one ``sync_filesystem`` by the caller, which must
     happen before the log takes appends. ``clean``: this partition's entry of the
     broker's clean-shutdown checkpoint (already removed durably by the caller)."""
-    directory.mkdir(parents=True, exist_ok=True)
     # One listing decides which small files exist: thousands of partitions open at
-    # start-up, and each read or unlink of a missing file is a wasted syscall.
-    names = set(os.listdir(directory))
+    # start-up, and each read or unlink of a missing file is a wasted syscall. A new
+    # partition's directory is created when the listing finds none.
+    try:
+        names = set(os.listdir(directory))
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        names = set(os.listdir(directory))
     clean_end = take_clean_shutdown(directory, sync=sync) if CLEAN_SHUTDOWN_FILE in names else None
     if clean_end is None and clean is not None:
         clean_end = clean.log_end_offset
@@ -212,12 +217,19 @@ def load_log(
 
 def _clean_directory(directory: Path, names: set[str]) -> list[int]:
     """Remove leftovers of interrupted deletes/writes; return the segment base offsets."""
-    bases = {b for b in (parse_offset_file_name(n, LOG_SUFFIX) for n in names) if b is not None}
+    bases = {
+        b
+        for n in names
+        if n.endswith(LOG_SUFFIX) and (b := parse_offset_file_name(n, LOG_SUFFIX)) is not None
+    }
     for name in names:
-        orphan = any(
-            (b := parse_offset_file_name(name, suffix)) is not None and b not in bases
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-        )
+        # Most names are a segment's files: test the suffixes once, parse only on a match.
+        if name.endswith(_INDEX_SUFFIXES):
+            suffix = next(s for s in _INDEX_SUFFIXES if name.endswith(s))
+            b = parse_offset_file_name(name, suffix)
+            orphan = b is not None and b not in bases
+        else:
+            orphan = False
         if orphan or name.endswith(_LEFTOVER_SUFFIXES):
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 os.unlink(directory / name)

@@ -363,7 +363,7 @@ class LogSegment:
 
     def load_summary(self) -> bool:
         """Max timestamp of an older segment from its time index's last entry."""
-        last = read_last_time_entry(self.path(TIME_INDEX_SUFFIX), self.base_offset)
+        last = read_last_time_entry(self.time_index.path, self.base_offset)
         if last is None:
             return False
         self.max_timestamp, self.offset_of_max_timestamp = last
@@ -380,8 +380,8 @@ class LogSegment:
         partitions cost one small pread per index at start-up. An index found corrupt
         then is rebuilt from the log at that point.
         """
-        last_indexed = read_last_offset_entry(self.path(INDEX_SUFFIX), self.base_offset)
-        last_time = read_last_time_entry(self.path(TIME_INDEX_SUFFIX), self.base_offset)
+        last_indexed = read_last_offset_entry(self.offset_index.path, self.base_offset)
+        last_time = read_last_time_entry(self.time_index.path, self.base_offset)
         if last_indexed is None or last_time is None:
             return False
         indexed_offset, start = last_indexed
