@@ -96,6 +96,10 @@ class GroupService:
         self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
         # (records replayed, offsets to replay) of the load under way or last done
         self.load_progress = (0, 0)
+        # Called once a background load is done (the broker's run freezes the loaded
+        # state out of the garbage collector's full passes, as it does for what its start
+        # loaded).
+        self.on_loaded: list[Callable[[], None]] = []
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -156,6 +160,8 @@ class GroupService:
                 continue
             break
         self._after_load()
+        for callback in self.on_loaded:
+            callback()
 
     def _after_load(self) -> None:
         self._migrate_legacy_layout()
