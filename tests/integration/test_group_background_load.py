@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v8 import request as oc
+from kio.schema.offset_fetch.v1 import request as of1
 from kio.schema.offset_fetch.v7 import request as of
 
 from oncelog.client.wire import WireClient
@@ -148,8 +149,19 @@ def test_restart_serves_while_offsets_load(tmp_path: Path, topic_name: str) -> N
     try:
         loading_answers = 0
         with WireClient(b.bootstrap, timeout=60) as client:
+            # v1 has no group-level error: each requested partition carries it.
+            v1 = client.request(
+                of1.OffsetFetchRequest(
+                    group_id="bulk-0",
+                    topics=(of1.OffsetFetchRequestTopic(name="topic-0", partition_indexes=(0, 1)),),
+                )
+            )
             error, _ = fetch_all(client, "bulk-0")
             first_error = error
+            assert [(p.partition_index, p.error_code) for t in v1.topics for p in t.partitions] == [
+                (0, ErrorCode.coordinator_load_in_progress),
+                (1, ErrorCode.coordinator_load_in_progress),
+            ]
             deadline = time.monotonic() + 120
             while error == ErrorCode.coordinator_load_in_progress and time.monotonic() < deadline:
                 loading_answers += 1
