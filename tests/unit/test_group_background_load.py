@@ -20,6 +20,7 @@ from oncelog.group.config import GroupConfig
 from oncelog.group.coordinator import GroupCoordinator
 from oncelog.group.messages import (
     CommitPartition,
+    ConsumerHeartbeatRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -170,6 +171,10 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
         assert (await groups.delete_groups([group])).results == ((group, LOADING),)
         deleted = await groups.delete_offsets(OffsetDeleteRequest(group, (("t", (0,)),)))
         assert deleted.error is LOADING
+        assert groups.config.consumer_protocol_enabled  # the default: KIP-848 APIs too
+        beat = ConsumerHeartbeatRequest(group, "m", 0, subscribed_topic_names=("t",))
+        assert (await groups.consumer_heartbeat(beat)).error is LOADING
+        assert [d.error for d in groups.consumer_group_describe([group])] == [LOADING]
         seen_loading = 0
         while not groups.loaded:
             seen_loading += 1
