@@ -217,3 +217,70 @@ def test_a_stop_during_the_load_ends_it(tmp_path: Path, monkeypatch: object) -> 
         asyncio.run(scenario())
     finally:
         topics.close()
+
+
+class OffsetsGoneAway:
+    """The broker's topics, except that while ``gone`` the ``__consumer_offsets``
+    partitions cannot be found (an append fails with UNKNOWN_TOPIC_OR_PARTITION, which
+    clients see as COORDINATOR_NOT_AVAILABLE)."""
+
+    def __init__(self, topics: TopicRegistry) -> None:
+        self.topics = topics
+        self.gone = False
+
+    def partition(self, name: str, index: int) -> object:
+        if self.gone and name == CONSUMER_OFFSETS_TOPIC:
+            return None
+        return self.topics.partition(name, index)
+
+    def ensure_internal_topic(self, *args: object, **kwargs: object) -> object:
+        return self.topics.ensure_internal_topic(*args, **kwargs)  # type: ignore[arg-type]
+
+    def partition_count(self, name: str) -> int | None:
+        return self.topics.partition_count(name)
+
+
+def test_a_failed_append_reloads_in_the_background(tmp_path: Path, monkeypatch: object) -> None:
+    group = group_on(1)
+    write_history(tmp_path, group, 200)
+    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+    lookup = OffsetsGoneAway(topics)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS),
+            topics=lookup,  # type: ignore[arg-type]
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            await failed_append_and_reload(groups)
+        finally:
+            await groups.stop()
+
+    async def failed_append_and_reload(groups: GroupService) -> None:
+        while not groups.loaded:
+            await asyncio.sleep(0)
+        lookup.gone = True
+        failed = await groups.commit_offsets(commit(group, 1, 5000))
+        assert failed.topics == (("t", ((1, E.coordinator_not_available),)),)
+        lookup.gone = False
+        # The core is rebuilt from the log in the background, not at once.
+        assert not groups.loaded
+        assert groups.fetch_offsets(OffsetFetchRequest(group, None)).error is LOADING
+        while not groups.loaded:
+            await asyncio.sleep(0)
+        assert fetch(groups, group)[1] == (197, E.none)  # the failed commit is not there
+        assert (await groups.commit_offsets(commit(group, 1, 5001))).topics == (
+            ("t", ((1, E.none),)),
+        )
+        assert fetch(groups, group)[1] == (5001, E.none)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the reload task ends after installing the core
+        assert len(groups.runtime._tasks) == 1  # one timer: the reload started no other
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()

@@ -100,6 +100,7 @@ class GroupService:
         # state out of the garbage collector's full passes, as it does for what its start
         # loaded).
         self.on_loaded: list[Callable[[], None]] = []
+        self._timer_started = False
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -160,11 +161,15 @@ class GroupService:
                 continue
             break
         self._after_load()
-        for callback in self.on_loaded:
+        callbacks, self.on_loaded = self.on_loaded, []
+        for callback in callbacks:
             callback()
 
     def _after_load(self) -> None:
-        self._migrate_legacy_layout()
+        if self._timer_started:  # a reload after a failed append: all this is done
+            return
+        self._timer_started = True
+        self._migrate_legacy_layout()  # a failed append reloads; the next start tries again
         # Through self: a failed append replaces the coordinator.
         self.runtime.start_timer(
             lambda now: self.coordinator.tick(now),
@@ -364,8 +369,21 @@ class GroupService:
             else:
                 out.resolved.append((token, reply))
         out.resolved.extend(self.coordinator.abandon(code))
-        self._load()
+        self._reload()
         return out
+
+    def _reload(self) -> None:
+        """Rebuild the core from the log after a failed append: in the background when the
+        event loop runs (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS, as while
+        Kafka reloads a partition), else at once."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._load()
+            return
+        parts = self._ensure_topic()
+        self.coordinator = GroupCoordinator(self.config)  # unloaded: LOAD_IN_PROGRESS
+        self.runtime.spawn(self._load_in_background(parts))
 
     def perform(self, effect: object) -> None:
         raise AssertionError(f"the group coordinator has no effect {effect!r}")
