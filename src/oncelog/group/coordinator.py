@@ -198,7 +198,9 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(HeartbeatReply(_LOADING))
+            # Kafka: "the group is still loading, so blindly respond" (NONE); the member's
+            # session starts when the load finishes.
+            return GroupStep(HeartbeatReply(E.none))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
