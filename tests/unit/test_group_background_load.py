@@ -164,8 +164,7 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
         join = JoinGroupRequest(group, "", "consumer", (("range", b""),), 10_000)
         assert (await groups.join(join)).error is LOADING
         assert (await groups.sync(SyncGroupRequest(group, 1, "m"))).error is LOADING
-        # A classic Heartbeat is answered NONE "blindly", as Kafka does while loading.
-        assert (await groups.heartbeat(HeartbeatRequest(group, 1, "m"))).error is E.none
+        assert (await groups.heartbeat(HeartbeatRequest(group, 1, "m"))).error is LOADING
         assert (await groups.leave(LeaveGroupRequest(group, (("m", None),)))).error is LOADING
         assert groups.list_groups().error is LOADING
         assert [d.error for d in groups.describe_groups([group], 5)] == [LOADING]

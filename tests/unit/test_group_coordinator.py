@@ -92,8 +92,9 @@ def test_requests_before_load_get_load_in_progress() -> None:
     coord = GroupCoordinator()
     req = JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000)
     assert coord.join_group(req, 0).reply == JoinGroupReply(E.coordinator_load_in_progress)
-    # Heartbeat is answered NONE "blindly" while loading, as Kafka does.
-    assert coord.heartbeat(HeartbeatRequest("g", 1, "m"), 0).reply == HeartbeatReply(E.none)
+    assert coord.heartbeat(HeartbeatRequest("g", 1, "m"), 0).reply == HeartbeatReply(
+        E.coordinator_load_in_progress
+    )
     assert coord.offset_fetch(OffsetFetchRequest("g", None)).error is E.coordinator_load_in_progress
     assert coord.list_groups() == ListGroupsReply(E.coordinator_load_in_progress, ())
     coord.finish_load(0)

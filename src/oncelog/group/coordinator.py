@@ -198,9 +198,7 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            # Kafka: "the group is still loading, so blindly respond" (NONE); the member's
-            # session starts when the load finishes.
-            return GroupStep(HeartbeatReply(E.none))
+            return GroupStep(HeartbeatReply(_LOADING))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
