@@ -123,6 +123,8 @@ def _snapshot() -> Snapshot:
         cleaner=CleanerFigures(2, 2048, 1024, 17, 0.25, 1.5, 0),
         load_s={"transaction": 0.012, "group": 0.5},
         loop=_loop_figures(),
+        load_progress={"group": (1200, 5000)},
+        loading={"transaction": False, "group": True},
     )
 
 
@@ -179,6 +181,14 @@ def test_snapshot_values() -> None:
     assert s[("oncelog_event_loop_stalls_total", ())] == 2
     assert s[("oncelog_gc_collections_total", (("generation", "2"),))] == 4
     assert s[("oncelog_gc_pause_max_seconds", (("generation", "2"),))] == 0.08
+    assert s[("oncelog_coordinator_loading", (("coordinator", "group"),))] == 1
+    assert s[("oncelog_coordinator_loading", (("coordinator", "transaction"),))] == 0
+    done = (("coordinator", "group"), ("state", "done"))
+    assert s[("oncelog_coordinator_load_records", done)] == 1200
+    assert (
+        s[("oncelog_coordinator_load_records", (("coordinator", "group"), ("state", "total")))]
+        == 5000
+    )
 
 
 @pytest.mark.parametrize(

@@ -197,7 +197,11 @@ class Broker:
         self.producer_ids.load()
         self.scram_credentials.load()
         self.authorizer.store.load()
-        self.groups.start()  # before transactions: completing prepared ones marks offsets
+        # In the background, as Kafka loads a coordinator partition while the broker serves:
+        # group APIs answer COORDINATOR_LOAD_IN_PROGRESS until it is done. Markers that the
+        # transaction coordinator's start writes to __consumer_offsets meanwhile are read
+        # by the load's last pass (see GroupService._load_steps).
+        self.groups.start(background=True)
         self.txn.start()
         loop = asyncio.get_running_loop()
         max_size = self.config.get_int("socket.request.max.bytes")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -75,6 +75,9 @@ class Snapshot:
     cleaner: CleanerFigures
     load_s: dict[str, float]
     loop: LoopFigures
+    # coordinator -> (records replayed, offsets to replay) of its load under way or last done
+    load_progress: dict[str, tuple[int, int]] = field(default_factory=dict)
+    loading: dict[str, bool] = field(default_factory=dict)  # coordinator -> still loading
 
 
 class BrokerCollector(Collector):
@@ -116,6 +119,8 @@ class BrokerCollector(Collector):
             ),
             load_s={"transaction": broker.txn.load_time_s, "group": broker.groups.load_time_s},
             loop=copy.deepcopy(broker.watchdog.figures),
+            load_progress={"group": broker.groups.load_progress},
+            loading={"transaction": not broker.txn.loaded, "group": not broker.groups.loaded},
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -369,6 +374,25 @@ def _coordinators(snap: Snapshot) -> Iterable[Metric]:
     for name, seconds in snap.load_s.items():
         load.add_metric([name], seconds)
     yield load
+    loading = GaugeMetricFamily(
+        PREFIX + "coordinator_loading",
+        "1 while the coordinator is loading its log (its APIs answer "
+        "COORDINATOR_LOAD_IN_PROGRESS), else 0. Kafka: the partition's LOADING state.",
+        labels=["coordinator"],
+    )
+    for name, busy in snap.loading.items():
+        loading.add_metric([name], 1.0 if busy else 0.0)
+    yield loading
+    replayed = GaugeMetricFamily(
+        PREFIX + "coordinator_load_records",
+        "Records replayed by the coordinator's load under way or last done (state=done), "
+        "and the offsets it had to replay when it began (state=total).",
+        labels=["coordinator", "state"],
+    )
+    for name, (done, total) in snap.load_progress.items():
+        replayed.add_metric([name, "done"], done)
+        replayed.add_metric([name, "total"], total)
+    yield replayed
 
 
 def _groups(snap: Snapshot) -> Iterable[Metric]:

@@ -62,6 +62,10 @@ async def serve(broker: Broker, *, announce: bool = True) -> None:
     # as the process: frozen, full collections stop walking it again and again.
     gc.collect()
     gc.freeze()
+    if not broker.groups.loaded:
+        # The group coordinator loads __consumer_offsets in the background: freeze its
+        # state too once loaded (a freeze without a collect: no full pass over it).
+        broker.groups.on_loaded.append(gc.freeze)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

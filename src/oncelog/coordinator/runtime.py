@@ -136,6 +136,7 @@ class CoordinatorRuntime(Generic[R]):
         self._futures: dict[int, asyncio.Future[R]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup: asyncio.Event | None = None
+        self._stopping = False
         self._durable = durable
         # Logs appended to and not yet known durable: log -> end offset written.
         self._unsynced: dict[PartitionLog, int] = {}
@@ -286,7 +287,7 @@ class CoordinatorRuntime(Generic[R]):
         max_wait_ms: int,
         next_deadline: Callable[[], int | None] | None,
     ) -> None:
-        while True:
+        while not self._stopping:
             wait_ms = max_wait_ms
             deadline = None if next_deadline is None else next_deadline()
             if deadline is not None:
@@ -310,6 +311,9 @@ class CoordinatorRuntime(Generic[R]):
         task.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
+        # Also checked by the timer: Python 3.11's wait_for can swallow a cancellation that
+        # arrives as its wakeup event is set, and the timer would then run on.
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

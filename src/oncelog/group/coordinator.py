@@ -84,7 +84,14 @@ from oncelog.group.messages import (
 )
 from oncelog.group.migration import Migration
 from oncelog.group.offsets import Offsets, commit_errors
-from oncelog.group.offsets_codec import GroupValue, OffsetKey, OffsetValue, decode_record
+from oncelog.group.offsets_codec import (
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_offset_value_fast,
+    decode_record,
+    offset_key_fields,
+)
 from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 
 __all__ = ["GroupCoordinator", "partition_for"]
@@ -385,6 +392,20 @@ class GroupCoordinator:
             raise RuntimeError("load() after finish_load()")
         groups = self._reg.groups
         for key, value in records:
+            fields = offset_key_fields(key)
+            if fields is not None:  # the common record: an offset commit, decoded fast
+                group_id, topic, partition = fields
+                if value is None:
+                    if group_id not in groups:
+                        continue
+                    offset = None
+                else:
+                    offset = decode_offset_value_fast(value)
+                group = groups.get(group_id)
+                if group is None:
+                    group = self._reg.get_or_create(group_id, None)
+                self._reg.apply_offset(group, topic, partition, offset, producer_id)
+                continue
             if is_consumer_key(key):  # KIP-848 record types 3-8 (legacy keys are 1-2)
                 self._consumer_image.apply(key, value)
                 continue

@@ -29,6 +29,8 @@ offsets_codec_legacy (its docstring explains why the two never mix up).
 
 from __future__ import annotations
 
+import struct
+
 from oncelog.coordinator.schema_io import (
     ONCELOG_TAG_BASE,
     SchemaReader,
@@ -66,6 +68,7 @@ __all__ = [
     "decode_key",
     "decode_offset_value",
     "decode_record",
+    "decode_record_schema",
     "encode_group_key",
     "encode_group_value",
     "encode_offset_key",
@@ -235,11 +238,11 @@ def decode_group_value(data: bytes) -> GroupValue:
     )
 
 
-def decode_record(
+def decode_record_schema(
     key: bytes, value: bytes | None
 ) -> tuple[OffsetKey, OffsetValue | None] | tuple[GroupKey, GroupValue | None]:
-    """One ``__consumer_offsets`` record, its value read in its key's layout; a ``None``
-    value stays ``None`` (tombstone)."""
+    """``decode_record`` through the strict schema reader only (the reference the fast
+    path is tested against)."""
     k = decode_key(key)
     if isinstance(k, OffsetKey):
         if value is None:
@@ -248,3 +251,116 @@ def decode_record(
     if value is None:
         return k, None
     return k, decode_legacy_group_value(value) if k.legacy else decode_group_value(value)
+
+
+# -- the fast path ------------------------------------------------------------------------
+#
+# A start-up load replays every record of ``__consumer_offsets`` (millions after a long
+# run), nearly all of them offset commits. These decode the common layouts with a few
+# ``struct`` calls; anything they are not sure of (another record type, a null or
+# non-UTF-8 string, a length that does not fit exactly, a multi-byte varint, tagged
+# fields) returns ``None`` and the record goes through the strict schema reader, so the
+# outcome (value or exception) is always the schema reader's.
+
+_HH = struct.Struct(">hh")
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_QH = struct.Struct(">qh")
+_QIH = struct.Struct(">qih")
+_QI = struct.Struct(">qi")
+_QQ = struct.Struct(">qq")
+
+
+def offset_key_fields(key: bytes) -> tuple[str, str, int] | None:
+    """``(group, topic, partition)`` of an offset-commit key v0/v1, or None (not sure:
+    ``decode_record`` through the schema reader decides). For the core's load loop: no
+    key object."""
+    n = len(key)
+    if n < 10:
+        return None
+    version, glen = _HH.unpack_from(key, 0)
+    if version not in (0, 1) or glen < 0:
+        return None
+    tpos = 4 + glen
+    if tpos + 6 > n:
+        return None
+    (tlen,) = _H.unpack_from(key, tpos)
+    end = tpos + 2 + tlen
+    if tlen < 0 or end + 4 != n:
+        return None
+    try:
+        group = key[4:tpos].decode("utf-8")
+        topic = key[tpos + 2 : end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return group, topic, _I.unpack_from(key, end)[0]
+
+
+def _fast_offset_key(key: bytes) -> OffsetKey | None:
+    fields = offset_key_fields(key)
+    return None if fields is None else OffsetKey(*fields)
+
+
+def decode_offset_value_fast(data: bytes) -> OffsetValue:
+    """``decode_offset_value``, the common layouts without the schema reader."""
+    v = _fast_offset_value(data)
+    return decode_offset_value(data) if v is None else v
+
+
+def _fast_offset_value(data: bytes) -> OffsetValue | None:
+    """An OffsetCommitValue v0-v4 (v4 without tagged fields), or None."""
+    n = len(data)
+    if n < 20:  # the shortest: v0/v2 with an empty metadata (2 + 8 + 2 + 8)
+        return None
+    (version,) = _H.unpack_from(data, 0)
+    if version == 3:
+        offset, epoch, mlen = _QIH.unpack_from(data, 2)
+        pos = 16
+    elif 0 <= version <= 2:
+        offset, mlen = _QH.unpack_from(data, 2)
+        epoch, pos = -1, 12
+    elif version == 4:
+        offset, epoch = _QI.unpack_from(data, 2)
+        mlen = data[14] - 1  # compact length + 1; one byte only
+        if mlen < 0 or data[14] & 0x80:
+            return None
+        pos = 15
+    else:
+        return None
+    mend = pos + mlen
+    if mlen < 0:
+        return None
+    if version == 1:
+        if mend + 16 != n:
+            return None
+        commit_ts, expire_ts = _QQ.unpack_from(data, mend)
+    elif version == 4:
+        if mend + 9 != n or data[mend + 8] != 0:  # no tagged fields
+            return None
+        (commit_ts,) = _Q.unpack_from(data, mend)
+        expire_ts = -1
+    else:
+        if mend + 8 != n:
+            return None
+        (commit_ts,) = _Q.unpack_from(data, mend)
+        expire_ts = -1
+    try:
+        metadata = data[pos:mend].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return OffsetValue(offset, epoch, metadata, commit_ts, None if expire_ts == -1 else expire_ts)
+
+
+def decode_record(
+    key: bytes, value: bytes | None
+) -> tuple[OffsetKey, OffsetValue | None] | tuple[GroupKey, GroupValue | None]:
+    """One ``__consumer_offsets`` record, its value read in its key's layout; a ``None``
+    value stays ``None`` (tombstone). Offset commits take the fast path above; the result,
+    or the exception, is always ``decode_record_schema``'s."""
+    k = _fast_offset_key(key)
+    if k is not None:
+        if value is None:
+            return k, None
+        return k, decode_offset_value_fast(value)
+    return decode_record_schema(key, value)

@@ -9,10 +9,11 @@ API layer.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -59,11 +60,15 @@ from oncelog.group.messages import (
 from oncelog.group.offsets import commit_errors
 from oncelog.group.offsets_codec import OffsetsCodecError
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.replay import iter_log
+from oncelog.storage.log import PartitionLog
+from oncelog.storage.replay import LogBatch, iter_log_batches
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Reply)
+
+LOAD_SLICE_S = 0.005  # a background load gives the event loop back after this much work
+LOAD_RETRY_MIN_S, LOAD_RETRY_MAX_S = 1.0, 30.0
 
 
 class GroupService:
@@ -89,6 +94,13 @@ class GroupService:
         self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
         self._legacy_keys: dict[bytes, bool] = {}
         self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
+        # (records replayed, offsets to replay) of the load under way or last done
+        self.load_progress = (0, 0)
+        # Called once a background load is done (the broker's run freezes the loaded
+        # state out of the garbage collector's full passes, as it does for what its start
+        # loaded).
+        self.on_loaded: list[Callable[[], None]] = []
+        self._timer_started = False
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -100,19 +112,22 @@ class GroupService:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Create/load ``__consumer_offsets`` and start the coordinator's timers."""
-        self._load()
-        self._migrate_legacy_layout()
-        # Through self: a failed append replaces the coordinator.
-        self.runtime.start_timer(
-            lambda now: self.coordinator.tick(now),
-            max_wait_ms=self.config.tick_max_ms,
-            next_deadline=lambda: self.coordinator.next_deadline(),
-        )
+    def start(self, *, background: bool = False) -> None:
+        """Create/load ``__consumer_offsets`` and start the coordinator's timers.
 
-    def _load(self) -> None:
-        started = time.monotonic()
+        ``background`` (the broker's start): load on the event loop in slices of at most
+        ``LOAD_SLICE_S`` of work, as Kafka loads a coordinator partition while the broker
+        serves; until the load is done every group API answers COORDINATOR_LOAD_IN_PROGRESS
+        (the unloaded core's answer). Otherwise the load runs to completion here."""
+        parts = self._ensure_topic()
+        self.coordinator = GroupCoordinator(self.config)  # unloaded: LOAD_IN_PROGRESS
+        if not background:
+            self._load(parts)
+            self._after_load()
+            return
+        self.runtime.spawn(self._load_in_background(parts))
+
+    def _ensure_topic(self) -> Sequence[PartitionLog]:
         parts = self._topics.ensure_internal_topic(
             CONSUMER_OFFSETS_TOPIC,
             self.config.offsets_topic_num_partitions,
@@ -121,36 +136,128 @@ class GroupService:
         if len(parts) != self.config.offsets_topic_num_partitions:
             # Groups are placed by hash % the topic's real partition count.
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=len(parts))
+        return parts
+
+    @property
+    def loaded(self) -> bool:
+        return self.coordinator.loaded
+
+    async def _load_in_background(self, parts: Sequence[PartitionLog]) -> None:
+        delay = LOAD_RETRY_MIN_S
+        while True:
+            try:
+                steps = self._load_steps(parts)
+                deadline = time.monotonic() + LOAD_SLICE_S
+                for _ in steps:
+                    if time.monotonic() >= deadline:
+                        await asyncio.sleep(0)  # let the other clients in
+                        deadline = time.monotonic() + LOAD_SLICE_S
+            except Exception:
+                # Kafka marks the partition failed; we keep answering LOAD_IN_PROGRESS
+                # (retriable) and try again from the start.
+                log.exception("loading %s failed; retrying in %.0fs", CONSUMER_OFFSETS_TOPIC, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LOAD_RETRY_MAX_S)
+                continue
+            break
+        self._after_load()
+        callbacks, self.on_loaded = self.on_loaded, []
+        for callback in callbacks:
+            callback()
+
+    def _after_load(self) -> None:
+        if self._timer_started:  # a reload after a failed append: all this is done
+            return
+        self._timer_started = True
+        self._migrate_legacy_layout()  # a failed append reloads; the next start tries again
+        # Through self: a failed append replaces the coordinator.
+        self.runtime.start_timer(
+            lambda now: self.coordinator.tick(now),
+            max_wait_ms=self.config.tick_max_ms,
+            next_deadline=lambda: self.coordinator.next_deadline(),
+        )
+
+    def _load(self, parts: Sequence[PartitionLog] | None = None) -> None:
+        """Load ``__consumer_offsets`` to the end, at once."""
+        for _ in self._load_steps(self._ensure_topic() if parts is None else parts):
+            pass
+
+    def _load_steps(self, parts: Sequence[PartitionLog]) -> Iterator[None]:
+        """Replay every partition into a new core, yielding after each batch; installs the
+        core when done. What is appended while it yields (transaction markers written to
+        ``__consumer_offsets``: the unloaded core ignores them) is read by a last pass that
+        does not yield, so the core takes over exactly where the log ends: no record is
+        missed or applied twice."""
+        started = time.monotonic()
         coordinator = GroupCoordinator(self.config)
-        records = skipped = 0
+        self.load_progress = (0, sum(max(0, p.high_watermark - p.log_start_offset) for p in parts))
+        counts = [0, 0]  # records loaded, undecodable records skipped
         legacy: dict[bytes, bool] = {}  # legacy-layout key -> its latest record is a value
+        positions = [p.log_start_offset for p in parts]
         for index, part in enumerate(parts):
-            for entry in iter_log(part):
-                if entry.marker_commit is not None:
-                    coordinator.load_marker(entry.producer_id, entry.marker_commit, index)
-                elif entry.key is not None:
-                    pid = entry.producer_id if entry.transactional else -1
-                    try:
-                        coordinator.load([(entry.key, entry.value)], pid)
-                    except OffsetsCodecError as exc:
-                        skip_undecodable(log, CONSUMER_OFFSETS_TOPIC, index, entry.offset, exc)
-                        skipped += 1
-                        continue
-                    records += 1
-                    if maybe_legacy_key(entry.key):
-                        legacy[entry.key] = entry.value is not None
+            end = part.high_watermark
+            for batch in iter_log_batches(part, positions[index], end):
+                self._replay(coordinator, index, batch, counts, legacy)
+                yield
+            positions[index] = end
+        for index, part in enumerate(parts):  # what came in meanwhile, without yielding
+            for batch in iter_log_batches(part, positions[index]):
+                self._replay(coordinator, index, batch, counts, legacy)
         coordinator.finish_load(self._clock())
         self.coordinator = coordinator
-        self.skipped_records = skipped
+        self.skipped_records = counts[1]
         self._legacy_keys = legacy
         self.load_time_s = time.monotonic() - started
         log.info(
             "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
             len(coordinator.groups()),
-            records,
-            skipped,
+            counts[0],
+            counts[1],
             self.load_time_s,
         )
+
+    def _replay(
+        self,
+        coordinator: GroupCoordinator,
+        index: int,
+        batch: LogBatch,
+        counts: list[int],
+        legacy: dict[bytes, bool],
+    ) -> None:
+        if batch.marker_commit is not None:
+            coordinator.load_marker(batch.producer_id, batch.marker_commit, index)
+            return
+        records = batch.records
+        pid = batch.producer_id if batch.transactional else -1
+        at = [0]  # the record load() is on: where to go on after an undecodable one
+
+        def pairs(start: int) -> Iterator[tuple[bytes, bytes | None]]:
+            for i in range(start, len(records)):
+                at[0] = i
+                _, key, value = records[i]
+                if key is not None:
+                    yield key, value
+
+        start = 0
+        bad: list[int] = []
+        while start < len(records):
+            try:
+                coordinator.load(pairs(start), pid)
+                break
+            except OffsetsCodecError as exc:
+                skip_undecodable(log, CONSUMER_OFFSETS_TOPIC, index, records[at[0]][0], exc)
+                bad.append(at[0])
+                start = at[0] + 1
+        counts[1] += len(bad)
+        for i, (_, key, value) in enumerate(records):
+            if key is None:
+                continue
+            if key[2:4] == b"\x00\x00" and (not bad or i not in bad) and maybe_legacy_key(key):
+                legacy[key] = value is not None
+            counts[0] += 1
+        counts[0] -= len(bad)
+        loaded, total = self.load_progress
+        self.load_progress = (loaded + len(records), total)
 
     def _migrate_legacy_layout(self) -> None:
         """Rewrite the records a pre-Kafka-layout oncelog left (see layout_migration)."""
@@ -202,6 +309,8 @@ class GroupService:
         """TxnOffsetCommit (KIP-98): the producer must hold an Ongoing transaction that
         added the group's offsets partition (AddOffsetsToTxn). ``fenced``: the error for a
         stale epoch in the caller's API version."""
+        if not self.coordinator.loaded:  # as the core would answer, before asking the txn one
+            return commit_errors(req.topics, ErrorCode.coordinator_load_in_progress)
         offsets_partition = (CONSUMER_OFFSETS_TOPIC, self.coordinator.partition_for(req.group_id))
         error = self._verify_txn(
             req.transactional_id,
@@ -260,8 +369,21 @@ class GroupService:
             else:
                 out.resolved.append((token, reply))
         out.resolved.extend(self.coordinator.abandon(code))
-        self._load()
+        self._reload()
         return out
+
+    def _reload(self) -> None:
+        """Rebuild the core from the log after a failed append: in the background when the
+        event loop runs (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS, as while
+        Kafka reloads a partition), else at once."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._load()
+            return
+        parts = self._ensure_topic()
+        self.coordinator = GroupCoordinator(self.config)  # unloaded: LOAD_IN_PROGRESS
+        self.runtime.spawn(self._load_in_background(parts))
 
     def perform(self, effect: object) -> None:
         raise AssertionError(f"the group coordinator has no effect {effect!r}")

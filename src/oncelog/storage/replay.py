@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from oncelog.records.builder import iter_batches
+from oncelog.records.builder import iter_batches_kv
 from oncelog.records.control import parse_control_record
 from oncelog.storage.log import PartitionLog
 
 READ_CHUNK = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes | None
@@ -21,6 +20,47 @@ class LogEntry:
     transactional: bool
     # For end-txn markers: True = COMMIT, False = ABORT; None for data records.
     marker_commit: bool | None = None
+
+
+class LogBatch(NamedTuple):
+    """One batch as a loader needs it: a data batch's ``(offset, key, value)`` records,
+    or (``marker_commit`` not None) an end-txn marker of ``producer_id``."""
+
+    producer_id: int
+    transactional: bool
+    marker_commit: bool | None
+    records: list[tuple[int, bytes | None, bytes | None]]
+
+
+def iter_log_batches(
+    part: PartitionLog, start: int | None = None, end: int | None = None
+) -> Iterator[LogBatch]:
+    """Every data batch and end-txn marker from ``start`` (default: the log start) to
+    ``end`` (default: the high watermark when called). Records below ``start`` in the
+    first batch are left out; so are control records other than end-txn markers."""
+    offset = part.log_start_offset if start is None else max(start, part.log_start_offset)
+    if end is None:
+        end = part.high_watermark
+    while offset < end:
+        chunk = part.read(offset, READ_CHUNK, max_offset=end, min_one=True)
+        if chunk is None:
+            return
+        data = chunk.read()
+        last = offset
+        for header, records in iter_batches_kv(data):
+            last = header.next_offset
+            if header.is_control:
+                for _, key, value in records:
+                    marker = parse_control_record(key, value)
+                    if marker.coordinator_epoch is not None:
+                        yield LogBatch(header.producer_id, True, marker.is_commit, [])
+                continue
+            if records and records[0][0] < offset:
+                records = [r for r in records if r[0] >= offset]
+            yield LogBatch(header.producer_id, header.is_transactional, None, records)
+        if last <= offset:
+            return
+        offset = last
 
 
 def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
@@ -33,21 +73,20 @@ def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
             return
         data = chunk.read()
         last = offset
-        for header, records in iter_batches(data, verify=False):
+        for header, records in iter_batches_kv(data):
             last = header.next_offset
             if header.is_control:
-                for rec in records:
-                    marker = parse_control_record(rec.key, rec.value)
+                for rec_offset, key, value in records:
+                    marker = parse_control_record(key, value)
                     if marker.coordinator_epoch is not None:
                         yield LogEntry(
-                            rec.offset, None, None, header.producer_id, True, marker.is_commit
+                            rec_offset, None, None, header.producer_id, True, marker.is_commit
                         )
                 continue
-            for rec in records:
-                if rec.offset >= offset:
-                    yield LogEntry(
-                        rec.offset, rec.key, rec.value, header.producer_id, header.is_transactional
-                    )
+            pid, transactional = header.producer_id, header.is_transactional
+            for rec_offset, key, value in records:
+                if rec_offset >= offset:
+                    yield LogEntry(rec_offset, key, value, pid, transactional)
         if last <= offset:
             return
         offset = last

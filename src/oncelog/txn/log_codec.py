@@ -81,6 +81,18 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def decode_key(data: bytes) -> str:
+    if len(data) >= 4 and data[0] == 0 and data[1] == 0:  # fast path: version 0
+        (n,) = _U16.unpack_from(data, 2)
+        if 4 + n == len(data):
+            try:
+                return data[4:].decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # the schema reader raises its own error
+    return decode_key_schema(data)
+
+
+def decode_key_schema(data: bytes) -> str:
+    """``decode_key`` through the strict schema reader only."""
     r = SchemaReader(data, TxnLogCodecError)
     version = r.i16()
     if version != KEY_VERSION:
@@ -102,6 +114,9 @@ _VALUE_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, s
 _TIMES = struct.Struct(">qq")  # last update, start
 _ONE_PARTITION = struct.Struct(">bib")  # compact count 1, partition id, no tagged fields
 _I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
 
 
 def encode_value(meta: TransactionMetadata) -> bytes:
@@ -171,12 +186,118 @@ def is_legacy_value(data: bytes) -> bool:
 
 
 def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
+    if data[:2] == b"\x00\x01":
+        fast = _fast_kafka_value_v1(transactional_id, data)
+        if fast is not None:
+            return fast
     if data[:2] == b"\x00\x00":
         try:
             return decode_legacy_value(transactional_id, data)
         except TxnLogCodecError:
             pass  # not oncelog's legacy layout: Kafka's v0
     return _decode_kafka_value(transactional_id, data)
+
+
+def _fast_kafka_value_v1(transactional_id: str, data: bytes) -> TransactionMetadata | None:
+    """A v1 value as ``encode_value`` writes it, with ``struct`` and single-byte varints;
+    None for anything else (a multi-byte length, a tagged field in a topic entry, a bad
+    size or UTF-8, ...): the schema reader then decides, so the outcome is always its."""
+    n = len(data)
+    if n < _VALUE_HEAD.size + 1 + _TIMES.size + 1:
+        return None
+    _, pid, epoch, timeout, state_id = _VALUE_HEAD.unpack_from(data, 0)
+    try:
+        state = TxnState(state_id)
+    except ValueError:
+        return None
+    pos = _VALUE_HEAD.size
+    n_topics = data[pos]
+    pos += 1
+    if n_topics & 0x80:
+        return None
+    partitions: set[TopicPartition] = set()
+    for _ in range(n_topics - 1 if n_topics else 0):
+        if pos >= n:
+            return None
+        length = data[pos]
+        end = pos + length  # the name is length - 1 bytes after the length byte
+        if length & 0x80 or length == 0 or end >= n:
+            return None
+        try:
+            topic = data[pos + 1 : end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        count = data[end]
+        pos = end + 1
+        if count & 0x80 or count == 0:
+            return None
+        ids_end = pos + 4 * (count - 1)
+        if ids_end >= n or data[ids_end] != 0:  # no tagged fields in the topic entry
+            return None
+        partitions.update((topic, p) for (p,) in _I32.iter_unpack(data[pos:ids_end]))
+        pos = ids_end + 1
+    if pos + _TIMES.size >= n:
+        return None
+    update, start = _TIMES.unpack_from(data, pos)
+    pos += _TIMES.size
+    n_tags = data[pos]
+    pos += 1
+    if n_tags & 0x80:
+        return None
+    tags: dict[int, bytes] = {}
+    last = -1
+    for _ in range(n_tags):
+        if pos + 1 >= n:
+            return None
+        tag = data[pos]
+        pos += 1
+        if tag & 0x80:  # two-byte tags (oncelog's 10000) at most
+            tag = (tag & 0x7F) | (data[pos] << 7)
+            pos += 1
+            if tag >= 1 << 14 or pos >= n:
+                return None
+        size = data[pos]
+        pos += 1
+        if tag <= last or size & 0x80 or pos + size > n:
+            return None
+        last = tag
+        tags[tag] = data[pos : pos + size]
+        pos += size
+    if pos != n:
+        return None
+    try:
+        last_pid = _tag_int(tags, PREVIOUS_PRODUCER_ID_TAG, _I64, NO_PRODUCER_ID)
+        last_epoch = _tag_int(tags, LAST_PRODUCER_EPOCH_TAG, _I16, NO_PRODUCER_EPOCH)
+        next_pid = _tag_int(tags, NEXT_PRODUCER_ID_TAG, _I64, NO_PRODUCER_ID)
+        next_epoch = _tag_int(tags, NEXT_PRODUCER_EPOCH_TAG, _I16, NO_PRODUCER_EPOCH)
+        client_tv = _tag_int(tags, CLIENT_TRANSACTION_VERSION_TAG, _I16, TV_0)
+    except ValueError:
+        return None
+    return TransactionMetadata(
+        transactional_id=transactional_id,
+        producer_id=pid,
+        last_producer_id=last_pid,
+        producer_epoch=epoch,
+        last_producer_epoch=last_epoch,
+        txn_timeout_ms=timeout,
+        state=state,
+        partitions=partitions,
+        txn_start_ms=start,
+        txn_last_update_ms=update,
+        next_producer_id=next_pid,
+        next_producer_epoch=next_epoch,
+        client_transaction_version=client_tv,
+    )
+
+
+def _tag_int(tags: dict[int, bytes], tag: int, kind: struct.Struct, default: int) -> int:
+    raw = tags.get(tag)
+    if raw is None:
+        return default
+    if len(raw) != kind.size:
+        raise ValueError(tag)
+    value: int = kind.unpack(raw)[0]
+    return value
 
 
 def _decode_kafka_value(transactional_id: str, data: bytes) -> TransactionMetadata:

@@ -92,6 +92,22 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
             )
         return make(r.OffsetFetchResponse, groups=tuple(out))
     reply = _fetch_one(ctx, req.group_id, req.topics, getattr(req, "require_stable", False))
+    if ctx.version < 2 and reply.error != ErrorCode.none and req.topics is not None:
+        # v0-v1 have no group-level error: Kafka puts it on every requested partition
+        # (KAFKA-19246), so e.g. COORDINATOR_LOAD_IN_PROGRESS is not read as "no offset".
+        reply = gm.OffsetFetchReply(
+            reply.group_id,
+            reply.error,
+            tuple(
+                (
+                    t.name,
+                    tuple(
+                        gm.FetchedPartition(p, -1, -1, "", reply.error) for p in t.partition_indexes
+                    ),
+                )
+                for t in req.topics
+            ),
+        )
     return make(
         r.OffsetFetchResponse,
         error_code=reply.error,
