@@ -24,7 +24,8 @@ class LogEntry(NamedTuple):
 
 class LogBatch(NamedTuple):
     """One batch as a loader needs it: a data batch's ``(offset, key, value)`` records,
-    or (``marker_commit`` not None) an end-txn marker of ``producer_id``."""
+    or (``marker_commit`` not None) an end-txn marker of ``producer_id`` (one entry:
+    its offset)."""
 
     producer_id: int
     transactional: bool
@@ -50,10 +51,13 @@ def iter_log_batches(
         for header, records in iter_batches_kv(data):
             last = header.next_offset
             if header.is_control:
-                for _, key, value in records:
+                for rec_offset, key, value in records:
                     marker = parse_control_record(key, value)
                     if marker.coordinator_epoch is not None:
-                        yield LogBatch(header.producer_id, True, marker.is_commit, [])
+                        # A marker's one entry carries only its offset.
+                        marker_at: list[tuple[int, bytes | None, bytes | None]]
+                        marker_at = [(rec_offset, None, None)]
+                        yield LogBatch(header.producer_id, True, marker.is_commit, marker_at)
                 continue
             if records and records[0][0] < offset:
                 records = [r for r in records if r[0] >= offset]
@@ -65,28 +69,11 @@ def iter_log_batches(
 
 def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
     """Every record and end-txn marker from the log start to the high watermark."""
-    offset = part.log_start_offset
-    end = part.high_watermark
-    while offset < end:
-        chunk = part.read(offset, READ_CHUNK, max_offset=end, min_one=True)
-        if chunk is None:
-            return
-        data = chunk.read()
-        last = offset
-        for header, records in iter_batches_kv(data):
-            last = header.next_offset
-            if header.is_control:
-                for rec_offset, key, value in records:
-                    marker = parse_control_record(key, value)
-                    if marker.coordinator_epoch is not None:
-                        yield LogEntry(
-                            rec_offset, None, None, header.producer_id, True, marker.is_commit
-                        )
-                continue
-            pid, transactional = header.producer_id, header.is_transactional
-            for rec_offset, key, value in records:
-                if rec_offset >= offset:
-                    yield LogEntry(rec_offset, key, value, pid, transactional)
-        if last <= offset:
-            return
-        offset = last
+    for batch in iter_log_batches(part):
+        pid = batch.producer_id
+        if batch.marker_commit is not None:
+            (marker_offset, _, _) = batch.records[0]
+            yield LogEntry(marker_offset, None, None, pid, True, batch.marker_commit)
+            continue
+        for rec_offset, key, value in batch.records:
+            yield LogEntry(rec_offset, key, value, pid, batch.transactional)
