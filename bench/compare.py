@@ -9,7 +9,8 @@ Workloads (confluent-kafka, 1 KB records, 3 partitions, linger 5 ms, acks=all):
   produce-idem      idempotent produce of --mb megabytes
   produce-txn       transactional produce, a commit every 100 ms
   consume-ru        read_uncommitted consumer of the produce-idem topic
-  consume-rc        read_committed consumer of the same topic
+  consume-rc        read_committed consumer of the same topic (both consumers with
+                    fetch.queue.backoff.ms=10: see bench/fetch.py read_all)
   many-max          200 idempotent producers on 200 partitions, flat out (total MB/s)
   many-half         the same at half that rate: produce p50/p99 (delivery latency)
   many-half-slow    the same with one slow consumer (a fetch read at 1 MB/s): fairness
@@ -58,6 +59,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import fetch as fetch_bench  # noqa: E402
 from bench.fetch import read_all  # noqa: E402
 from bench.produce import cpu_seconds, free_port  # noqa: E402
 from bench.transactions import create, latencies, pct, throughput  # noqa: E402
@@ -696,6 +698,13 @@ def main() -> None:
         "first; the table shows medians [min-max]",
     )
     ap.add_argument(
+        "--client-fetch-queue-backoff-ms",
+        type=int,
+        default=fetch_bench.FETCH_QUEUE_BACKOFF_MS,
+        help="the consumers' fetch.queue.backoff.ms (librdkafka's default is 1000: a "
+        "consumer whose queue a fast broker filled stops fetching for a second)",
+    )
+    ap.add_argument(
         "--no-bytecode-cache",
         action="store_true",
         help="start oncelog without a bytecode cache when PYTHONDONTWRITEBYTECODE is set "
@@ -713,6 +722,7 @@ def main() -> None:
         producer_worker(args)
         return
 
+    fetch_bench.FETCH_QUEUE_BACKOFF_MS = args.client_fetch_queue_backoff_ms
     chosen = args.only.split(",") if args.only else list(ALL_WORKLOADS)
     skip = set(filter(None, args.skip.split(",")))
     unknown = (set(chosen) | skip) - set(ALL_WORKLOADS)

@@ -24,6 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.produce import cpu_seconds  # noqa: E402
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
 
+# See read_all; compare.py's --client-fetch-queue-backoff-ms sets it.
+FETCH_QUEUE_BACKOFF_MS = 10
+
 
 def fill(bootstrap: str, topic: str, total_bytes: int, record_size: int, partitions: int) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -60,6 +63,13 @@ def read_all(
             "isolation.level": isolation_level,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
+            # librdkafka stops fetching a partition for fetch.queue.backoff.ms (1 s by
+            # default) whenever its local queue is over queued.min.messages or
+            # queued.max.messages.kbytes. A broker that answers faster than the loop below
+            # drains the queue trips it now and then: a whole second with nothing fetched,
+            # in a read that takes under one (docs/performance.md, "Consume"). 10 ms
+            # keeps the client's flow control and measures the broker, for every broker.
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

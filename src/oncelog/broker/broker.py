@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
+from oncelog.protocol.page_cache import PageWarmer
 from oncelog.protocol.request_budget import RequestBudget
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
@@ -143,6 +145,10 @@ class Broker:
         # Metrics and console: read-only views of the services above, built at scrape time.
         self.state_view = BrokerStateView(self, now_ms)
         self.watchdog = LoopWatchdog(config.get_int("oncelog.loop.stall.warn.ms") / 1000)
+        # Disk reads of cold fetch ranges, off the loop (see PageWarmer). A few threads:
+        # they wait on the disk, not the CPU, and more would only queue there.
+        self._page_reads = ThreadPoolExecutor(4, thread_name_prefix="oncelog-page-read")
+        self.page_warmer = PageWarmer(self._page_reads)
         url = config.get_str("metrics.listener")
         self.http: HttpListener | None = None
         if url:
@@ -217,6 +223,7 @@ class Broker:
                     lambda p: self._on_connect(p, listener),
                     budget=budget,
                     sendfile=not listener.protocol.uses_tls,  # TLS: encrypted bytes only
+                    warmer=self.page_warmer,
                 )
 
             try:
@@ -259,6 +266,7 @@ class Broker:
         await self.txn.stop()
         await self.groups.stop()
         await asyncio.to_thread(self.log_cleaner.stop)
+        self._page_reads.shutdown(wait=True)
         self.topics.close()
         self.client_faults.close()
         self.watchdog.stop()

@@ -78,6 +78,7 @@ class Snapshot:
     # coordinator -> (records replayed, offsets to replay) of its load under way or last done
     load_progress: dict[str, tuple[int, int]] = field(default_factory=dict)
     loading: dict[str, bool] = field(default_factory=dict)  # coordinator -> still loading
+    fetch_disk_read_bytes: int = 0  # fetched ranges found outside the page cache
 
 
 class BrokerCollector(Collector):
@@ -121,6 +122,7 @@ class BrokerCollector(Collector):
             loop=copy.deepcopy(broker.watchdog.figures),
             load_progress={"group": broker.groups.load_progress},
             loading={"transaction": not broker.txn.loaded, "group": not broker.groups.loaded},
+            fetch_disk_read_bytes=broker.page_warmer.cold_bytes,
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -311,6 +313,13 @@ def _requests(snap: Snapshot) -> Iterable[Metric]:
     purgatory.add_metric(["produce"], snap.produce_waiting)
     purgatory.add_metric(["fetch"], snap.fetch_waiting)
     yield purgatory
+    yield _counter(
+        "fetch_disk_read_bytes",
+        "Bytes of fetch responses that were not in the page cache: read from disk by the "
+        "broker's page-read threads before the send, off the event loop. No Kafka "
+        "counterpart (Kafka's network threads read them inside sendfile, KAFKA-7504).",
+        snap.fetch_disk_read_bytes,
+    )
     yield _gauge(
         "connections",
         "Open client connections. Kafka: kafka.server:type=socket-server-metrics,"

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 
 from oncelog.protocol.framing import Frame, FrameError, FrameParser
+from oncelog.protocol.page_cache import PageWarmer
 from oncelog.protocol.request_budget import RequestBudget
 from oncelog.protocol.response_frame import ResponseFrame
 
@@ -37,6 +38,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         max_queued: int = 64,
         budget: RequestBudget | None = None,
         sendfile: bool = True,
+        warmer: PageWarmer | None = None,
     ) -> None:
         self.parser = FrameParser(max_size, self._reserve)
         self.budget = budget if budget is not None else RequestBudget()
@@ -50,6 +52,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._drained: asyncio.Future[None] | None = None
         # False on TLS listeners: the socket carries encrypted bytes, never raw file data.
         self.sendfile = sendfile
+        # Reads a response's cold file ranges into the page cache off the loop first.
+        self.warmer = warmer
         self._writable: asyncio.Future[None] | None = None
         self._watched: int | None = None  # the socket duplicate watched for writability
         self._lost = False
@@ -190,6 +194,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
             await self.drain()
             return
         try:
+            if self.warmer is not None:
+                await self.warmer.ready(out.ranges())
             fd = self._socket_duplicate()
             if fd is None:
                 await self._send_through_transport(out)
