@@ -231,10 +231,12 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=5, help="requests in flight per connection")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], help="broker config key=value")
     args = ap.parse_args()
+    settings = dict(s.split("=", 1) for s in args.set)
     results: dict[int, list[dict[str, float]]] = {3: [], args.connections: []}
     with tempfile.TemporaryDirectory() as tmp:
-        broker = EmbeddedBroker(Path(tmp) / "data", log_level="INFO").start()
+        broker = EmbeddedBroker(Path(tmp) / "data", settings=settings, log_level="INFO").start()
         try:
             for r in range(args.rounds):
                 order = [3, args.connections] if r % 2 == 0 else [args.connections, 3]
