@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from oncelog.broker.loop_watchdog import LAG_BUCKETS_S, LoopWatchdog
+from oncelog.broker.loop_watchdog import LAG_BUCKETS_S, LoopWatchdog, kernel_wait
 
 
 def _hold_the_loop_for(seconds: float) -> None:
@@ -36,6 +36,8 @@ def test_a_held_loop_is_logged_with_its_stack_and_counted(
     over = [r.getMessage() for r in caplog.records if "stall over" in r.getMessage()]
     assert len(held) == 1, caplog.text
     assert "_hold_the_loop_for" in held[0] and "time.sleep(seconds)" in held[0]
+    # And where the thread waits in the kernel: asleep (S) in the sleep's system call.
+    assert "kernel: state S, waiting in " in held[0]
     assert len(over) == 1
     assert dog.figures.stalls == 1
     assert dog.figures.max_lag_s >= 0.5
@@ -70,3 +72,7 @@ def test_gc_thresholds_default_override_and_typo() -> None:
     for bad in ("70O,10", "1,2,3,4", "-1", ","):
         with pytest.raises(StartupError, match="ONCELOG_GC_THRESHOLD"):
             gc_thresholds(bad)
+
+
+def test_kernel_wait_of_a_thread_that_is_gone_is_empty() -> None:
+    assert kernel_wait(2**30) == ""  # no such task: nothing to add to the report

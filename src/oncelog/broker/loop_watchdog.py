@@ -66,6 +66,7 @@ class LoopWatchdog:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        self._loop_native_id = threading.get_native_id()
         self._last_beat = time.monotonic()
         self._schedule(self._last_beat)
         gc.callbacks.append(self._on_gc)
@@ -162,7 +163,33 @@ class LoopWatchdog:
             frame = sys._current_frames().get(self._loop_thread)
             stack = "".join(traceback.format_stack(frame)) if frame is not None else "(gone)\n"
             log.warning(
-                "event loop held for %.0f ms so far; the loop thread is at:\n%s",
+                "event loop held for %.0f ms so far; the loop thread is at:\n%s%s",
                 held * 1000,
                 stack.rstrip(),
+                kernel_wait(self._loop_native_id),
             )
+
+
+def kernel_wait(native_id: int) -> str:
+    """Where a thread waits in the kernel (Linux): its state, its wait channel and, when
+    the process may read it (root), its kernel stack. A loop held inside a system call
+    (a pwrite throttled by dirty-page writeback, a journal wait) shows a Python stack
+    that ends at the call; this says what the call waits for."""
+    base = f"/proc/self/task/{native_id}"
+    parts = []
+    try:
+        with open(f"{base}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        with open(f"{base}/wchan") as f:
+            wchan = f.read().strip() or "-"
+    except OSError:
+        return ""
+    parts.append(f"\n  kernel: state {state}, waiting in {wchan}")
+    try:
+        with open(f"{base}/stack") as f:
+            kernel_stack = f.read().strip()
+    except OSError:
+        kernel_stack = ""  # needs CAP_SYS_ADMIN
+    if kernel_stack:
+        parts.append("\n    " + kernel_stack.replace("\n", "\n    "))
+    return "".join(parts)
