@@ -161,12 +161,15 @@ class LoopWatchdog:
             self._reported_at = last
             self.figures.stalls += 1
             frame = sys._current_frames().get(self._loop_thread)
+            kernel = kernel_wait(self._loop_native_id)
+            if self._last_beat != last:  # read too late: it is not the stall's state
+                kernel = "\n  kernel: the loop moved on before its kernel state was read"
             stack = "".join(traceback.format_stack(frame)) if frame is not None else "(gone)\n"
             log.warning(
                 "event loop held for %.0f ms so far; the loop thread is at:\n%s%s",
                 held * 1000,
                 stack.rstrip(),
-                kernel_wait(self._loop_native_id),
+                kernel,
             )
 
 
