@@ -36,23 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bench.fetch import fill, read_all  # noqa: E402
 from bench.produce import cpu_seconds  # noqa: E402
 from oncelog.embedded import EmbeddedBroker  # noqa: E402
+from oncelog.testing.faults import evict_segment_pages as evict  # noqa: E402
 
 TOPIC = "cold-fetch"
-
-
-def evict(data_dir: Path, topic: str) -> int:
-    """Drop the topic's segment pages from the page cache; returns the bytes evicted."""
-    total = 0
-    for path in data_dir.rglob(f"{topic}-*/*.log"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # only clean pages can be dropped
-            size = os.fstat(fd).st_size
-            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)
-            total += size
-        finally:
-            os.close(fd)
-    return total
 
 
 def throttle_reads(pid: int, data_dir: Path, mb_s: int) -> None:

@@ -10,24 +10,11 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from oncelog.embedded import EmbeddedBroker
+from oncelog.testing.faults import evict_segment_pages
 
 from .helpers import create_topic, produce
 from .metrics_scrape import scrape, value
 from .test_transactions import txn_producer
-
-
-def evict_segments(data_dir: Path, topic: str) -> int:
-    """Drop the topic's segment pages from the page cache, as reclaim would."""
-    evicted = 0
-    for path in data_dir.glob(f"{topic}-*/*.log"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # only clean pages can be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            evicted += os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-    return evicted
 
 
 def read_values(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, list[bytes]]:
@@ -73,7 +60,7 @@ def test_cold_segments_are_served_intact_and_counted(tmp_path: Path, topic_name:
         produce(b.bootstrap, topic_name, [(None, v, 0) for v in tail])
         values[0] += tail
 
-        assert evict_segments(data, topic_name) > 10_000_000
+        assert evict_segment_pages(data, topic_name) > 10_000_000
         before = value(scrape(b.http_url), "oncelog_fetch_disk_read_bytes_total")
         # Partition 0: 1500 records, 20 aborted, their marker, 500 more.
         got = read_values(b.bootstrap, topic_name, {0: 2021, 1: 1500})

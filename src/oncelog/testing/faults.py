@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from oncelog.spark.hooks import HOOK_ENV, POINTS
 
@@ -83,3 +84,19 @@ def kill_session(sid: int) -> None:
         time.sleep(0.05)
     if os.getsid(0) == sid:
         os.kill(me, signal.SIGKILL)
+
+
+def evict_segment_pages(data_dir: Path, topic: str) -> int:
+    """Drop the topic's segment pages from the page cache, as reclaim would; returns the
+    bytes evicted. Only clean pages can be dropped, so each file is synced first."""
+    total = 0
+    for path in data_dir.rglob(f"{topic}-*/*.log"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            size = os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)
+            total += size
+        finally:
+            os.close(fd)
+    return total
