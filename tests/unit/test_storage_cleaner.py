@@ -86,7 +86,9 @@ class Writer:
     def roll(self) -> int:
         """Close the segment: a sentinel record in a fresh segment (segment.ms passed)."""
         self.now += 2_000
-        return self.put([(b"sentinel", b"s")])
+        end = self.put([(b"sentinel", b"s")])
+        self.log.wait_for_roll_flush()  # the closed segment is cleanable once flushed
+        return end
 
 
 def read_batches(log: PartitionLog) -> list[tuple[BatchHeader, list]]:

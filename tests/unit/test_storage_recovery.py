@@ -226,6 +226,7 @@ def test_snapshots_are_pruned_and_taken_on_roll(tmp_path: Path) -> None:
     log = open_log(d, CFG)
     for i in range(30):
         idem(log, 2 * i)
+    log.wait_for_roll_flush()  # the roll's snapshot is written by its background flush
     assert len(list_snapshots(d)) == 2
     assert list_snapshots(d)[-1] == log.segments[-1].base_offset
     log.take_snapshot()

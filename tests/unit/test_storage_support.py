@@ -69,6 +69,12 @@ _opened: list[PartitionLog] = []
 
 
 def open_log(path: Path, cfg: LogConfig | None = None, now: int = NOW) -> PartitionLog:
+    # Reopening a directory whose log the test dropped stands for a restart after a
+    # crash: the dead process's background roll flushes stop where they are (abandon
+    # cancels them and waits), instead of writing under the new instance.
+    for earlier in _opened:
+        if earlier.directory == path and not earlier.closed:
+            earlier.abandon()
     log = PartitionLog.open(path, cfg or LogConfig(), now_ms=now)
     _opened.append(log)
     return log

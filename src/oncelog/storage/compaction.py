@@ -40,6 +40,9 @@ def compact_log(
     ``run`` performs the pass: ``cleaner.clean`` in this thread, or
     ``CleanerProcess.run`` in a child process.
     """
+    # On the cleaner's thread: let the segments rolled last become cleanable (a plan
+    # stops below a segment whose roll flush still runs).
+    log.wait_for_roll_flush(check=False)
     plan = log.plan_cleaning(now_ms, dedupe_buffer_bytes=dedupe_buffer_bytes)
     if plan is None:
         return None

@@ -54,19 +54,24 @@ class GroupSync:
                 waiters, self._waiters = self._waiters, []
                 logs, self._queued = self._queued, set()
                 # Captured on the loop: each log's active segment and its end right now,
-                # which is at or past every waiter's target (older segments were fsynced
-                # when they rolled).
+                # which is at or past every waiter's target, and the flush of the segment
+                # it rolled last, if that still runs (older segments are durable once it is).
                 targets = []
+                rolls = []
                 for part in logs:
                     try:
-                        targets.append((part, *part.sync_target()))
+                        fd, end, roll = part.sync_target()
                     except LogClosedError:
-                        pass  # its topic was deleted meanwhile: nothing left to make durable
+                        continue  # its topic was deleted meanwhile: nothing left to make durable
+                    targets.append((part, fd, end))
+                    if roll is not None:
+                        rolls.append(asyncio.wrap_future(roll))
                 try:
                     # One worker per file: the disk merges concurrent fdatasyncs into fewer
                     # journal commits (about 2x faster than one after another, 3 logs).
                     await asyncio.gather(
-                        *(loop.run_in_executor(None, self._fsync, fd) for _, fd, _ in targets)
+                        *rolls,
+                        *(loop.run_in_executor(None, self._fsync, fd) for _, fd, _ in targets),
                     )
                 except OSError as exc:
                     log.error(

@@ -11,6 +11,7 @@ when the owner persists, so the active segment costs no syscall per append.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
@@ -109,6 +110,26 @@ class _IndexFile:
             os.close(fd)
         self._persisted = count
         self._rewrite = False
+
+    def take_unwritten(self) -> tuple[bool, int, bytes]:
+        """(truncate, position, bytes) that ``persist`` would write, counted as written:
+        for a rolled segment, whose indexes a background job writes (roll_flush.py)."""
+        count = len(self)
+        start = 0 if self._rewrite else self._persisted
+        truncate = self._rewrite
+        data = self._encode(start) if start < count else b""
+        self._persisted = count
+        self._rewrite = False
+        return truncate, start * self.entry_size, data
+
+    def remove_on_disk(self) -> None:
+        """Delete the file now (its entries stay in memory, written whole by the next
+        persist): a rolled segment's time index must not vouch for its log on disk
+        before that log is fsynced, and a missing one makes recovery re-walk the
+        segment (an empty one would vouch for an empty segment; see roll_flush.py)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self._rewrite = True
 
     def _read_file(self) -> bytes:
         return read_entries(self.path, self.entry_size)

@@ -3,8 +3,9 @@
 Semantics follow Kafka's UnifiedLog on a single node: the high watermark is
 the log end offset, the last stable offset is the start of the oldest open
 transaction. Requests run on the broker's one asyncio thread, so appends
-are one pwrite plus in-memory index updates; fsync happens only on roll,
-close or as the flush policy (flush.messages / flush.ms) asks.
+are one pwrite plus in-memory index updates; fsync happens on close, as the
+flush policy (flush.messages / flush.ms) asks, and after a roll in a background
+job (roll_flush.py) that the durability paths wait for.
 
 The log cleaner works from another thread: it plans and swaps under
 ``_lock`` (which every method touching the segment list or the producer state
@@ -14,6 +15,7 @@ between without it. See ``plan_cleaning`` / ``swap_cleaned``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -21,6 +23,7 @@ import shutil
 import threading
 from bisect import bisect_right
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -42,6 +45,7 @@ from . import segment_swap
 from .checkpoint import (
     CleanShutdown,
     delete_snapshot,
+    snapshot_path,
     write_clean_shutdown,
     write_cleaner_offset,
     write_log_start,
@@ -57,10 +61,10 @@ from .errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from .fsutil import fsync_dir
 from .producer_state import OpenTxn, ProducerStateManager
 from .recovery import load_log
 from .retention import size_breached, start_breached, time_breached
+from .roll_flush import FileWrite, RollFlusher, RollFlushJob, open_directory, shared_flusher
 from .segment import LogSegment
 from .txn_index import aborted_entry
 from .validator import check_size
@@ -77,6 +81,7 @@ __all__ = [
 ]
 
 SNAPSHOTS_KEPT = 2
+MAX_UNFLUSHED_ROLLS = 2  # per log; more and the roll waits (see _roll)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -126,6 +131,7 @@ class PartitionLog:
         snapshots: list[int],
         now_ms: int,
         cleaner_offset: int | None = None,
+        roll_flusher: RollFlusher | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -141,6 +147,11 @@ class PartitionLog:
         self._closed = False
         self._lock = threading.RLock()
         self._cleaning_sources: dict[int, LogSegment] = {}
+        self._roll_flusher = roll_flusher or shared_flusher()
+        # Background flushes of rolled segments, oldest first, with the base offset of the
+        # segment each one writes (the flusher runs them in order: the last one done means
+        # every earlier one is). Done ones are dropped as they are looked at.
+        self._roll_flushes: list[tuple[int, RollFlushJob, Future[int]]] = []
         # First offset not yet cleaned; the earliest delete horizon a pass left behind
         # (unknown after a restart: 0 lets one pass find it).
         first_dirty = cleaner_offset
@@ -161,6 +172,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = 86_400_000,
         sync: bool = True,
         clean: CleanShutdown | None = None,
+        roll_flusher: RollFlusher | None = None,
     ) -> PartitionLog:
         """Create the partition directory or recover it (see recovery.py).
 
@@ -186,6 +198,7 @@ class PartitionLog:
             snapshots=loaded.snapshots,
             now_ms=now_ms,
             cleaner_offset=loaded.cleaner_offset,
+            roll_flusher=roll_flusher,
         )
         active = loaded.segments[-1]
         if loaded.recovered and active.size:
@@ -345,21 +358,100 @@ class PartitionLog:
 
     @_locked
     def _roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment; the old one is made durable by a background job.
+
+        Its time index is emptied on disk first, so until the job has fsynced its log
+        and written its indexes a crash makes recovery re-walk it (see roll_flush.py)."""
         old = self._segments[-1]
-        old.on_become_inactive()  # fsyncs it: older segments are never re-walked on open
-        new = LogSegment.create(
-            self.directory,
-            self._leo,
-            now_ms=now_ms,
-            config=self.config,
-        )
-        fsync_dir(self.directory)
+        index_writes, fsync_names = old.detach_for_roll_flush()
+        end = self._leo
+        dir_fd = open_directory(self.directory)
+        try:
+            log_fd = os.dup(old.fd)
+        except OSError:
+            os.close(dir_fd)
+            raise
+        try:
+            new = LogSegment.create(self.directory, end, now_ms=now_ms, config=self.config)
+        except OSError:
+            os.close(log_fd)
+            os.close(dir_fd)
+            raise
         self._segments.append(new)
         self._bases.append(new.base_offset)
-        self._recovery_point = self._leo
         self._last_flush_ms = now_ms
-        self.take_snapshot()
+        snapshot, pruned = self._register_snapshot()
+        job = RollFlushJob(
+            description=f"{self.directory.name}/{old.base_offset}",
+            end_offset=end,
+            log_fd=log_fd,
+            dir_fd=dir_fd,
+            index_writes=index_writes,
+            fsync_names=fsync_names,
+            snapshot=snapshot,
+            pruned_snapshots=pruned,
+            skip_indexes=lambda: old.deleted,
+        )
+        # Back-pressure, as the synchronous flush gave: a log that rolls faster than its
+        # segments reach the disk (tiny segment.bytes) waits for its older flushes.
+        while len(unflushed := self._unflushed_rolls()) >= MAX_UNFLUSHED_ROLLS:
+            concurrent.futures.wait([unflushed[0][2]])
+            if unflushed[0][2].exception() is not None:
+                break  # failed: kept for the durability paths to report
+        future = self._roll_flusher.submit(job)
+        self._roll_flushes.append((old.base_offset, job, future))
+        future.add_done_callback(self._roll_flushed)
         return new
+
+    def _register_snapshot(self) -> tuple[FileWrite | None, tuple[str, ...]]:
+        """The producer state at the log end and the older snapshots it replaces, for the
+        roll's job to write and then delete (so none is deleted before its successor is
+        on disk); the list of kept snapshots is updated now."""
+        if self._leo == self._log_start:
+            return None, ()
+        data = self.producer_state.snapshot()
+        if self._leo not in self._snapshots:
+            self._snapshots.append(self._leo)
+            self._snapshots.sort()
+        pruned = []
+        while len(self._snapshots) > SNAPSHOTS_KEPT:
+            pruned.append(snapshot_path(self.directory, self._snapshots.pop(0)).name)
+        name = snapshot_path(self.directory, self._leo).name
+        return FileWrite(name, 0, data, truncate=True), tuple(pruned)
+
+    def _roll_flushed(self, future: Future[int]) -> None:
+        # Runs on the flusher's thread, without the lock: a plain int store. Racing a
+        # flush on the loop it can only move the recovery point back to a smaller value
+        # that is also durable, which costs at most one more fsync later.
+        if not future.cancelled() and future.exception() is None:
+            end = future.result()
+            if end > self._recovery_point:
+                self._recovery_point = end
+
+    def wait_for_roll_flush(self, *, check: bool = True) -> None:
+        """Block until every roll's flush is done; with ``check``, raises its ``OSError``
+        if one failed (then nothing in this log may be called durable). The job takes no
+        lock, so waiting while holding ``_lock`` is safe."""
+        for _, _, future in list(self._roll_flushes):
+            if check:
+                future.result()
+            else:
+                concurrent.futures.wait([future])
+
+    def _unflushed_rolls(self) -> list[tuple[int, RollFlushJob, Future[int]]]:
+        """Roll flushes still running or failed (a failed one stays: see above)."""
+        flushes = self._roll_flushes
+        while flushes and flushes[0][2].done() and flushes[0][2].exception() is None:
+            flushes.pop(0)
+        return flushes
+
+    def pending_roll_flush(self) -> Future[int] | None:
+        """The newest roll's flush while any runs, or the one that failed; else None."""
+        flushes = self._unflushed_rolls()
+        if not flushes:
+            return None
+        failed = [f for _, _, f in flushes if f.done() and f.exception() is not None]
+        return failed[0] if failed else flushes[-1][2]
 
     # -- durability ---------------------------------------------------------------------
 
@@ -371,6 +463,7 @@ class PartitionLog:
             self._leo - self._recovery_point >= cfg.flush_messages
             or now_ms - self._last_flush_ms >= cfg.flush_ms
         ):
+            self.wait_for_roll_flush()
             self._segments[-1].fsync_log()
             self._recovery_point = self._leo
             self._last_flush_ms = now_ms
@@ -381,12 +474,12 @@ class PartitionLog:
         return self._recovery_point
 
     @_locked
-    def sync_target(self) -> tuple[int, int]:
-        """(active segment fd, log end offset): an fdatasync of that fd, from any thread,
-        makes every offset below that end durable, since older segments were fsynced when
-        they rolled. Then ``mark_durable(end)``, back on the loop."""
+    def sync_target(self) -> tuple[int, int, Future[int] | None]:
+        """(active segment fd, log end offset, pending roll flush): once the roll flush
+        (if any) is done, an fdatasync of that fd, from any thread, makes every offset
+        below that end durable. Then ``mark_durable(end)``, back on the loop."""
         self._check_open()
-        return self._segments[-1].fd, self._leo
+        return self._segments[-1].fd, self._leo, self.pending_roll_flush()
 
     @_locked
     def mark_durable(self, offset: int) -> None:
@@ -409,6 +502,7 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync the active segment's log and write out its indexes."""
         self._check_open()
+        self.wait_for_roll_flush()
         active = self._segments[-1]
         active.flush()
         active.txn_index.sync()
@@ -433,6 +527,7 @@ class PartitionLog:
         """Flush everything, snapshot, mark the shutdown clean and release the files."""
         if self._closed:
             return
+        self.wait_for_roll_flush()
         active = self._segments[-1]
         active.flush(fsync_indexes=True)
         self.take_snapshot()
@@ -445,6 +540,7 @@ class PartitionLog:
         still open. Returns this log's clean-shutdown entry: its end and, unless a
         snapshot file already covers that end, the producer state there."""
         self._check_open()
+        self.wait_for_roll_flush()
         self._segments[-1].persist_indexes()
         fresh = self._leo not in self._snapshots and self._leo != self._log_start
         return CleanShutdown(self._leo, self.producer_state.snapshot() if fresh else None)
@@ -464,6 +560,9 @@ class PartitionLog:
         would (the next open recovers): for a log whose owner gives up on it."""
         if not self._closed:
             self._release()
+        # Cancelled, a job stops after the step it is in; waiting keeps it from writing
+        # while the next owner reopens the directory.
+        concurrent.futures.wait([future for _, _, future in self._roll_flushes])
 
     @_locked
     def delete(self) -> None:
@@ -473,6 +572,8 @@ class PartitionLog:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _release(self) -> None:
+        for _, job, _ in self._roll_flushes:
+            job.cancel()  # a close waited for them; a delete or crash need not
         for seg in self._segments:
             seg.close()
         for seg, _ in self._pending_deletes:
@@ -678,11 +779,15 @@ class PartitionLog:
         if self._closed or not self.config.compact_enabled:
             return None
         first_dirty = max(self.first_dirty_offset, self._log_start)
+        # A rolled segment's job writes its index files by name: a swap must not put a
+        # cleaned segment's files under those names meanwhile, so cleaning stops below
+        # the oldest segment still being flushed, as below the active one.
+        unflushed = self._unflushed_rolls()
         return measure(
             self._segment_facts(first_dirty),
             first_dirty_offset=first_dirty,
             last_stable_offset=self.last_stable_offset,
-            active_base=self._segments[-1].base_offset,
+            active_base=unflushed[0][0] if unflushed else self._segments[-1].base_offset,
             config=self.config,
             now_ms=now_ms,
         )
@@ -691,7 +796,7 @@ class PartitionLog:
     def plan_cleaning(self, now_ms: int, *, dedupe_buffer_bytes: int) -> CleaningPlan | None:
         """Everything a pass needs, with private descriptors of the source segments (the
         caller closes them via ``CleaningPlan.segments``). None if nothing is cleanable."""
-        d = self.dirtiness(now_ms)
+        d = self.dirtiness(now_ms)  # bounded below any segment whose roll flush runs
         if d is None or d.cleanable_bytes == 0:
             return None
         # Whole segments below the cleanable end, and never one reaching the LSO.

@@ -31,6 +31,7 @@ from .index import (
     read_last_time_entry,
 )
 from .record_scan import first_record_at_or_after, first_record_with_timestamp
+from .roll_flush import FileWrite
 from .txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -242,9 +243,18 @@ class LogSegment:
         self.ensure_indexes()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def on_become_inactive(self) -> None:
+    def detach_for_roll_flush(self) -> tuple[tuple[FileWrite, ...], tuple[str, ...]]:
+        """This segment stops being the active one: seal its time index, delete that file
+        until the log is fsynced, and hand over what a background job must write (the
+        index files, the time index last) and fsync (the txn index). See roll_flush.py."""
         self.seal_time_index()
-        self.flush(fsync_indexes=True)
+        self.time_index.remove_on_disk()
+        writes = []
+        for index in (self.offset_index, self.time_index):
+            truncate, position, data = index.take_unwritten()
+            writes.append(FileWrite(index.path.name, position, data, truncate))
+        fsyncs = (self.txn_index.path.name,) if self.txn_index.take_fsync_need() else ()
+        return tuple(writes), fsyncs
 
     # -- reads -------------------------------------------------------------------------
 

@@ -96,6 +96,12 @@ class TransactionIndex:
             os.close(fd)
         self._needs_fsync = False
 
+    def take_fsync_need(self) -> bool:
+        """Whether the file has unsynced writes, counted as synced: for a rolled
+        segment, whose files a background job fsyncs (roll_flush.py)."""
+        need, self._needs_fsync = self._needs_fsync, False
+        return need
+
     def collect(self, start_offset: int, end_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted txns overlapping [start, end) and whether later segments can add more.
 
