@@ -1,6 +1,8 @@
-"""A consumer reading data that left the page cache: the broker reads it in off the event
-loop (PageWarmer), counts it in oncelog_fetch_disk_read_bytes_total, and every record
-arrives intact, with read_committed still hiding an aborted transaction."""
+"""A consumer reading data that left the page cache: the broker finds the byte ranges
+(index and batch headers) and reads them in off the event loop (fetch's page-read
+threads, PageWarmer), counts both in oncelog_fetch_cold_plans_total and
+oncelog_fetch_disk_read_bytes_total, and every record arrives intact, with read_committed
+still hiding an aborted transaction."""
 
 from __future__ import annotations
 
@@ -61,12 +63,16 @@ def test_cold_segments_are_served_intact_and_counted(tmp_path: Path, topic_name:
         values[0] += tail
 
         assert evict_segment_pages(data, topic_name) > 10_000_000
-        before = value(scrape(b.http_url), "oncelog_fetch_disk_read_bytes_total")
+        metrics = scrape(b.http_url)
+        before = value(metrics, "oncelog_fetch_disk_read_bytes_total")
+        plans_before = value(metrics, "oncelog_fetch_cold_plans_total")
         # Partition 0: 1500 records, 20 aborted, their marker, 500 more.
         got = read_values(b.bootstrap, topic_name, {0: 2021, 1: 1500})
         assert got[0] == values[0]
         assert got[1] == values[1]
-        after = value(scrape(b.http_url), "oncelog_fetch_disk_read_bytes_total")
-        assert after - before > 0
+        metrics = scrape(b.http_url)
+        assert value(metrics, "oncelog_fetch_disk_read_bytes_total") - before > 0
+        # The first fetch of each evicted segment found its range in a page-read thread.
+        assert value(metrics, "oncelog_fetch_cold_plans_total") - plans_before >= 1
     finally:
         b.stop()

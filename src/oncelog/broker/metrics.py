@@ -79,6 +79,7 @@ class Snapshot:
     load_progress: dict[str, tuple[int, int]] = field(default_factory=dict)
     loading: dict[str, bool] = field(default_factory=dict)  # coordinator -> still loading
     fetch_disk_read_bytes: int = 0  # fetched ranges found outside the page cache
+    fetch_cold_plans: int = 0  # fetches planned in a page-read thread
 
 
 class BrokerCollector(Collector):
@@ -123,6 +124,7 @@ class BrokerCollector(Collector):
             load_progress={"group": broker.groups.load_progress},
             loading={"transaction": not broker.txn.loaded, "group": not broker.groups.loaded},
             fetch_disk_read_bytes=broker.page_warmer.cold_bytes,
+            fetch_cold_plans=stats.fetch_cold_plans,
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -319,6 +321,13 @@ def _requests(snap: Snapshot) -> Iterable[Metric]:
         "broker's page-read threads before the send, off the event loop. No Kafka "
         "counterpart (Kafka's network threads read them inside sendfile, KAFKA-7504).",
         snap.fetch_disk_read_bytes,
+    )
+    yield _counter(
+        "fetch_cold_plans",
+        "Fetches whose offset index or batch headers were not in the page cache, so their "
+        "byte ranges were found by a page-read thread instead of the event loop. No Kafka "
+        "counterpart.",
+        snap.fetch_cold_plans,
     )
     yield _gauge(
         "connections",

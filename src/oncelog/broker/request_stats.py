@@ -62,6 +62,7 @@ class RequestStats:
         self.connections_closed = 0
         self.produce_waiting = 0  # acks=all produces waiting for their fdatasync
         self.fetch_waiting = 0  # fetches parked until data arrives or max.wait.ms passes
+        self.fetch_cold_plans = 0  # fetches whose ranges were found off the loop (cold)
 
     def request_done(self, api: str, seconds: float, errors: set[str] | None = None) -> None:
         self.requests[api] += 1

@@ -589,13 +589,21 @@ class PartitionLog:
 
     @_locked
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one: bool = True,
+        cached_only: bool = False,
     ) -> FileSlice | None:
         """Whole batches from the one holding ``offset``, within one segment.
 
         Stops before the first batch starting at or after ``max_offset`` (high
         watermark / LSO) and within ``max_bytes``, except that with ``min_one`` an
-        oversized first batch is returned whole (KIP-74).
+        oversized first batch is returned whole (KIP-74). ``cached_only``: raise
+        ``NotCachedError`` if finding the range (indexes, batch headers) would wait for
+        the disk; the event loop then asks again from a thread.
         """
         self._check_open()
         if offset < self._log_start or offset > self._leo:
@@ -607,7 +615,7 @@ class PartitionLog:
             return None
         i = max(0, bisect_right(self._bases, offset) - 1)
         for seg in self._segments[i:]:
-            found = seg.find_batch(offset)
+            found = seg.find_batch(offset, cached_only=cached_only)
             if found is not None:
                 break
         else:
@@ -617,13 +625,15 @@ class PartitionLog:
             return None
         limit = seg.size
         if bound < seg.next_offset:
-            end_batch = seg.find_batch(bound)
+            end_batch = seg.find_batch(bound, cached_only=cached_only)
             if end_batch is not None:
                 end_pos, end_header = end_batch
                 limit = end_pos if end_header.base_offset >= bound else end_pos + end_header.size
         if limit - position <= max_bytes:
             return FileSlice(seg.fd, position, limit - position)
-        end = seg.last_boundary_within(position, position + max(max_bytes, 0))
+        end = seg.last_boundary_within(
+            position, position + max(max_bytes, 0), cached_only=cached_only
+        )
         if end == position:
             if not min_one:
                 return None

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from oncelog.pread import NotCachedError, pread_cached
 from oncelog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -269,14 +270,19 @@ class LogSegment:
             size -= len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of consecutive batches from ``start``, headers only."""
+    def scan(
+        self, start: int, end: int | None = None, *, cached_only: bool = False
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of consecutive batches from ``start``, headers only.
+        ``cached_only``: raise ``NotCachedError`` rather than wait for the disk."""
         end = self.size if end is None else end
         pos, buf, buf_start = start, b"", start
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf, buf_start, off = self.pread(pos, min(_SCAN_CHUNK, end - pos)), pos, 0
+                size = min(_SCAN_CHUNK, end - pos)
+                chunk = pread_cached(self.fd, size, pos) if cached_only else self.pread(pos, size)
+                buf, buf_start, off = chunk, pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
             header = parse_header(buf, off)
@@ -284,6 +290,12 @@ class LogSegment:
                 return
             yield pos, header
             pos += header.size
+
+    def _indexes_for(self, cached_only: bool) -> None:
+        if not self._indexes_loaded:
+            if cached_only:
+                raise NotCachedError(f"indexes of segment {self.base_offset} are not loaded")
+            self.ensure_indexes()
 
     def ensure_indexes(self) -> None:
         if self._indexes_loaded:
@@ -313,20 +325,24 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self._bytes_since_index = 0
 
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """The batch holding ``offset`` (or the first one after it), via the index."""
-        self.ensure_indexes()
-        for pos, header in self.scan(self.offset_index.lookup(offset)):
+    def find_batch(
+        self, offset: int, *, cached_only: bool = False
+    ) -> tuple[int, BatchHeader] | None:
+        """The batch holding ``offset`` (or the first one after it), via the index.
+        ``cached_only``: raise ``NotCachedError`` rather than wait for the disk (an index
+        not loaded yet counts as not cached)."""
+        self._indexes_for(cached_only)
+        for pos, header in self.scan(self.offset_index.lookup(offset), cached_only=cached_only):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
-    def last_boundary_within(self, start: int, limit: int) -> int:
+    def last_boundary_within(self, start: int, limit: int, *, cached_only: bool = False) -> int:
         """End of the last whole batch in [start, limit] (``start`` if none fits)."""
-        self.ensure_indexes()
+        self._indexes_for(cached_only)
         begin = max(start, self.offset_index.floor_position(limit))
         end = begin
-        for pos, header in self.scan(begin, limit):
+        for pos, header in self.scan(begin, limit, cached_only=cached_only):
             end = pos + header.size
         return end
 

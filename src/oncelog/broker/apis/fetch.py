@@ -10,6 +10,7 @@ errors a single-node broker whose leader epoch is 0 never returns.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import READ_COMMITTED, ZERO_UUID
 from oncelog.broker.fetch_sessions import FetchSession, FetchSessionError, PartitionKey
 from oncelog.broker.request import RequestContext
+from oncelog.pread import NotCachedError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.protocol.response_frame import FileRange
@@ -44,6 +46,7 @@ def read_partition(
     committed: bool,
     min_one: bool,
     leader_epoch: int,
+    cached_only: bool = False,
 ) -> PartitionResult:
     if name is None:
         return PartitionResult(key, ErrorCode.unknown_topic_id)
@@ -56,7 +59,9 @@ def read_partition(
     result = PartitionResult(key, ErrorCode.none, hw, lso, start, aborted=() if committed else None)
     bound = lso if committed else hw
     try:
-        data = part.read(offset, max_bytes, max_offset=bound, min_one=min_one)
+        data = part.read(
+            offset, max_bytes, max_offset=bound, min_one=min_one, cached_only=cached_only
+        )
     except OffsetOutOfRangeError:
         result.error_code = ErrorCode.offset_out_of_range
         return result
@@ -82,26 +87,75 @@ def _fetch_all(
     wanted: list[tuple[PartitionKey, int, int, int]],
     max_bytes: int,
     committed: bool,
+    cached_only: bool = False,
 ) -> tuple[list[PartitionResult], int]:
-    results = []
+    results: list[PartitionResult] = []
     remaining = max_bytes
     total = 0
-    for key, offset, part_max, epoch in wanted:
-        res = read_partition(
-            broker,
-            key,
-            _topic_name(broker, key[0]),
-            offset,
-            min(part_max, max(remaining, 0)),
-            committed=committed,
-            min_one=total == 0,
-            leader_epoch=epoch,
-        )
-        size = res.size
-        total += size
-        remaining -= size
-        results.append(res)
+    try:
+        for key, offset, part_max, epoch in wanted:
+            res = read_partition(
+                broker,
+                key,
+                _topic_name(broker, key[0]),
+                offset,
+                min(part_max, max(remaining, 0)),
+                committed=committed,
+                min_one=total == 0,
+                leader_epoch=epoch,
+                cached_only=cached_only,
+            )
+            size = res.size
+            total += size
+            remaining -= size
+            results.append(res)
+    except NotCachedError:
+        _release(results)
+        raise
     return results, total
+
+
+# Pieces a cold fetch may bring in one by one before it just reads the blocking way.
+MAX_WARM_ROUNDS = 16
+
+
+def _fetch_all_cold(
+    broker: Broker,
+    wanted: list[tuple[PartitionKey, int, int, int]],
+    max_bytes: int,
+    committed: bool,
+) -> tuple[list[PartitionResult], int]:
+    """``_fetch_all`` in a page-read thread: each missing piece is read in *outside* the
+    log's lock, so an append to the same partition never waits behind the disk; the
+    plan itself is then made on cached pages (retried until it is)."""
+    for _ in range(MAX_WARM_ROUNDS):
+        try:
+            return _fetch_all(broker, wanted, max_bytes, committed, cached_only=True)
+        except NotCachedError as exc:
+            if not exc.warm():
+                break  # an index to load: that happens under the lock, once per segment
+    return _fetch_all(broker, wanted, max_bytes, committed)
+
+
+async def _read_all(
+    broker: Broker,
+    wanted: list[tuple[PartitionKey, int, int, int]],
+    max_bytes: int,
+    committed: bool,
+) -> tuple[list[PartitionResult], int]:
+    """``_fetch_all`` on the loop if every index and batch header it needs is in the
+    page cache (nearly always), else in a page-read thread: a cold segment's header
+    reads would otherwise hold every client while the disk seeks. The log's methods
+    take its lock, so they are safe to call from that thread."""
+    try:
+        return _fetch_all(broker, wanted, max_bytes, committed, cached_only=True)
+    except NotCachedError:
+        pass
+    broker.stats.fetch_cold_plans += 1
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(
+        broker.page_warmer.executor, _fetch_all_cold, broker, wanted, max_bytes, committed
+    )
 
 
 def _release(results: list[PartitionResult]) -> None:
@@ -161,13 +215,13 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     wanted = [(k, off, mb, epochs.get(k, -1)) for k, off, mb in to_fetch]
     deadline = time.monotonic() + req.max_wait.total_seconds()
     while True:
-        results, total = _fetch_all(broker, wanted, max_bytes, committed)
+        results, total = await _read_all(broker, wanted, max_bytes, committed)
         if total >= req.min_bytes or any(x.error_code != ErrorCode.none for x in results):
             break
         _release(results)  # below min_bytes: these ranges are read again after the wait
         left = deadline - time.monotonic()
         if left <= 0 or not await _parked(broker, _append_keys(broker, wanted), left):
-            results, total = _fetch_all(broker, wanted, max_bytes, committed)
+            results, total = await _read_all(broker, wanted, max_bytes, committed)
             break
     bytes_out = broker.stats.bytes_out
     for res in results:
