@@ -15,6 +15,9 @@ Workloads (confluent-kafka, 1 KB records, 3 partitions, linger 5 ms, acks=all):
   many-half         the same at half that rate: produce p50/p99 (delivery latency)
   many-half-slow    the same with one slow consumer (a fetch read at 1 MB/s): fairness
   endtxn            EndTxn (commit_transaction) p50/p99, 50 transactional producers
+                    committing back to back (the brokers' saturation)
+  endtxn-paced      the same, each producer committing every 100 ms (the produce-txn
+                    cadence: 500 commits/s in all)
   restart-2k        oncelog only: 2,000 partitions with data, restart after a clean
                     shutdown and after SIGKILL (ready = Metadata + an acked produce)
   restart-20k       oncelog only: 20,000 partitions, clean restart, ready time and RSS
@@ -75,6 +78,7 @@ ALL_WORKLOADS = (
     "many-half",
     "many-half-slow",
     "endtxn",
+    "endtxn-paced",
     "restart-2k",
     "restart-20k",
 )
@@ -83,6 +87,7 @@ PARTITIONS = 3
 MANY = 200  # producers and partitions of the many-* workloads
 MANY_WORKERS = 4  # processes the 200 producers are spread over (the GIL)
 TXN_PRODUCERS = 50
+PACED_TXN_S = 0.1  # endtxn-paced: each producer's commit interval
 console = Console(stderr=True)
 
 
@@ -481,16 +486,26 @@ def many_producers(
 # -- EndTxn latency ----------------------------------------------------------------------------
 
 
-def endtxn(t: Target, rounds: int) -> Row:
-    topic = "endtxn"
+def endtxn(t: Target, rounds: int, interval_s: float = 0.0) -> Row:
+    name = "endtxn-paced" if interval_s else "endtxn"
+    topic = name
     create(t.bootstrap, topic, PARTITIONS)
-    row = Row("endtxn", t.name)
+    row = Row(name, t.name)
     commits: list[float] = []
     failures: list[BaseException] = []
+    # Paced producers start their intervals spread evenly, once all are ready.
+    start = time.perf_counter() + 10.0
 
     def one(i: int) -> None:
         try:
-            commit_ms, _ = latencies(t.bootstrap, topic, rounds, f"endtxn-{i}")
+            commit_ms, _ = latencies(
+                t.bootstrap,
+                topic,
+                rounds,
+                f"{name}-{i}",
+                interval_s=interval_s,
+                start_at=start + interval_s * i / TXN_PRODUCERS,
+            )
             commits.extend(commit_ms)
         except (KafkaException, RuntimeError) as exc:
             failures.append(exc)
@@ -503,6 +518,8 @@ def endtxn(t: Target, rounds: int) -> Row:
     if commits:
         row.p50_ms, row.p99_ms = pct(commits, 0.5), pct(commits, 0.99)
     row.note = f"{TXN_PRODUCERS} producers x {rounds} commits"
+    if interval_s:
+        row.note += f", one every {interval_s * 1000:g} ms each"
     if failures:
         row.note += f", {len(failures)} failed: {failures[0]}"
     return row
@@ -970,6 +987,8 @@ def run_workload(
         return many_producers(t, many_seconds, rate, slow_topic, w)
     if w == "endtxn":
         return endtxn(t, txn_rounds)
+    if w == "endtxn-paced":
+        return endtxn(t, txn_rounds, PACED_TXN_S)
     raise ValueError(w)
 
 

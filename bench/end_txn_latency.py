@@ -95,8 +95,12 @@ def py_spy(pid: int, out: str, native: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*cmd, "--native"] if native else cmd)
 
 
-def run(bootstrap: str, producers: int, rounds: int) -> tuple[list[float], float]:
-    """The commit latencies, and the seconds all producers took for all their rounds."""
+def run(
+    bootstrap: str, producers: int, rounds: int, interval_s: float = 0.0
+) -> tuple[list[float], float]:
+    """The commit latencies, and the seconds all producers took for all their rounds.
+    ``interval_s``: each producer starts a transaction every ``interval_s`` (0: back to
+    back); the producers' phases are spread evenly over the interval."""
     topic = "lat"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, producers, 1)])[topic].result(60)
@@ -114,7 +118,12 @@ def run(bootstrap: str, producers: int, rounds: int) -> tuple[list[float], float
     def loop(i: int, p: Producer) -> None:
         mine = []
         barrier.wait()
+        due = time.perf_counter() + interval_s * i / producers
         for _ in range(rounds):
+            if interval_s:
+                if (wait := due - time.perf_counter()) > 0:
+                    time.sleep(wait)
+                due += interval_s
             p.begin_transaction()
             p.produce(topic, b"x" * 100, partition=i)
             p.flush(30)
@@ -139,6 +148,12 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=40, help="commits per producer")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--interval-ms",
+        type=float,
+        default=0.0,
+        help="each producer starts a transaction this often (0: back to back, saturation)",
+    )
     ap.add_argument("--py-spy", metavar="PREFIX", help="record each broker with py-spy")
     ap.add_argument("--py-spy-native", action="store_true")
     args = ap.parse_args()
@@ -163,7 +178,9 @@ def main() -> None:
                     cpu0 = cpu_seconds(b.proc.pid)
                     user0, sys0 = user_sys(b.proc.pid)
                     me0 = resource.getrusage(resource.RUSAGE_SELF)
-                    samples, took = run(b.bootstrap, args.producers, args.rounds)
+                    samples, took = run(
+                        b.bootstrap, args.producers, args.rounds, args.interval_ms / 1000
+                    )
                     me1 = resource.getrusage(resource.RUSAGE_SELF)
                     broker_s = cpu_seconds(b.proc.pid) - cpu0
                     per_txn_ms = broker_s / len(samples) * 1000
@@ -184,7 +201,8 @@ def main() -> None:
                   f"ms over {len(samples)} commits ({len(samples) / took:.0f}/s); broker side: {inside}; broker CPU per "
                   f"transaction {per_txn_ms:.2f} ms ({100 * user_share:.0f}% user), {broker_s / took:.2f} of a core; client CPU per transaction {client_s / len(samples) * 1000:.2f} ms ({client_s / took:.2f} cores); load {load:.1f}; requests per commit: {mix}",
                   flush=True)  # fmt: skip
-    print(f"EndTxn round trip, {args.producers} transactional producers, ms")
+    pacing = f"one every {args.interval_ms:g} ms each" if args.interval_ms else "back to back"
+    print(f"EndTxn round trip, {args.producers} transactional producers ({pacing}), ms")
     for src, samples in out.items():
         print(
             f"  {src:>30}: p50 {pct(samples, 0.5):6.2f}  p99 {pct(samples, 0.99):6.2f}  "

@@ -89,8 +89,17 @@ def throughput(
 
 
 def latencies(
-    bootstrap: str, topic: str, rounds: int, transactional_id: str | None = None
+    bootstrap: str,
+    topic: str,
+    rounds: int,
+    transactional_id: str | None = None,
+    *,
+    interval_s: float = 0.0,
+    start_at: float | None = None,
 ) -> tuple[list[float], list[float]]:
+    """commit_transaction and next-send latencies over ``rounds`` transactions, back to
+    back, or (``interval_s``) one commit every ``interval_s`` from ``start_at`` (a
+    ``time.perf_counter()`` value; default: once the producer is ready)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -103,7 +112,12 @@ def latencies(
     producer.begin_transaction()
     producer.produce(topic, b"x" * 100, partition=0)
     producer.flush()
+    due = time.perf_counter() if start_at is None else start_at
     for _ in range(rounds):
+        if interval_s:
+            if (wait := due - time.perf_counter()) > 0:
+                time.sleep(wait)
+            due += interval_s
         t0 = time.perf_counter()
         producer.commit_transaction(30)
         t1 = time.perf_counter()
