@@ -55,6 +55,14 @@ from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
 from oncelog.coordinator.placement import partition_for
 from oncelog.coordinator.runtime import Append, Pending, client_error
 from oncelog.txn.config import TxnConfig
+from oncelog.txn.identity import client_identity, next_identity
+from oncelog.txn.init_producer_id import (
+    InitRequest,
+    check_request,
+    granted_identity,
+    init_reply,
+    is_fenced,
+)
 from oncelog.txn.log_codec import decode_key, decode_value, encode_key, encode_value
 from oncelog.txn.messages import Reply, WriteMarkers
 from oncelog.txn.messages import TxnStep as Step
@@ -64,7 +72,6 @@ from oncelog.txn.metadata import (
     NO_PRODUCER_ID,
     TV_0,
     TV_2,
-    TWO_PC_TIMEOUT_MS,
     TopicPartition,
     TransactionMetadata,
     TxnState,
@@ -148,22 +155,14 @@ class TransactionCoordinator:
         early = self._precheck(transactional_id)
         if early is not None:
             return Step(reply=early)
-        if enable_2pc and not self.two_phase_commit_enable:
-            # Kafka answers as it does to a missing ACL, so the setting cannot be probed.
-            return Step(reply=Reply(E.transactional_id_authorization_failed))
-        if keep_prepared_txn and not enable_2pc:
-            return Step(reply=Reply(E.invalid_request))  # only a 2PC transaction is kept
-        if keep_prepared_txn and producer_id != NO_PRODUCER_ID:
-            # As Kafka's coordinator: keepPreparedTxn is a restarted producer's first call,
-            # an expected producer id and epoch a retry's; never both.
-            return Step(reply=Reply(E.invalid_request))
-        if enable_2pc:
-            timeout_ms = TWO_PC_TIMEOUT_MS  # the request's timeout is ignored, as in Kafka
-        elif timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
-            return Step(reply=Reply(E.invalid_transaction_timeout))
-        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-            return Step(reply=Reply(E.invalid_request))
-        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        req = InitRequest(timeout_ms, producer_id, producer_epoch, enable_2pc, keep_prepared_txn)
+        error, timeout_ms = check_request(
+            req,
+            two_phase_commit_enable=self.two_phase_commit_enable,
+            max_timeout_ms=self.max_timeout_ms,
+        )
+        if error is not E.none:
+            return Step(reply=Reply(error))
         meta = self._txns.get(transactional_id)
         if meta is None:
             meta = TransactionMetadata(
@@ -175,14 +174,7 @@ class TransactionCoordinator:
             self._txns[transactional_id] = meta
         if meta.pending_state is not None or meta.state.is_prepare:
             return Step(reply=Reply(E.concurrent_transactions))
-        if expected is not None and not (
-            meta.producer_epoch == NO_PRODUCER_EPOCH
-            or expected[0] == meta.producer_id
-            # A retry after a producer id rotation whose reply was lost.
-            or (expected[0] == meta.last_producer_id and expected[1] >= MAX_EPOCH - 1)
-            # The producer that kept a prepared transaction under a rotated producer id.
-            or (meta.kept_identity is not None and expected[0] == meta.kept_identity[0])
-        ):
+        if is_fenced(meta, req.expected):
             return Step(reply=Reply(E.producer_fenced))
         if meta.state is S.ONGOING:
             if keep_prepared_txn:
@@ -192,19 +184,10 @@ class TransactionCoordinator:
             return self._request_step(meta, _Kind.FENCE, self._fence_target(meta, now_ms))
         if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise TxnStateError(f"{transactional_id} in unexpected state {meta.state.kafka_name}")
-        new_pid, epoch = meta.producer_id, meta.producer_epoch
-        if expected is None:
-            new_epoch, last_epoch = epoch + 1, NO_PRODUCER_EPOCH
-        elif epoch == NO_PRODUCER_EPOCH or expected[1] == epoch:
-            new_epoch, last_epoch = epoch + 1, epoch
-        elif expected[1] == meta.last_producer_epoch:
-            # Retry of a successful call whose reply was lost: hand out the same epoch.
-            new_epoch, last_epoch = epoch, meta.last_producer_epoch
-        else:
+        granted = granted_identity(meta, req.expected, self.allocate_producer_id)
+        if granted is None:
             return Step(reply=Reply(E.producer_fenced))
-        if new_epoch != epoch and meta.is_epoch_exhausted:
-            new_pid, new_epoch = self.allocate_producer_id(), 0
-            last_epoch = epoch if expected is not None else NO_PRODUCER_EPOCH
+        new_pid, new_epoch, last_epoch = granted
         target = meta.prepare(
             S.EMPTY,
             producer_id=new_pid,
@@ -522,12 +505,12 @@ class TransactionCoordinator:
             meta.complete(transit.target)
         if transit.token is not None:
             if transit.kind is _Kind.INIT:
-                reply = _init_reply(meta)
+                reply = init_reply(meta)
             elif transit.kind is _Kind.FENCE:
                 reply = Reply(E.concurrent_transactions)
             elif transit.kind is _Kind.END and supports_epoch_bump(meta.client_transaction_version):
                 # EndTxn v5: the producer id and epoch of the producer's next transaction.
-                reply = Reply(E.none, *_next_identity(meta))
+                reply = Reply(E.none, *next_identity(meta))
             else:
                 reply = Reply(E.none)
             step.resolved.append((transit.token, reply))
@@ -667,7 +650,7 @@ class TransactionCoordinator:
     ) -> ErrorCode | None:
         if meta is None:
             return E.invalid_producer_id_mapping
-        current_pid, current_epoch = _client_identity(meta)
+        current_pid, current_epoch = client_identity(meta)
         if current_pid != producer_id:
             return E.invalid_producer_id_mapping
         if meta.producer_epoch == NO_PRODUCER_EPOCH:
@@ -710,7 +693,7 @@ class TransactionCoordinator:
             may_block
             and meta is not None
             and meta.state.is_prepare
-            and (req.producer_id, req.producer_epoch) == _next_identity(meta)
+            and (req.producer_id, req.producer_epoch) == next_identity(meta)
         ):
             # A TV2 producer starts its next transaction while the markers of the previous
             # one (which handed it this id and epoch) are still being written.
@@ -783,7 +766,7 @@ class TransactionCoordinator:
 
     def _start_completion(self, meta: TransactionMetadata, now_ms: int, step: Step) -> None:
         commit = meta.state is S.PREPARE_COMMIT
-        pid, epoch = _next_identity(meta)
+        pid, epoch = next_identity(meta)
         target = meta.prepare(
             S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
             producer_id=pid,
@@ -834,40 +817,3 @@ class TransactionCoordinator:
         txn_id = target.transactional_id
         record = (encode_key(txn_id), encode_value(target))
         return Append(self.txn_log_partition(txn_id), (record,), owner=txn_id, label=target.state)
-
-
-def _next_identity(meta: TransactionMetadata) -> tuple[int, int]:
-    """The producer id and epoch a TV2 producer uses after ``meta``'s PrepareX: the same id
-    at the bumped epoch, or the next producer id at epoch 0 after an epoch overflow; for a
-    kept 2PC transaction, the kept identity's successor."""
-    if meta.kept_identity is not None:
-        return meta.kept_identity
-    if meta.next_producer_id != NO_PRODUCER_ID:
-        return meta.next_producer_id, 0
-    return meta.producer_id, meta.producer_epoch
-
-
-def _client_identity(meta: TransactionMetadata) -> tuple[int, int]:
-    """The producer id and epoch a request must name: the kept identity while a kept 2PC
-    transaction is open (or being ended by a TV1 EndTxn, which does not bump it)."""
-    kept = meta.kept_identity
-    if kept is not None and (
-        meta.state is S.ONGOING
-        or (meta.state.is_prepare and not supports_epoch_bump(meta.client_transaction_version))
-    ):
-        return kept
-    return meta.producer_id, meta.producer_epoch
-
-
-def _init_reply(meta: TransactionMetadata) -> Reply:
-    """InitProducerId's answer once its record is durable; for keepPreparedTxn, the kept
-    identity and the identity of the transaction it kept."""
-    kept = meta.kept_identity
-    if meta.state is S.ONGOING and kept is not None:
-        return Reply(
-            E.none,
-            *kept,
-            ongoing_producer_id=meta.producer_id,
-            ongoing_producer_epoch=meta.producer_epoch,
-        )
-    return Reply(E.none, meta.producer_id, meta.producer_epoch)
