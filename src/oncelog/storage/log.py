@@ -360,8 +360,8 @@ class PartitionLog:
     def _roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment; the old one is made durable by a background job.
 
-        Its time index is emptied on disk first, so until the job has fsynced its log
-        and written its indexes a crash makes recovery re-walk it (see roll_flush.py)."""
+        Its time index file is deleted first, so until the job has fsynced its log and
+        written its indexes a crash makes recovery re-walk it (see roll_flush.py)."""
         old = self._segments[-1]
         index_writes, fsync_names = old.detach_for_roll_flush()
         end = self._leo
