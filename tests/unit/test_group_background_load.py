@@ -441,3 +441,51 @@ def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
     assert [m.split(" (")[1].split(")")[0] for m in failed] == ["attempt 1", "attempt 2"]
     assert all("its groups answer NOT_COORDINATOR" in m for m in failed)
     assert "loaded __consumer_offsets-1 after 2 failed attempts; its groups are served" in messages
+
+
+def test_a_failed_append_while_partitions_load_reloads_them_all(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """A failed append to a loaded partition while a later one still loads: every core is
+    rebuilt from the log (the load under way stops, a new one starts from partition 0),
+    and the failed commit is not there."""
+    first, last = group_on(0), group_on(2)
+    write_commits(tmp_path, {first: 8, last: 300})
+    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+    lookup = OffsetsGoneAway(topics)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS),
+            topics=lookup,  # type: ignore[arg-type]
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            await fail_while_loading(groups)
+        finally:
+            await groups.stop()
+
+    async def fail_while_loading(groups: GroupService) -> None:
+        while groups.fetch_offsets(OffsetFetchRequest(first, None)).error is LOADING:
+            await asyncio.sleep(0)
+        assert groups.coordinator.loading() == [2]
+        lookup.gone = True
+        failed = await groups.commit_offsets(commit(first, 1, 5000))
+        assert failed.topics == (("t", ((1, E.coordinator_not_available),)),)
+        lookup.gone = False
+        assert groups.coordinator.loading() == [0, 1, 2]
+        while not groups.loaded:
+            await asyncio.sleep(0)
+        assert fetch(groups, first) == last_commits(8)
+        assert fetch(groups, last) == last_commits(300)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the loaders end
+        assert len(groups.runtime._tasks) == 1  # the timer: the stale loader stopped
+        assert groups.load_progress == (308, 308)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
