@@ -228,10 +228,10 @@ class GroupService:
     def _load_failed(self, index: int, exc: Exception) -> None:
         """Kafka marks the partition FAILED (its groups get NOT_COORDINATOR) until it is
         elected again; on one node nothing would elect it, so it is loaded again after a
-        back-off (1s, doubling, at most 30s), and loads in the meantime its groups'
-        clients keep looking for their coordinator."""
+        back-off (1s, doubling, at most 30s). Meanwhile its groups' clients look for their
+        coordinator again (FindCoordinator) and retry."""
         attempts = self._failed_attempts[index] = self._failed_attempts.get(index, 0) + 1
-        delay = min(LOAD_RETRY_MIN_S * 2 ** (attempts - 1), LOAD_RETRY_MAX_S)
+        delay = min(LOAD_RETRY_MIN_S * 2 ** min(attempts - 1, 16), LOAD_RETRY_MAX_S)
         self.coordinator.mark_failed(index)
         log.error(
             "loading %s-%d failed (attempt %d): %s; its groups answer NOT_COORDINATOR, "
