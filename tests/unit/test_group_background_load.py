@@ -1,12 +1,15 @@
 """GroupService's background load of ``__consumer_offsets``: every group API answers
-COORDINATOR_LOAD_IN_PROGRESS until the load is done (the unloaded core's answers), the
+COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE, as Kafka's) until the group's partition is
+loaded (the unloaded core's answers), the groups of loaded partitions are served
+meanwhile, a partition whose load fails answers NOT_COORDINATOR until a retry loads it, the
 load yields to the event loop, a transaction marker written to an offsets partition while
-the load runs is applied once (by the load's last pass), timers start only after it, and
-a stop during the load ends it."""
+the load runs is applied once (by the load's last pass), and a stop during the load ends
+it."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -45,6 +48,12 @@ TXN = "bg-txn"
 def group_on(partition: int) -> str:
     core = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=PARTS))
     return next(g for i in range(1000) if core.partition_for(g := f"g{i}") == partition)
+
+
+def groups_on(partition: int, n: int) -> list[str]:
+    core = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=PARTS))
+    ids = (f"g{i}" for i in range(10_000))
+    return [g for g in ids if core.partition_for(g) == partition][:n]
 
 
 def open_topics(path: Path) -> TopicRegistry:
@@ -121,13 +130,17 @@ def test_a_marker_written_during_the_load_is_applied_once(tmp_path: Path) -> Non
         groups = new_groups(topics)
         markers = MarkerWriter(topics, AppendNotifier(), groups.on_offsets_marker)
         parts = groups._ensure_topic()
-        steps = groups._load_steps(parts)
+        groups._begin_load(parts)
+        steps = groups._load_steps(0, parts[0])
         next(steps)  # one batch of partition 0 replayed, its end fixed
         assert not groups.loaded
         marker = TxnMarker(pid, epoch, commit=True, coordinator_epoch=0)
         assert markers.write(CONSUMER_OFFSETS_TOPIC, 0, marker, now_ms=1) is E.none
         for _ in steps:
             pass
+        for index in (1, 2):
+            for _ in groups._load_steps(index, parts[index]):
+                pass
         assert groups.loaded
         # 40 commits over 4 partitions (the last of each wins), then the committed
         # transaction's 777 for partition 0.
@@ -164,7 +177,8 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
         join = JoinGroupRequest(group, "", "consumer", (("range", b""),), 10_000)
         assert (await groups.join(join)).error is LOADING
         assert (await groups.sync(SyncGroupRequest(group, 1, "m"))).error is LOADING
-        assert (await groups.heartbeat(HeartbeatRequest(group, 1, "m"))).error is LOADING
+        # Kafka's Heartbeat answers NONE while the group's partition loads ("blindly").
+        assert (await groups.heartbeat(HeartbeatRequest(group, 1, "m"))).error is E.none
         assert (await groups.leave(LeaveGroupRequest(group, (("m", None),)))).error is LOADING
         assert groups.list_groups().error is LOADING
         assert [d.error for d in groups.describe_groups([group], 5)] == [LOADING]
@@ -279,6 +293,197 @@ def test_a_failed_append_reloads_in_the_background(tmp_path: Path, monkeypatch: 
         for _ in range(3):
             await asyncio.sleep(0)  # the reload task ends after installing the core
         assert len(groups.runtime._tasks) == 1  # one timer: the reload started no other
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def write_commits(path: Path, commits: dict[str, int]) -> None:
+    """``commits[group]`` plain commits for each group (one batch each): the last one of
+    t-p is ``commits - 4 + p`` for each p < 4."""
+    topics = open_topics(path)
+    if topics.partition_count("t") is None:
+        topics.create("t", 4, {})
+    groups = new_groups(topics)
+
+    async def scenario() -> None:
+        groups.start()
+        for group, n in commits.items():
+            for i in range(n):
+                reply = await groups.commit_offsets(commit(group, i % 4, i))
+                assert reply.topics == (("t", ((i % 4, E.none),)),)
+        await groups.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def last_commits(n: int) -> dict[int, tuple[int, ErrorCode]]:
+    return {p: (n - 4 + p, E.none) for p in range(4)}
+
+
+def test_a_loaded_partition_is_served_while_another_loads(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """Kafka gates each __consumer_offsets partition on its own load: the groups of
+    partition 0 (loaded first) are served while partition 2 (300 batches) still loads."""
+    first, last = group_on(0), group_on(2)
+    write_commits(tmp_path, {first: 8, last: 300})
+    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+
+    async def scenario() -> None:
+        groups = new_groups(topics)
+        groups.start(background=True)
+        try:
+            await served_while_loading(groups)
+        finally:
+            await groups.stop()
+
+    async def served_while_loading(groups: GroupService) -> None:
+        while groups.fetch_offsets(OffsetFetchRequest(first, None)).error is LOADING:
+            await asyncio.sleep(0)
+        assert not groups.loaded
+        assert groups.coordinator.loading() == [2]
+        # Served: partition 0's group ...
+        assert fetch(groups, first) == last_commits(8)
+        assert (await groups.commit_offsets(commit(first, 0, 1000))).topics == (
+            ("t", ((0, E.none),)),
+        )
+        beat = await groups.heartbeat(HeartbeatRequest(first, 1, "nobody"))
+        assert beat.error is E.unknown_member_id
+        join = JoinGroupRequest(first, "", "consumer", (("range", b""),), 10_000)
+        assert (await groups.join(join)).error is E.member_id_required
+        # ... not partition 2's, still loading (Heartbeat: NONE, "blindly", as Kafka).
+        assert groups.fetch_offsets(OffsetFetchRequest(last, None)).error is LOADING
+        assert (await groups.commit_offsets(commit(last, 0, 1))).topics == (("t", ((0, LOADING),)),)
+        assert (await groups.heartbeat(HeartbeatRequest(last, 1, "nobody"))).error is E.none
+        assert [d.error for d in groups.describe_groups([last, first], 5)] == [LOADING, E.none]
+        absent = next(g for g in groups_on(0, 2) if g != first)
+        assert (await groups.delete_groups([last, absent])).results == (
+            (last, LOADING),
+            (absent, E.group_id_not_found),
+        )
+        assert groups.list_groups().error is LOADING  # as Kafka: any partition loading
+        while not groups.loaded:
+            await asyncio.sleep(0)
+        assert fetch(groups, first)[0] == (1000, E.none)
+        assert fetch(groups, last) == last_commits(300)
+        assert {g.group_id for g in groups.list_groups().groups} == {first, last}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
+    tmp_path: Path, monkeypatch: object, caplog: object
+) -> None:
+    """Kafka answers NOT_COORDINATOR for a partition whose load failed; one node has no
+    other broker to move it to, so the load is retried (after a back-off) until it works.
+    The other partitions are served meanwhile."""
+    ok, broken = group_on(0), group_on(1)
+    write_commits(tmp_path, {ok: 8, broken: 12})
+    monkeypatch.setattr(group_service, "LOAD_RETRY_MIN_S", 0.05)  # type: ignore[attr-defined]
+    caplog.set_level(logging.INFO, logger=group_service.__name__)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+    NOT_COORDINATOR = E.not_coordinator
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS, debug_load_fail="1:2"),
+            topics=topics,
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            await failed_then_retried(groups)
+        finally:
+            await groups.stop()
+
+    async def failed_then_retried(groups: GroupService) -> None:
+        while groups.coordinator.failed() != [1] or groups.coordinator.loading():
+            await asyncio.sleep(0)
+        assert groups.fetch_offsets(OffsetFetchRequest(broken, None)).error is NOT_COORDINATOR
+        assert (await groups.commit_offsets(commit(broken, 0, 1))).topics == (
+            ("t", ((0, NOT_COORDINATOR),)),
+        )
+        txn_req = TxnOffsetCommitRequest(TXN, broken, 1, 0, (("t", (CommitPartition(0, 1),)),))
+        assert (await groups.txn_commit_offsets(txn_req)).topics == (
+            ("t", ((0, NOT_COORDINATOR),)),
+        )
+        beat = await groups.heartbeat(HeartbeatRequest(broken, 1, "m"))
+        assert beat.error is NOT_COORDINATOR  # only a loading partition answers NONE
+        join = JoinGroupRequest(broken, "", "consumer", (("range", b""),), 10_000)
+        assert (await groups.join(join)).error is NOT_COORDINATOR
+        assert fetch(groups, ok) == last_commits(8)
+        # As Kafka: a failed partition lists nothing, the others list their groups.
+        listed = groups.list_groups()
+        assert (listed.error, [g.group_id for g in listed.groups]) == (E.none, [ok])
+        while not groups.loaded:
+            await asyncio.sleep(0.01)
+        assert fetch(groups, broken) == last_commits(12)
+        assert (await groups.commit_offsets(commit(broken, 0, 99))).topics == (
+            ("t", ((0, E.none),)),
+        )
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+    messages = [r.getMessage() for r in caplog.records]  # type: ignore[attr-defined]
+    failed = [m for m in messages if m.startswith("loading __consumer_offsets-1 failed")]
+    assert [m.split(" (")[1].split(")")[0] for m in failed] == ["attempt 1", "attempt 2"]
+    assert all("its groups answer NOT_COORDINATOR" in m for m in failed)
+    assert "loaded __consumer_offsets-1 after 2 failed attempts; its groups are served" in messages
+
+
+def test_a_failed_append_while_partitions_load_reloads_them_all(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """A failed append to a loaded partition while a later one still loads: every core is
+    rebuilt from the log (the load under way stops, a new one starts from partition 0),
+    and the failed commit is not there."""
+    first, last = group_on(0), group_on(2)
+    write_commits(tmp_path, {first: 8, last: 300})
+    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+    lookup = OffsetsGoneAway(topics)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS),
+            topics=lookup,  # type: ignore[arg-type]
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            await fail_while_loading(groups)
+        finally:
+            await groups.stop()
+
+    async def fail_while_loading(groups: GroupService) -> None:
+        while groups.fetch_offsets(OffsetFetchRequest(first, None)).error is LOADING:
+            await asyncio.sleep(0)
+        assert groups.coordinator.loading() == [2]
+        lookup.gone = True
+        failed = await groups.commit_offsets(commit(first, 1, 5000))
+        assert failed.topics == (("t", ((1, E.coordinator_not_available),)),)
+        lookup.gone = False
+        assert groups.coordinator.loading() == [0, 1, 2]
+        while not groups.loaded:
+            await asyncio.sleep(0)
+        assert fetch(groups, first) == last_commits(8)
+        assert fetch(groups, last) == last_commits(300)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the loaders end
+        assert len(groups.runtime._tasks) == 1  # the timer: the stale loader stopped
+        assert groups.load_progress == (308, 308)
 
     try:
         asyncio.run(scenario())

@@ -92,13 +92,31 @@ def test_requests_before_load_get_load_in_progress() -> None:
     coord = GroupCoordinator()
     req = JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000)
     assert coord.join_group(req, 0).reply == JoinGroupReply(E.coordinator_load_in_progress)
-    assert coord.heartbeat(HeartbeatRequest("g", 1, "m"), 0).reply == HeartbeatReply(
-        E.coordinator_load_in_progress
-    )
+    # Heartbeat: NONE, as Kafka's GroupCoordinatorService ("the group is still loading,
+    # so blindly respond").
+    assert coord.heartbeat(HeartbeatRequest("g", 1, "m"), 0).reply == HeartbeatReply(E.none)
     assert coord.offset_fetch(OffsetFetchRequest("g", None)).error is E.coordinator_load_in_progress
     assert coord.list_groups() == ListGroupsReply(E.coordinator_load_in_progress, ())
+    assert coord.unavailable is E.coordinator_load_in_progress
     coord.finish_load(0)
     assert coord.loaded
+    assert coord.unavailable is None
+
+
+def test_a_failed_load_answers_not_coordinator() -> None:
+    """Kafka's FAILED coordinator state: every request, Heartbeat included, gets
+    NOT_COORDINATOR (the client looks for its coordinator again)."""
+    coord = GroupCoordinator()
+    coord.mark_failed()
+    assert coord.failed and not coord.loaded
+    req = JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000)
+    assert coord.join_group(req, 0).reply == JoinGroupReply(E.not_coordinator)
+    assert coord.heartbeat(HeartbeatRequest("g", 1, "m"), 0).reply == HeartbeatReply(
+        E.not_coordinator
+    )
+    assert coord.offset_fetch(OffsetFetchRequest("g", None)).error is E.not_coordinator
+    assert coord.list_groups() == ListGroupsReply(E.not_coordinator, ())
+    assert coord.unavailable is E.not_coordinator
 
 
 # -- MEMBER_ID_REQUIRED and the initial delay ----------------------------------------------

@@ -52,6 +52,11 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     # How long the shell may sleep between timer checks when no deadline is near.
     tick_max_ms: int = 500
+    # Test hooks, off by default. The background load of each __consumer_offsets partition
+    # waits this long before it starts (partitions load one after another, in order) ...
+    debug_load_partition_delay_ms: int = setting("oncelog.debug.group.load.partition.delay.ms", 0)
+    # ... and "P:N[,P:N...]" makes the first N load attempts of partition P fail.
+    debug_load_fail: str = setting("oncelog.debug.group.load.fail", "")
 
     @property
     def consumer_protocol_enabled(self) -> bool:
@@ -67,6 +72,18 @@ class GroupConfig:
     def downgrade_enabled(self) -> bool:
         """A consumer group left with only classic members may turn classic again."""
         return self.consumer_migration_policy.strip().lower() in ("downgrade", "bidirectional")
+
+    def __post_init__(self) -> None:
+        self.debug_load_failures()  # a malformed hook fails at start, not at the load
+
+    def debug_load_failures(self) -> dict[int, int]:
+        """``oncelog.debug.group.load.fail`` parsed: partition -> attempts that fail."""
+        out: dict[int, int] = {}
+        for item in self.debug_load_fail.split(","):
+            if item.strip():
+                partition, _, count = item.partition(":")
+                out[int(partition)] = int(count or 1)
+        return out
 
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> GroupConfig:

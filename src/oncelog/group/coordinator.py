@@ -38,7 +38,9 @@ step's state change at once. The shell must therefore:
 ``complete_txn(producer_id, commit, partition)`` is called once the COMMIT/ABORT marker of
 that producer is written to that ``__consumer_offsets`` partition. At start, replay every
 partition with ``load`` (data batches) and ``load_marker`` (control batches) in log order,
-then ``finish_load(now_ms)``; until then requests get COORDINATOR_LOAD_IN_PROGRESS.
+then ``finish_load(now_ms)``; until then requests get COORDINATOR_LOAD_IN_PROGRESS (Heartbeat
+gets NONE, as in Kafka), or NOT_COORDINATOR once ``mark_failed()``. One coordinator holds the
+groups of one ``__consumer_offsets`` partition (Kafka's shard); ``PartitionedGroups`` routes.
 """
 
 from __future__ import annotations
@@ -122,11 +124,31 @@ class GroupCoordinator:
         self._consumer.migration = self._migration
         self._consumer_image = ConsumerGroupImage()  # consumer-group records during load
         self._loaded = False
+        # What a request gets until ``finish_load``: COORDINATOR_LOAD_IN_PROGRESS while the
+        # partition loads, NOT_COORDINATOR once its load failed (``mark_failed``).
+        self._unavailable = _LOADING
         self._next_cleanup_ms: int | None = None
 
     @property
     def loaded(self) -> bool:
         return self._loaded
+
+    @property
+    def failed(self) -> bool:
+        """The load of this coordinator's partition failed: it answers NOT_COORDINATOR."""
+        return self._unavailable is E.not_coordinator
+
+    @property
+    def unavailable(self) -> ErrorCode | None:
+        """The error every request gets (None once loaded)."""
+        return None if self._loaded else self._unavailable
+
+    def mark_failed(self) -> None:
+        """The load failed (Kafka's FAILED coordinator state): until it is replaced, every
+        request gets NOT_COORDINATOR, and the client looks for its coordinator again."""
+        if self._loaded:
+            raise RuntimeError("mark_failed() after finish_load()")
+        self._unavailable = E.not_coordinator
 
     def partition_for(self, group_id: str) -> int:
         return self._reg.partition(group_id)
@@ -146,7 +168,7 @@ class GroupCoordinator:
         """``topics``: the broker's non-internal topics, needed when the group uses the
         consumer protocol (a classic member joining it; None: the topics it knows)."""
         if not self._loaded:
-            return GroupStep(JoinGroupReply(_LOADING, member_id=req.member_id))
+            return GroupStep(JoinGroupReply(self._unavailable, member_id=req.member_id))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
@@ -186,7 +208,7 @@ class GroupCoordinator:
 
     def sync_group(self, req: SyncGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(SyncGroupReply(_LOADING))
+            return GroupStep(SyncGroupReply(self._unavailable))
         token, out = self._reg.new_token(), Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
@@ -198,7 +220,10 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(HeartbeatReply(_LOADING))
+            # Kafka (GroupCoordinatorService.heartbeat): "the group is still loading, so
+            # blindly respond" NONE; the member's session starts afresh once loaded.
+            error = E.none if self._unavailable is _LOADING else self._unavailable
+            return GroupStep(HeartbeatReply(error))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
@@ -209,7 +234,7 @@ class GroupCoordinator:
 
     def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(LeaveGroupReply(_LOADING))
+            return GroupStep(LeaveGroupReply(self._unavailable))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         group = self._reg.groups.get(req.group_id)
@@ -229,7 +254,7 @@ class GroupCoordinator:
         if not self.config.consumer_protocol_enabled:
             return GroupStep(ConsumerHeartbeatReply(_PROTOCOL_DISABLED))
         if not self._loaded:
-            return GroupStep(ConsumerHeartbeatReply(_LOADING, member_id=req.member_id))
+            return GroupStep(ConsumerHeartbeatReply(self._unavailable, member_id=req.member_id))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         reply = self._consumer.heartbeat(req, topics, now_ms, out)
@@ -242,14 +267,14 @@ class GroupCoordinator:
         if not self.config.consumer_protocol_enabled:
             return [DescribedConsumerGroup(_PROTOCOL_DISABLED, g) for g in group_ids]
         if not self._loaded:
-            return [DescribedConsumerGroup(_LOADING, g) for g in group_ids]
+            return [DescribedConsumerGroup(self._unavailable, g) for g in group_ids]
         return [self._consumer.describe(g) for g in group_ids]
 
     # -- offsets --------------------------------------------------------------------------
 
     def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(commit_errors(req.topics, _LOADING))
+            return GroupStep(commit_errors(req.topics, self._unavailable))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.commit(req, now_ms, out))
@@ -257,7 +282,7 @@ class GroupCoordinator:
     def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> GroupStep:
         """The caller has checked producer id/epoch with the transaction coordinator."""
         if not self._loaded:
-            return GroupStep(commit_errors(req.topics, _LOADING))
+            return GroupStep(commit_errors(req.topics, self._unavailable))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.txn_commit(req, now_ms, out))
@@ -270,12 +295,12 @@ class GroupCoordinator:
 
     def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchReply:
         if not self._loaded:
-            return OffsetFetchReply(req.group_id, _LOADING)
+            return OffsetFetchReply(req.group_id, self._unavailable)
         return self._offsets.fetch(req)
 
     def offset_delete(self, req: OffsetDeleteRequest, now_ms: int) -> GroupStep:
         if not self._loaded:
-            return GroupStep(OffsetDeleteReply(_LOADING))
+            return GroupStep(OffsetDeleteReply(self._unavailable))
         out = Out()
         self._advance(req.group_id, now_ms, out)
         return self._finish(req.group_id, now_ms, out, self._offsets.delete(req, out))
@@ -286,7 +311,7 @@ class GroupCoordinator:
         self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
     ) -> ListGroupsReply:
         if not self._loaded:
-            return ListGroupsReply(_LOADING, ())
+            return ListGroupsReply(self._unavailable, ())
         types = {t.lower() for t in types_filter}
         states = {s.lower() for s in states_filter}
         listed = []
@@ -320,7 +345,7 @@ class GroupCoordinator:
         for gid in group_ids:
             group = self._reg.groups.get(gid)
             if not self._loaded:
-                result.append(DescribedGroup(_LOADING, gid, "", "", ""))
+                result.append(DescribedGroup(self._unavailable, gid, "", "", ""))
             elif group is None or group.consumer is not None:
                 error = E.group_id_not_found if api_version >= 6 else E.none
                 result.append(DescribedGroup(error, gid, GroupState.DEAD.value, "", ""))
@@ -331,7 +356,7 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> GroupStep:
         ids = list(dict.fromkeys(group_ids))
         if not self._loaded:
-            return GroupStep(DeleteGroupsReply(tuple((g, _LOADING) for g in ids)))
+            return GroupStep(DeleteGroupsReply(tuple((g, self._unavailable) for g in ids)))
         out = Out()
         results = []
         for gid in ids:

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -59,6 +60,7 @@ from oncelog.group.messages import (
 )
 from oncelog.group.offsets import commit_errors
 from oncelog.group.offsets_codec import OffsetsCodecError
+from oncelog.group.partitioned import PartitionedGroups
 from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.replay import LogBatch, iter_log_batches
@@ -89,18 +91,32 @@ class GroupService:
         self._topics = topics
         self._verify_txn = verify_txn
         self._clock = clock
-        self.coordinator = GroupCoordinator(config)
+        self.coordinator = PartitionedGroups(config)
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
         self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
-        self._legacy_keys: dict[bytes, bool] = {}
         self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
-        # (records replayed, offsets to replay) of the load under way or last done
-        self.load_progress = (0, 0)
         # Called once a background load is done (the broker's run freezes the loaded
         # state out of the garbage collector's full passes, as it does for what its start
         # loaded).
         self.on_loaded: list[Callable[[], None]] = []
         self._timer_started = False
+        self._started_up = False
+        self._parts: Sequence[PartitionLog] = ()
+        # The load under way or last done, per partition (a retry starts its partition's
+        # afresh): records replayed, undecodable records skipped, and legacy-layout keys
+        # (-> their latest record is a value).
+        self._replayed: dict[int, int] = {}
+        self._records: dict[int, int] = {}  # keyed records loaded (undecodable ones not)
+        self._skipped: dict[int, int] = {}
+        self._legacy_keys: dict[int, dict[bytes, bool]] = {}
+        self._load_total = 0
+        self._load_started = 0.0
+        # The background loader: partitions to load, in order, one at a time.
+        self._queue: deque[int] = deque()
+        self._loader_running = False
+        self._failed_attempts: dict[int, int] = {}
+        # Bumped when every partition is reloaded: an older loader or retry stops.
+        self._generation = 0
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -115,17 +131,21 @@ class GroupService:
     def start(self, *, background: bool = False) -> None:
         """Create/load ``__consumer_offsets`` and start the coordinator's timers.
 
-        ``background`` (the broker's start): load on the event loop in slices of at most
-        ``LOAD_SLICE_S`` of work, as Kafka loads a coordinator partition while the broker
-        serves; until the load is done every group API answers COORDINATOR_LOAD_IN_PROGRESS
-        (the unloaded core's answer). Otherwise the load runs to completion here."""
+        ``background`` (the broker's start): load on the event loop, one partition after
+        another, in slices of at most ``LOAD_SLICE_S`` of work, as Kafka loads each
+        coordinator partition while the broker serves. A partition's groups get
+        COORDINATOR_LOAD_IN_PROGRESS until it is loaded (the groups of loaded partitions
+        are served meanwhile); if its load fails, NOT_COORDINATOR until a retry loads it.
+        Otherwise the load runs to completion here (and a failure raises)."""
         parts = self._ensure_topic()
-        self.coordinator = GroupCoordinator(self.config)  # unloaded: LOAD_IN_PROGRESS
+        self.coordinator = PartitionedGroups(self.config)  # every partition loading
         if not background:
             self._load(parts)
             self._after_load()
             return
-        self.runtime.spawn(self._load_in_background(parts))
+        self._start_timer()  # loaded partitions' timers run while the others load
+        self._begin_load(parts)
+        self._load_in_background(range(len(parts)))
 
     def _ensure_topic(self) -> Sequence[PartitionLog]:
         parts = self._topics.ensure_internal_topic(
@@ -140,36 +160,128 @@ class GroupService:
 
     @property
     def loaded(self) -> bool:
+        """Every ``__consumer_offsets`` partition is loaded."""
         return self.coordinator.loaded
 
-    async def _load_in_background(self, parts: Sequence[PartitionLog]) -> None:
-        delay = LOAD_RETRY_MIN_S
-        while True:
-            try:
-                steps = self._load_steps(parts)
-                deadline = time.monotonic() + LOAD_SLICE_S
-                for _ in steps:
-                    if time.monotonic() >= deadline:
-                        await asyncio.sleep(0)  # let the other clients in
-                        deadline = time.monotonic() + LOAD_SLICE_S
-            except Exception:
-                # Kafka marks the partition failed; we keep answering LOAD_IN_PROGRESS
-                # (retriable) and try again from the start.
-                log.exception("loading %s failed; retrying in %.0fs", CONSUMER_OFFSETS_TOPIC, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, LOAD_RETRY_MAX_S)
-                continue
-            break
+    @property
+    def load_progress(self) -> tuple[int, int]:
+        """(records replayed, offsets to replay) of the load under way or last done."""
+        return sum(self._replayed.values()), self._load_total
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition of ``group_id``."""
+        return self.coordinator.partition_for(group_id)
+
+    def _begin_load(self, parts: Sequence[PartitionLog]) -> None:
+        self._load_started = time.monotonic()
+        self._load_total = sum(max(0, p.high_watermark - p.log_start_offset) for p in parts)
+        self._parts = parts
+        self._replayed, self._records, self._skipped, self._legacy_keys = {}, {}, {}, {}
+
+    def _load_in_background(self, partitions: Iterable[int]) -> None:
+        """Queue ``partitions`` (each loading) for the one background loader."""
+        self._queue.extend(p for p in partitions if p not in self._queue)
+        if not self._loader_running:
+            self._loader_running = True
+            self.runtime.spawn(self._loader(self._generation))
+
+    async def _loader(self, generation: int) -> None:
+        try:
+            while self._queue and generation == self._generation:
+                await self._load_partition_in_background(self._queue.popleft(), generation)
+        finally:
+            if generation == self._generation:
+                self._loader_running = False
+        if generation == self._generation and not self._queue and self.coordinator.loaded:
+            self._all_loaded()
+
+    async def _load_partition_in_background(self, index: int, generation: int) -> None:
+        delay_ms = self.config.debug_load_partition_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+            if generation != self._generation:
+                return
+        try:
+            failures = self.config.debug_load_failures().get(index, 0)
+            if self._failed_attempts.get(index, 0) < failures:
+                raise OSError(f"oncelog.debug.group.load.fail: {CONSUMER_OFFSETS_TOPIC}-{index}")
+            part = self._parts[index]
+            deadline = time.monotonic() + LOAD_SLICE_S
+            for _ in self._load_steps(index, part):
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)  # let the other clients in
+                    if generation != self._generation:
+                        return  # every partition is being reloaded: this core is stale
+                    deadline = time.monotonic() + LOAD_SLICE_S
+        except Exception as exc:
+            self._load_failed(index, exc)
+            return
+        attempts = self._failed_attempts.pop(index, 0)
+        if attempts:
+            log.info(
+                "loaded %s-%d after %d failed attempts; its groups are served",
+                CONSUMER_OFFSETS_TOPIC,
+                index,
+                attempts,
+            )
+
+    def _load_failed(self, index: int, exc: Exception) -> None:
+        """Kafka marks the partition FAILED (its groups get NOT_COORDINATOR) until it is
+        elected again; on one node nothing would elect it, so it is loaded again after a
+        back-off (1s, doubling, at most 30s). Meanwhile its groups' clients look for their
+        coordinator again (FindCoordinator) and retry."""
+        attempts = self._failed_attempts[index] = self._failed_attempts.get(index, 0) + 1
+        delay = min(LOAD_RETRY_MIN_S * 2 ** min(attempts - 1, 16), LOAD_RETRY_MAX_S)
+        self.coordinator.mark_failed(index)
+        log.error(
+            "loading %s-%d failed (attempt %d): %s; its groups answer NOT_COORDINATOR, "
+            "loading it again in %.3gs",
+            CONSUMER_OFFSETS_TOPIC,
+            index,
+            attempts,
+            exc,
+            delay,
+            exc_info=exc,
+        )
+        self.runtime.spawn(self._retry_load(index, delay, self._generation))
+
+    async def _retry_load(self, index: int, delay_s: float, generation: int) -> None:
+        await asyncio.sleep(delay_s)
+        if generation != self._generation:
+            return
+        self.coordinator.mark_loading(index)  # COORDINATOR_LOAD_IN_PROGRESS again
+        self._load_in_background([index])
+
+    def _all_loaded(self) -> None:
+        self._log_loaded()
         self._after_load()
         callbacks, self.on_loaded = self.on_loaded, []
         for callback in callbacks:
             callback()
 
+    def _log_loaded(self) -> None:
+        self.skipped_records = sum(self._skipped.values())
+        self.load_time_s = time.monotonic() - self._load_started
+        log.info(
+            "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
+            len(self.coordinator.groups()),
+            sum(self._records.values()),
+            self.skipped_records,
+            self.load_time_s,
+        )
+
     def _after_load(self) -> None:
-        if self._timer_started:  # a reload after a failed append: all this is done
+        """Every partition is loaded: timers run, and (at start-up, not after a reload)
+        legacy-layout records are rewritten."""
+        self._start_timer()
+        if not self._started_up:
+            self._started_up = True
+            self._migrate_legacy_layout()  # a failed append reloads; the next start retries
+
+    def _start_timer(self) -> None:
+        if self._timer_started:  # a reload after a failed append: the timer runs on
             return
         self._timer_started = True
-        self._migrate_legacy_layout()  # a failed append reloads; the next start tries again
         # Through self: a failed append replaces the coordinator.
         self.runtime.start_timer(
             lambda now: self.coordinator.tick(now),
@@ -178,50 +290,38 @@ class GroupService:
         )
 
     def _load(self, parts: Sequence[PartitionLog] | None = None) -> None:
-        """Load ``__consumer_offsets`` to the end, at once."""
-        for _ in self._load_steps(self._ensure_topic() if parts is None else parts):
-            pass
-
-    def _load_steps(self, parts: Sequence[PartitionLog]) -> Iterator[None]:
-        """Replay every partition into a new core, yielding after each batch; installs the
-        core when done. What is appended while it yields (transaction markers written to
-        ``__consumer_offsets``: the unloaded core ignores them) is read by a last pass that
-        does not yield, so the core takes over exactly where the log ends: no record is
-        missed or applied twice."""
-        started = time.monotonic()
-        coordinator = GroupCoordinator(self.config)
-        self.load_progress = (0, sum(max(0, p.high_watermark - p.log_start_offset) for p in parts))
-        counts = [0, 0]  # records loaded, undecodable records skipped
-        legacy: dict[bytes, bool] = {}  # legacy-layout key -> its latest record is a value
-        positions = [p.log_start_offset for p in parts]
+        """Load every partition of ``__consumer_offsets`` to its end, at once."""
+        parts = self._ensure_topic() if parts is None else parts
+        self.coordinator = PartitionedGroups(self.config)
+        self._begin_load(parts)
         for index, part in enumerate(parts):
-            end = part.high_watermark
-            for batch in iter_log_batches(part, positions[index], end):
-                self._replay(coordinator, index, batch, counts, legacy)
-                yield
-            positions[index] = end
-        for index, part in enumerate(parts):  # what came in meanwhile, without yielding
-            for batch in iter_log_batches(part, positions[index]):
-                self._replay(coordinator, index, batch, counts, legacy)
+            for _ in self._load_steps(index, part):
+                pass
+        self._log_loaded()
+
+    def _load_steps(self, index: int, part: PartitionLog) -> Iterator[None]:
+        """Replay partition ``index`` into a new core, yielding after each batch; installs
+        the core when done. What is appended to the partition while it yields (transaction
+        markers: its unloaded core ignores them) is read by a last pass that does not
+        yield, so the core takes over exactly where the log ends: no record is missed or
+        applied twice."""
+        coordinator = GroupCoordinator(self.config)
+        self._replayed[index] = self._records[index] = self._skipped[index] = 0
+        legacy = self._legacy_keys[index] = {}
+        end = part.high_watermark
+        for batch in iter_log_batches(part, part.log_start_offset, end):
+            self._replay(coordinator, index, batch, legacy)
+            yield
+        for batch in iter_log_batches(part, end):  # what came in meanwhile, without yielding
+            self._replay(coordinator, index, batch, legacy)
         coordinator.finish_load(self._clock())
-        self.coordinator = coordinator
-        self.skipped_records = counts[1]
-        self._legacy_keys = legacy
-        self.load_time_s = time.monotonic() - started
-        log.info(
-            "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
-            len(coordinator.groups()),
-            counts[0],
-            counts[1],
-            self.load_time_s,
-        )
+        self.coordinator.install(index, coordinator)
 
     def _replay(
         self,
         coordinator: GroupCoordinator,
         index: int,
         batch: LogBatch,
-        counts: list[int],
         legacy: dict[bytes, bool],
     ) -> None:
         if batch.marker_commit is not None:
@@ -248,22 +348,23 @@ class GroupService:
                 skip_undecodable(log, CONSUMER_OFFSETS_TOPIC, index, records[at[0]][0], exc)
                 bad.append(at[0])
                 start = at[0] + 1
-        counts[1] += len(bad)
+        self._skipped[index] += len(bad)
+        keyed = 0
         for i, (_, key, value) in enumerate(records):
             if key is None:
                 continue
             if key[2:4] == b"\x00\x00" and (not bad or i not in bad) and maybe_legacy_key(key):
                 legacy[key] = value is not None
-            counts[0] += 1
-        counts[0] -= len(bad)
-        loaded, total = self.load_progress
-        self.load_progress = (loaded + len(records), total)
+            keyed += 1
+        self._records[index] += keyed - len(bad)
+        self._replayed[index] += len(records)
 
     def _migrate_legacy_layout(self) -> None:
         """Rewrite the records a pre-Kafka-layout oncelog left (see layout_migration)."""
-        if not any(self._legacy_keys.values()):
+        live = {p: keys for p, keys in self._legacy_keys.items() if any(keys.values())}
+        if not live:
             return
-        step, count = self.coordinator.migrate_legacy(self._legacy_keys)
+        step, count = self.coordinator.migrate_legacy(live)
         self._legacy_keys = {}
         self.runtime.run(step)  # a failed append reloads; the next start-up tries again
         self.migrated_records = count
@@ -309,8 +410,9 @@ class GroupService:
         """TxnOffsetCommit (KIP-98): the producer must hold an Ongoing transaction that
         added the group's offsets partition (AddOffsetsToTxn). ``fenced``: the error for a
         stale epoch in the caller's API version."""
-        if not self.coordinator.loaded:  # as the core would answer, before asking the txn one
-            return commit_errors(req.topics, ErrorCode.coordinator_load_in_progress)
+        unavailable = self.coordinator.unavailable(req.group_id)
+        if unavailable is not None:  # as the core would answer, before asking the txn one
+            return commit_errors(req.topics, unavailable)
         offsets_partition = (CONSUMER_OFFSETS_TOPIC, self.coordinator.partition_for(req.group_id))
         error = self._verify_txn(
             req.transactional_id,
@@ -373,17 +475,22 @@ class GroupService:
         return out
 
     def _reload(self) -> None:
-        """Rebuild the core from the log after a failed append: in the background when the
-        event loop runs (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS, as while
-        Kafka reloads a partition), else at once."""
+        """Rebuild the cores from the log after a failed append: in the background when the
+        event loop runs (each partition's groups get COORDINATOR_LOAD_IN_PROGRESS until it
+        is loaded again, as while Kafka reloads a partition), else at once."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             self._load()
             return
+        self._generation += 1  # a load or a retry under way stops
+        self._queue.clear()
+        self._loader_running = False
+        self._failed_attempts.clear()
         parts = self._ensure_topic()
-        self.coordinator = GroupCoordinator(self.config)  # unloaded: LOAD_IN_PROGRESS
-        self.runtime.spawn(self._load_in_background(parts))
+        self.coordinator = PartitionedGroups(self.config)  # every partition loading
+        self._begin_load(parts)
+        self._load_in_background(range(len(parts)))
 
     def perform(self, effect: object) -> None:
         raise AssertionError(f"the group coordinator has no effect {effect!r}")
