@@ -223,7 +223,9 @@ def check_tv2_epochs(tmp_path: Path, broker: EmbeddedBroker, *, min_starts: int)
             log = tmp_path / f"copier-{p}.log"
             last, inits, commits, aborts, last_is_init = logged_epochs(log)
             assert inits >= min_starts, f"copier {p}: {inits} starts"
-            assert commits >= N // PARTS // 500 and aborts > 0, (commits, aborts)
+            # Each restart follows a SIGKILL, which may land between a commit and its log
+            # line: that commit happened (the data checks above saw it) but is not counted.
+            assert commits + (inits - 1) >= N // PARTS // 500 and aborts > 0, (commits, aborts)
             state = admin.describe_txn(f"copier-tv2-{p}")
             assert (state.producer_id, state.producer_epoch) == last
             producers = admin.describe_producers("output", p)
