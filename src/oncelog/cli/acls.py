@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from oncelog.cli import command_config
 from oncelog.cli.command_config import Bootstrap, CommandConfig
 from oncelog.cli.common import client_conf, ensure_reachable
 
@@ -38,7 +39,7 @@ Operation = Annotated[
 def _admin(bootstrap: str, config: Path | None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config))
     return AdminClient(client_conf(bootstrap, config))
 
 
