@@ -80,7 +80,8 @@ def check_handshake(config: ClientConfig, server: str, timeout_s: float = 10.0) 
     except AuthenticationError:
         raise
     except ssl.SSLError as exc:
-        reason = exc.reason or str(exc)
+        eof = isinstance(exc, ssl.SSLEOFError) or exc.reason == "UNEXPECTED_EOF_WHILE_READING"
+        reason = "the broker closed the connection" if eof else exc.reason or str(exc)
         raise AuthenticationError(
             f"TLS handshake with {server} failed: {reason}; {mismatch}"
         ) from exc

@@ -1,0 +1,210 @@
+"""A careless user's client settings against a secured broker: a wrong SASL password, a wrong
+mechanism, an untrusted CA, a security.protocol that does not match the listener. Every CLI
+command and the Connect worker fail at once with one line naming Kafka's error code or the
+TLS failure (before: librdkafka's "Broker transport failure" after 15 s, an empty
+``cannot list ACLs:`` line, a TimeoutError traceback from ``groups list``, and a worker that
+logged ~1500 librdkafka lines before a traceback), and nothing is written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from oncelog.embedded import EmbeddedBroker
+
+from .connect.workers import free_port, worker_settings
+from .security import TlsFiles, make_tls, secured_settings
+
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+@dataclass(frozen=True)
+class Secured:
+    broker: EmbeddedBroker
+    tls: TlsFiles
+    other_ca: Path  # a CA that did not sign the broker's certificate
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    base = tmp_path_factory.mktemp("wrong-settings")
+    tls = make_tls(base / "tls")
+    data = base / "data"
+    added = cli("users", "add", "admin", "--password", "admin-pw", "--data-dir", str(data))
+    assert added.returncode == 0, added.stderr
+    with EmbeddedBroker(data, settings=secured_settings(tls)) as broker:
+        yield Secured(broker, tls, make_tls(base / "other").ca)
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oncelog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+
+
+def _scram(password: str, mechanism: str = "SCRAM-SHA-512") -> str:
+    return (
+        f"sasl.mechanism={mechanism}\n"
+        f'sasl.jaas.config={SCRAM} required username="admin" password="{password}";\n'
+    )
+
+
+# (listener, client settings with {ca} for the CA file, the one error line)
+CASES = {
+    "wrong SCRAM password": (
+        "SASL_SSL",
+        "security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+        + _scram("wrong"),
+        "SASL SCRAM-SHA-512 authentication failed: SASL_AUTHENTICATION_FAILED "
+        "(Authentication failed: The client keys don't match.: invalid-proof)",
+    ),
+    "wrong PLAIN password": (
+        "SASL_PLAINTEXT",
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        f'sasl.jaas.config={PLAIN} required username="alice" password="nope";\n',
+        "SASL PLAIN authentication failed: SASL_AUTHENTICATION_FAILED "
+        "(Authentication failed: Invalid username or password)",
+    ),
+    "mechanism the listener does not offer": (
+        "SASL_PLAINTEXT",
+        "security.protocol=SASL_PLAINTEXT\n" + _scram("x", "SCRAM-SHA-256"),
+        "SASL mechanism SCRAM-SHA-256 refused (UNSUPPORTED_SASL_MECHANISM); "
+        "the broker offers PLAIN",
+    ),
+    "CA that did not sign the broker's certificate": (
+        "SASL_SSL",
+        "security.protocol=SASL_SSL\nssl.truststore.type=PEM\n"
+        "ssl.truststore.location={other_ca}\n" + _scram("admin-pw"),
+        "TLS handshake with {address} failed: self-signed certificate in certificate chain",
+    ),
+    "SASL_PLAINTEXT against a SASL_SSL listener": (
+        "SASL_SSL",
+        "security.protocol=SASL_PLAINTEXT\n" + _scram("admin-pw"),
+        "{address} closed the connection (connection closed by the broker); "
+        "does security.protocol=SASL_PLAINTEXT match the listener?",
+    ),
+    "SSL against a PLAINTEXT listener": (
+        "PLAINTEXT",
+        "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n",
+        "TLS handshake with {address} failed: the broker closed the connection; "
+        "does security.protocol=SSL match the listener?",
+    ),
+    "PLAINTEXT against a SASL_PLAINTEXT listener": (
+        "SASL_PLAINTEXT",
+        "security.protocol=PLAINTEXT\n",
+        "{address} closed the connection (connection closed by the broker); "
+        "does security.protocol=PLAINTEXT match the listener?",
+    ),
+}
+
+COMMANDS = {
+    "topics list": ("topics", "list"),
+    "groups list": ("groups", "list"),
+    "acls list": ("acls", "list"),
+    "users list": ("users", "list"),
+    "transactions list": ("transactions", "list"),
+    "get-offsets": ("get-offsets", "-t", "orders"),
+    "console-consumer": ("console-consumer", "-t", "orders", "--timeout-ms", "1000"),
+}
+
+
+def _settings(secured: Secured, case: str, tmp_path: Path) -> tuple[str, Path, str]:
+    listener, text, error = CASES[case]
+    address = secured.broker.bootstrap_for(listener)
+    props = tmp_path / "client.properties"
+    props.write_text(text.format(ca=secured.tls.ca, other_ca=secured.other_ca))
+    return address, props, error.format(address=address)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_commands_name_the_cause_at_once(secured: Secured, case: str, tmp_path: Path) -> None:
+    address, props, error = _settings(secured, case, tmp_path)
+    for name, args in COMMANDS.items():
+        started = time.monotonic()
+        done = cli(*args, "-b", address, "--command-config", str(props))
+        took = time.monotonic() - started
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {error}\n"), name
+        assert took < 5, (name, took)  # librdkafka's request timeout was 15 s
+
+
+def test_console_producer_with_a_wrong_password_writes_nothing(
+    secured: Secured, tmp_path: Path
+) -> None:
+    address, props, error = _settings(secured, "wrong SCRAM password", tmp_path)
+    admin = AdminClient({"bootstrap.servers": secured.broker.bootstrap})
+    admin.create_topics([NewTopic("careless", 1)])["careless"].result(10)
+    done = cli(
+        "console-producer",
+        "-t",
+        "careless",
+        "-b",
+        address,
+        "--command-config",
+        str(props),
+        stdin="a\nb\n",
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {error}\n")
+    offsets = cli("get-offsets", "-t", "careless", "-b", secured.broker.bootstrap)
+    assert (offsets.returncode, offsets.stdout.split()) == (0, ["careless:0:0"])
+
+
+def _worker(settings: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    args = [sys.executable, "-m", "oncelog.cli.main", "connect", "worker"]
+    for key, value in settings.items():
+        args += ["--set", f"{key}={value}"]
+    started = time.monotonic()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=90)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("case", "prefix"),
+    [
+        ("wrong SCRAM password", ""),
+        ("CA that did not sign the broker's certificate", ""),
+        ("SASL_PLAINTEXT against a SASL_SSL listener", ""),
+        ("wrong SCRAM password", "producer."),
+    ],
+)
+def test_connect_worker_names_the_cause_and_exits(
+    secured: Secured, case: str, prefix: str, tmp_path: Path
+) -> None:
+    """The worker checks each distinct client setting (shared, producer.*, consumer.*,
+    admin.*) before it creates its internal topics: no topic is created."""
+    address, props, error = _settings(secured, case, tmp_path)
+    wrong = dict(line.split("=", 1) for line in props.read_text().splitlines() if line.strip())
+    right = {
+        "security.protocol": "SASL_SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(secured.tls.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="admin" password="admin-pw";',
+    }
+    group = f"careless-{prefix or 'shared'}"
+    settings = worker_settings(address, group, listeners=f"http://127.0.0.1:{free_port()}")
+    if prefix:
+        settings |= right | {prefix + k: v for k, v in wrong.items()}
+    else:
+        settings |= wrong
+    done, took = _worker(settings)
+    where = f" (with the worker's {prefix}* settings)" if prefix else ""
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        f"error: Cannot connect to the Kafka cluster{where}: {error}\n",
+    )
+    assert took < 10, took
+    topics = AdminClient({"bootstrap.servers": secured.broker.bootstrap}).list_topics(timeout=10)
+    assert not [t for t in topics.topics if t.startswith(group)]
