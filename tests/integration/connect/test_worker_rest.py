@@ -504,6 +504,30 @@ def test_sink_task_failing_mid_batch_loses_nothing(cluster) -> None:
     assert worker.call("DELETE", "/connectors/poison-sink")[0] == 204
 
 
+def test_sink_task_failing_in_start_is_stopped_cleanly(cluster) -> None:
+    """A FileStreamSink whose file cannot be opened: FAILED with the cause; the worker then
+    closes the task (Kafka calls stop() after a failed start too) without a second error."""
+    _, worker, base = cluster
+    config = {
+        "connector.class": "FileStreamSink",
+        "topics": "lines",
+        "file": str(base / "no-such-dir" / "out.txt"),
+    }
+    assert worker.call("PUT", "/connectors/bad-file/config", config)[0] == 201
+    wait_for(
+        lambda: [t["state"] for t in _status(worker, "bad-file")["tasks"]] == ["FAILED"],
+        30,
+        "task failed",
+    )
+    trace = worker.get("/connectors/bad-file/tasks/0/status")["trace"]
+    assert trace.splitlines()[-1] == (
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{config['file']}'"
+    )
+    assert worker.call("DELETE", "/connectors/bad-file")[0] == 204
+    log = worker.log_path.read_text()
+    assert "bad-file-0: closing the failed task failed" not in log
+
+
 def test_prometheus_metrics_on_the_rest_listener(cluster) -> None:
     """GET /metrics: per-task counters of a FileStream source and sink, and their status."""
     from ..metrics_scrape import scrape, value
