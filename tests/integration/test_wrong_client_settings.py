@@ -92,20 +92,20 @@ CASES = {
     "SASL_PLAINTEXT against a SASL_SSL listener": (
         "SASL_SSL",
         "security.protocol=SASL_PLAINTEXT\n" + _scram("admin-pw"),
-        "{address} closed the connection (connection closed by the broker); "
-        "does security.protocol=SASL_PLAINTEXT match the listener?",
+        "{address} closed the connection; "
+        "is it a Kafka listener, and does security.protocol=SASL_PLAINTEXT match it?",
     ),
     "SSL against a PLAINTEXT listener": (
         "PLAINTEXT",
         "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n",
         "TLS handshake with {address} failed: the broker closed the connection; "
-        "does security.protocol=SSL match the listener?",
+        "is it a Kafka listener, and does security.protocol=SSL match it?",
     ),
     "PLAINTEXT against a SASL_PLAINTEXT listener": (
         "SASL_PLAINTEXT",
         "security.protocol=PLAINTEXT\n",
-        "{address} closed the connection (connection closed by the broker); "
-        "does security.protocol=PLAINTEXT match the listener?",
+        "{address} closed the connection; "
+        "is it a Kafka listener, and does security.protocol=PLAINTEXT match it?",
     ),
 }
 

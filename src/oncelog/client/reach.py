@@ -65,7 +65,7 @@ def check_handshake(config: ClientConfig, server: str, timeout_s: float = 10.0) 
     """Connect to ``server`` as ``config`` says (TLS, SASL) and send one Metadata request
     (no topics): AuthenticationError / ClientError naming the cause when that fails."""
     security = config.security
-    mismatch = f"does security.protocol={security.protocol} match the listener?"
+    mismatch = f"is it a Kafka listener, and does security.protocol={security.protocol} match it?"
     try:
         with WireClient(
             server, timeout=timeout_s, client_id="oncelog-check", security=security
@@ -90,9 +90,15 @@ def check_handshake(config: ClientConfig, server: str, timeout_s: float = 10.0) 
             f"{server} accepted the connection but did not answer within {timeout_s:g} s; {mismatch}",
             ErrorCode.request_timed_out,
         ) from exc
-    except OSError as exc:  # closed or reset during the handshake or the first request
+    except ConnectionError as exc:  # closed or reset during the handshake or the first request
         raise ClientError(
-            f"{server} closed the connection ({_reason(exc)}); {mismatch}",
+            f"{server} closed the connection; {mismatch}",
+            ErrorCode.network_exception,
+            retriable=False,
+        ) from exc
+    except OSError as exc:
+        raise ClientError(
+            f"connecting to {server} failed ({_reason(exc)}); {mismatch}",
             ErrorCode.network_exception,
             retriable=False,
         ) from exc
