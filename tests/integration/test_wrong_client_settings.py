@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.embedded import EmbeddedBroker
 
-from .connect.workers import free_port, worker_settings
+from .connect.workers import WorkerProcess, free_port, wait_for, worker_settings
 from .security import TlsFiles, make_tls, secured_settings
 
 # The durations asserted (a fast failure, a 30 s retry) want a worker of their own.
@@ -227,3 +227,59 @@ def test_connect_worker_with_an_unreachable_broker_is_one_line() -> None:
         "(connection refused) after 30 s\n",
     )
     assert 30 <= took < 45, took
+
+
+def test_connector_override_with_a_wrong_password_fails_its_task(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """A connector's ``producer.override.`` / ``consumer.override.`` credentials are wrong:
+    its task is FAILED with SASL_AUTHENTICATION_FAILED (Kafka fails the task on its client's
+    SaslAuthenticationException); before, the task showed RUNNING while librdkafka retried
+    the handshake forever."""
+    address = secured.broker.bootstrap_for("SASL_SSL")
+    right = {
+        "security.protocol": "SASL_SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(secured.tls.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="admin" password="admin-pw";',
+    }
+    settings = worker_settings(
+        address, "overrides", **right, **{"connector.client.config.override.policy": "All"}
+    )
+    wrong = f'{SCRAM} required username="admin" password="wrong";'
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        source = {
+            "connector.class": "VerifiableSource",
+            "topic": "verified",
+            "throughput": "10",
+            "producer.override.sasl.jaas.config": wrong,
+        }
+        sink = {
+            "connector.class": "FileStreamSink",
+            "topics": "verified",
+            "file": str(tmp_path / "out.txt"),
+            "consumer.override.sasl.jaas.config": wrong,
+        }
+        for name, config in (("src", source), ("sink", sink)):
+            assert worker.call("PUT", f"/connectors/{name}/config", config)[0] == 201
+        for name in ("src", "sink"):
+            wait_for(
+                lambda name=name: (
+                    [t["state"] for t in worker.get(f"/connectors/{name}/status")["tasks"]]
+                    == ["FAILED"]
+                ),
+                30,
+                f"{name} task failed",
+            )
+            trace = worker.get(f"/connectors/{name}/tasks/0/status")["trace"]
+            assert trace.splitlines()[-1] == (
+                "oncelog.connect.errors.ConnectException: Cannot connect to the Kafka cluster: "
+                "SASL SCRAM-SHA-512 authentication failed: SASL_AUTHENTICATION_FAILED "
+                "(Authentication failed: The client keys don't match.: invalid-proof)"
+            )
+        assert worker.terminate() == 0
+    finally:
+        worker.kill()
+    assert not (tmp_path / "out.txt").exists() or (tmp_path / "out.txt").read_text() == ""

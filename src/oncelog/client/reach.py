@@ -80,10 +80,15 @@ def check_handshake(config: ClientConfig, server: str, timeout_s: float = 10.0) 
     except AuthenticationError:
         raise
     except ssl.SSLError as exc:
-        eof = isinstance(exc, ssl.SSLEOFError) or exc.reason == "UNEXPECTED_EOF_WHILE_READING"
-        reason = "the broker closed the connection" if eof else exc.reason or str(exc)
+        if isinstance(exc, ssl.SSLEOFError) or exc.reason == "UNEXPECTED_EOF_WHILE_READING":
+            # a plaintext listener, or a broker going away: not an authentication failure
+            raise ClientError(
+                f"TLS handshake with {server} failed: the broker closed the connection; {mismatch}",
+                ErrorCode.network_exception,
+                retriable=False,
+            ) from exc
         raise AuthenticationError(
-            f"TLS handshake with {server} failed: {reason}; {mismatch}"
+            f"TLS handshake with {server} failed: {exc.reason or exc}; {mismatch}"
         ) from exc
     except TimeoutError as exc:
         raise ClientError(
