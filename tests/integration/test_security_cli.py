@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -99,6 +100,29 @@ def test_users_and_acls_commands(tmp_path: Path) -> None:
         )
         remaining = cli("acls", "list", "--principal", "User:alice", *common)
         assert remaining.count("User:alice") == 1 and "TRANSACTIONAL_ID:app-" in remaining
+        # the Cluster resource by Kafka's name (confluent-kafka calls it BROKER); JSON in full
+        assert "added 1 ACL(s)" in cli(
+            "acls", "add", "--allow-principal", "User:operator", "--operation", "ClusterAction",
+            "--cluster", *common,
+        )  # fmt: skip
+        assert json.loads(cli("acls", "list", "--cluster", "-o", "json", *common)) == [
+            {
+                "resource_type": "CLUSTER",
+                "resource_name": "kafka-cluster",
+                "pattern_type": "LITERAL",
+                "principal": "User:operator",
+                "host": "*",
+                "operation": "CLUSTER_ACTION",
+                "permission": "ALLOW",
+            }
+        ]
+        # a table cell too long for its column wraps instead of being cut with "…"
+        table = cli("acls", "list", "--cluster", *common)
+        assert "…" not in table and "CLUSTER_ACTIO" in table and "kafka" in table
+        assert json.loads(cli("users", "list", "-o", "json", *common)) == [
+            {"user": "admin", "mechanism": "SCRAM-SHA-512", "iterations": 8192},
+            {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192},
+        ]
         assert "created topic orders-1" in cli("topics", "create", "orders-1", "-p", "2", *common)
         assert "orders-1" in cli("topics", "list", *common).split()
         assert "high watermark" in cli("topics", "describe", "orders-1", *common)

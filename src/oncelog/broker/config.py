@@ -357,8 +357,10 @@ class BrokerConfig:
         try:
             parsed = parser(value.strip())  # type: ignore[operator]
         except ValueError as exc:
+            # Kafka's words (ConfigDef: "Not a number of type INT"), not Python's int() message.
+            reason = {int: "Not an integer", float: "Not a number"}.get(parser, str(exc))  # type: ignore[call-overload]
             raise BrokerConfigError(
-                f"Invalid value {value} for configuration {key}: {exc}"
+                f"Invalid value {value} for configuration {key}: {reason}"
             ) from exc
         check = _CHECKS.get(key)
         reason = check(parsed) if check else None

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from oncelog.cli.command_config import Bootstrap, CommandConfig
-from oncelog.cli.common import client_conf, ensure_reachable
+from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
+from oncelog.cli.common import client_conf, emit, ensure_reachable, table
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
 console = Console()
@@ -38,7 +38,7 @@ Operation = Annotated[
 def _admin(bootstrap: str, config: Path | None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config))
     return AdminClient(client_conf(bootstrap, config))
 
 
@@ -198,10 +198,11 @@ def list_(
     principal: Annotated[str | None, typer.Option("--principal")] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config: CommandConfig = None,
+    output: Output = "table",
 ) -> None:
     """List the ACLs matching the resources given (all without one)."""
     admin = _admin(bootstrap, config)
-    table = Table("resource", "pattern", "principal", "host", "operation", "permission")
+    rows: list[dict[str, str]] = []
     for acl_filter in _filter(
         topic, group, transactional_id, cluster, resource_pattern_type, principal
     ):
@@ -210,15 +211,21 @@ def list_(
         except Exception as exc:
             _fail(f"cannot list ACLs: {exc}")
         for a in found:
-            table.add_row(
-                f"{a.restype.name}:{a.name}",
-                a.resource_pattern_type.name,
-                a.principal,
-                a.host,
-                a.operation.name,
-                a.permission_type.name,
+            rows.append(
+                {
+                    # Kafka's name: confluent-kafka calls the Cluster resource type BROKER
+                    "resource_type": "CLUSTER" if a.restype.name == "BROKER" else a.restype.name,
+                    "resource_name": a.name,
+                    "pattern_type": a.resource_pattern_type.name,
+                    "principal": a.principal,
+                    "host": a.host,
+                    "operation": a.operation.name,
+                    "permission": a.permission_type.name,
+                }
             )
-    console.print(table)
+    columns = ("resource", "pattern", "principal", "host", "operation", "permission")
+    cells = [(f"{r['resource_type']}:{r['resource_name']}", *list(r.values())[2:]) for r in rows]
+    emit(output, rows, table(None, columns, cells))
 
 
 @app.command()

@@ -86,7 +86,27 @@ def load(path: Path | None) -> dict[str, str]:
     if path is None:
         return {}
     try:
-        return librdkafka_settings(parse_properties(path.read_text()))
+        settings = librdkafka_settings(parse_properties(path.read_text()))
     except (OSError, BrokerConfigError, ClientConfigError) as exc:
         typer.echo(f"error: --command-config {path}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _check_names(path, settings)
+    return settings
+
+
+def _check_names(path: Path, settings: dict[str, str]) -> None:
+    """A misspelt key (``sasl.mechansim``) is a usage error for every command, naming it:
+    librdkafka checks names and values when a client is built (without bootstrap servers
+    it never connects), whereas the protocol client would ignore what it does not use."""
+    import logging
+
+    from confluent_kafka import KafkaException, Producer
+
+    quiet = logging.getLogger("oncelog.cli.librdkafka")  # silent unless --verbose
+    try:
+        Producer({**settings, "logger": quiet})
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        text = err.str() if hasattr(err, "str") else str(err)
+        typer.echo(f"error: --command-config {path}: {text}", err=True)
         raise typer.Exit(2) from exc

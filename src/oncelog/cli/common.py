@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +20,7 @@ from oncelog.cli.command_config import Bootstrap, CommandConfig, Output, fail, p
 from oncelog.client.admin import Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
+from oncelog.client.reach import check_cluster, check_reachable
 from oncelog.client.retry import RetryPolicy
 
 __all__ = ["Bootstrap", "CommandConfig", "Output", "fail", "parse_servers"]
@@ -37,35 +35,21 @@ LIBRDKAFKA_LOGGER.propagate = False
 console = Console()
 
 
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, socket.gaierror):
-        return "unknown host"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if exc.errno:
-        return os.strerror(exc.errno).lower()
-    return str(exc)
-
-
-def ensure_reachable(bootstrap: str, timeout: float = REACH_TIMEOUT_S) -> None:
+def ensure_reachable(
+    bootstrap: str, config: ClientConfig | None = None, timeout: float = REACH_TIMEOUT_S
+) -> None:
     """Fail with one line unless some bootstrap server accepts a TCP connection within
-    ``timeout`` seconds (connection refused is retried until then, as clients do)."""
-    servers = parse_servers(bootstrap)
-    deadline = time.monotonic() + timeout
-    reasons: dict[str, str] = {}
-    while True:
-        for host, port in servers:
-            left = max(0.05, deadline - time.monotonic())
-            try:
-                socket.create_connection((host, port), timeout=min(left, 2.0)).close()
-                return
-            except OSError as exc:
-                reasons[f"{host}:{port}"] = _reason(exc) or "unreachable"
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
-    what = ", ".join(f"{a} ({r})" for a, r in reasons.items())
-    fail(f"cannot reach {what} after {timeout:g} s")
+    ``timeout`` seconds (connection refused is retried until then, as clients do) and, with
+    ``config``, completes its TLS/SASL handshake (a wrong password is SASL_AUTHENTICATION_FAILED
+    at once, not librdkafka's "Broker transport failure" after its timeout)."""
+    parse_servers(bootstrap)
+    try:
+        if config is None:
+            check_reachable(ClientConfig(bootstrap), timeout)
+        else:
+            check_cluster(config, timeout)
+    except ClientError as exc:
+        fail(str(exc))
 
 
 def client_conf(bootstrap: str, config_file: Path | None, **extra: Any) -> dict[str, Any]:
@@ -94,7 +78,7 @@ def admin(bootstrap: str, config_file: Path | None) -> Admin:
     """The client layer's Admin for a command, after checking its settings (a bad
     --command-config is a usage error) and that the cluster is reachable."""
     config = client_config(bootstrap, config_file)
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, config)
     a = Admin(
         config,
         policy=RetryPolicy(deadline_s=TIMEOUT_S),

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from oncelog.cli import command_config
 from oncelog.cli.common import (
     Bootstrap,
     CommandConfig,
@@ -64,7 +65,7 @@ def producer(
     extra = _props(producer_property, "--producer-property")
     if transactional_id:
         extra["transactional.id"] = transactional_id
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config_file))
     errors: list[str] = []
 
     def report(err: Any, _msg: Any) -> None:
@@ -161,7 +162,7 @@ def consumer(
     if isolation_level not in ISOLATION:
         fail(f"--isolation-level {isolation_level}: expected one of {', '.join(ISOLATION)}", 2)
     props = _props(prop, "--property")
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config_file))
     conf = client_conf(
         bootstrap,
         config_file,

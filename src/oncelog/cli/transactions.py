@@ -24,8 +24,9 @@ POLICY = RetryPolicy(deadline_s=30.0)
 
 
 def _admin(bootstrap: str, config_file: Path | None) -> TxnAdmin:
-    ensure_reachable(bootstrap)
-    return TxnAdmin(command_config.client_config(bootstrap, config_file), policy=POLICY)
+    config = command_config.client_config(bootstrap, config_file)
+    ensure_reachable(bootstrap, config)
+    return TxnAdmin(config, policy=POLICY)
 
 
 def _fail(exc: Exception) -> NoReturn:

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from oncelog.cli.command_config import Bootstrap, CommandConfig
-from oncelog.cli.common import client_conf, ensure_reachable
+from oncelog.cli import command_config
+from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
+from oncelog.cli.common import client_conf, emit, ensure_reachable, table
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and delete SCRAM users.")
 console = Console()
@@ -39,7 +39,7 @@ def _fail(message: str) -> None:
 def _admin(bootstrap: str, config: Path | None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    ensure_reachable(bootstrap)
+    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config))
     return AdminClient(client_conf(bootstrap, config))
 
 
@@ -104,14 +104,15 @@ def list_(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config: CommandConfig = None,
     data_dir: DataDir = None,
+    output: Output = "table",
 ) -> None:
     """Users and their SCRAM mechanisms (never the secrets)."""
-    table = Table("user", "mechanism", "iterations")
+    rows: list[tuple[str, str, int]] = []
     if data_dir is not None:
         store = _store(data_dir)
         for user in store.users():
             for mech, cred in sorted(store.mechanisms(user).items()):
-                table.add_row(user, mech.sasl_name, str(cred.iterations))
+                rows.append((user, mech.sasl_name, cred.iterations))
     else:
         admin = _admin(bootstrap, config)
         try:
@@ -120,8 +121,9 @@ def list_(
             _fail(f"cannot list users: {exc}")
         for user, d in sorted(described.items()):
             for info in d.scram_credential_infos:
-                table.add_row(user, info.mechanism.name.replace("_", "-"), str(info.iterations))
-    console.print(table)
+                rows.append((user, info.mechanism.name.replace("_", "-"), info.iterations))
+    data = [{"user": u, "mechanism": m, "iterations": i} for u, m, i in rows]
+    emit(output, data, table(None, ("user", "mechanism", "iterations"), rows))
 
 
 @app.command()

@@ -18,6 +18,7 @@ does not stop in time, as Kafka does.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import traceback
@@ -64,6 +65,8 @@ from oncelog.connect.worker_source_task import (
 
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 READ_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
 
 
 class ClientFactory(Protocol):
@@ -346,6 +349,16 @@ class Worker:
             out["transactions-aborted"] = loop.aborted_transactions
         return out
 
+    def _close_failed(self, runner: _TaskRunner) -> None:
+        """Close a failed task's loop as Kafka's WorkerTask does (its ``finally``): a sink
+        task's consumer leaves the group (else it kept its partitions from the restarted
+        task until max.poll.interval.ms), acknowledged offsets are committed, the task is
+        stopped. The first failure is the one reported."""
+        try:
+            runner.loop.close()
+        except Exception:
+            log.warning("%s: closing the failed task failed", runner.id, exc_info=True)
+
     def _run(self, runner: _TaskRunner) -> None:
         try:
             runner.loop.start()
@@ -353,6 +366,7 @@ class Worker:
             if not runner.stopping.is_set():  # a start cut short by a stop is no failure
                 runner.failure = _trace(exc)
                 self._task_status(runner.id, State.FAILED, runner.failure)
+            self._close_failed(runner)
             return
         with runner.status_lock:
             runner.started = True
@@ -373,6 +387,7 @@ class Worker:
         except Exception as exc:
             runner.failure = _trace(exc)
             self._task_status(runner.id, State.FAILED, runner.failure)
+            self._close_failed(runner)
             return
         try:
             runner.loop.close()

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from oncelog.connect.herder import Herder
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
-from oncelog.connect.kafka_io.settings import check_worker_client_settings
+from oncelog.connect.kafka_io.settings import check_worker_client_settings, check_worker_connection
 from oncelog.connect.metrics import add_metrics_route
 from oncelog.connect.plugins import PluginRegistry
 from oncelog.connect.rest_app import create_app
@@ -42,6 +42,9 @@ from oncelog.connect.worker_config import (
 
 log = logging.getLogger(__name__)
 READY = "oncelog connect worker ready on http://{host}:{port}"
+# How long a starting worker waits for an unreachable cluster (a refused TLS/SASL handshake
+# fails at once).
+REACH_TIMEOUT_S = 30.0
 
 
 def _bind(listener: str) -> socket.socket:
@@ -66,6 +69,7 @@ def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
 
 async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     check_worker_client_settings(config)
+    await asyncio.to_thread(check_worker_connection, config, REACH_TIMEOUT_S)
     plugins = PluginRegistry.discover(config.plugin_path())
     admin_config = {**config.shared_client_config(), **config.originals_with_prefix("admin.")}
     admin_config.pop("listeners", None)

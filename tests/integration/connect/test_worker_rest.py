@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
@@ -70,6 +71,54 @@ class FailingConnector(SourceConnector):
         pass
 '''
 
+POISON_PLUGIN = '''
+"""A sink writing each value on a line of its file; a batch holding the value "poison" fails
+part-way (after the values before it are written) until the file ``healed`` exists."""
+import os
+
+from oncelog.connect.api import SinkConnector, SinkTask
+from oncelog.connect.config import ConfigDef
+
+
+class PoisonSinkTask(SinkTask):
+    def version(self):
+        return "1"
+
+    def start(self, config):
+        self.path = config["file"]
+
+    def put(self, records):
+        healed = os.path.exists(self.path + ".healed")
+        with open(self.path, "a") as out:
+            for r in records:
+                if r.value == "poison" and not healed:
+                    raise RuntimeError(f"poison record at offset {r.kafka_offset}")
+                out.write(f"{r.value}\\n")
+
+    def stop(self):
+        pass
+
+
+class PoisonSinkConnector(SinkConnector):
+    def version(self):
+        return "1"
+
+    def config_def(self):
+        return ConfigDef()
+
+    def start(self, config):
+        self.config = dict(config)
+
+    def task_class(self):
+        return PoisonSinkTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.config)]
+
+    def stop(self):
+        pass
+'''
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[EmbeddedBroker, WorkerProcess, Path]]:
@@ -78,6 +127,7 @@ def cluster() -> Iterator[tuple[EmbeddedBroker, WorkerProcess, Path]]:
     plugins.mkdir()
     (plugins / "counter_plugin.py").write_text(textwrap.dedent(PLUGIN))
     (plugins / "failing_plugin.py").write_text(textwrap.dedent(FAILING_PLUGIN))
+    (plugins / "poison_plugin.py").write_text(textwrap.dedent(POISON_PLUGIN))
     broker = EmbeddedBroker(base / "data").start()
     worker = WorkerProcess(
         worker_settings(broker.bootstrap, GROUP, **{"plugin.path": str(plugins)}),
@@ -404,6 +454,78 @@ def test_failed_tasks_report_the_trace_and_restart_only_failed(cluster) -> None:
             f"task {task} restarted and failed again",
         )
     assert worker.call("DELETE", "/connectors/failing")[0] == 204
+
+
+def test_sink_task_failing_mid_batch_loses_nothing(cluster) -> None:
+    """put() fails part-way through a batch (non-retriable): the task is FAILED with the
+    cause in its trace, the batch's offsets are not committed, and once the cause is gone a
+    task restart redelivers the whole batch (at least once: nothing lost, in order)."""
+    broker, worker, base = cluster
+    values = [f"v{i}" for i in range(10)] + ["poison"] + [f"v{i}" for i in range(11, 20)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for v in values:
+        producer.produce("poisoned", json.dumps(v).encode())
+    assert producer.flush(10) == 0
+    out = base / "poisoned.txt"
+    config = {"connector.class": "PoisonSinkConnector", "topics": "poisoned", "file": str(out)}
+    assert worker.call("PUT", "/connectors/poison-sink/config", config)[0] == 201
+    wait_for(
+        lambda: [t["state"] for t in _status(worker, "poison-sink")["tasks"]] == ["FAILED"],
+        30,
+        "task failed",
+    )
+    trace = worker.get("/connectors/poison-sink/tasks/0/status")["trace"]
+    assert "RuntimeError: poison record at offset 10" in trace
+    assert out.read_text().splitlines() == values[:10]  # written up to the poison record
+    time.sleep(1.5)  # three offset.flush.interval.ms: nothing of the failed batch commits
+    assert worker.get("/connectors/poison-sink/offsets") == {"offsets": []}
+
+    (base / "poisoned.txt.healed").touch()
+    status, _ = worker.call("POST", "/connectors/poison-sink/tasks/0/restart")
+    assert status == 204
+    wait_for(lambda: len(out.read_text().splitlines()) == 30, 30, "batch redelivered")
+    assert out.read_text().splitlines() == values[:10] + values  # again from offset 0
+    wait_for(
+        lambda: (
+            worker.get("/connectors/poison-sink/offsets")
+            == {
+                "offsets": [
+                    {
+                        "partition": {"kafka_topic": "poisoned", "kafka_partition": 0},
+                        "offset": {"kafka_offset": 20},
+                    }
+                ]
+            }
+        ),
+        30,
+        "offsets committed after the restart",
+    )
+    assert [t["state"] for t in _status(worker, "poison-sink")["tasks"]] == ["RUNNING"]
+    assert worker.call("DELETE", "/connectors/poison-sink")[0] == 204
+
+
+def test_sink_task_failing_in_start_is_stopped_cleanly(cluster) -> None:
+    """A FileStreamSink whose file cannot be opened: FAILED with the cause; the worker then
+    closes the task (Kafka calls stop() after a failed start too) without a second error."""
+    _, worker, base = cluster
+    config = {
+        "connector.class": "FileStreamSink",
+        "topics": "lines",
+        "file": str(base / "no-such-dir" / "out.txt"),
+    }
+    assert worker.call("PUT", "/connectors/bad-file/config", config)[0] == 201
+    wait_for(
+        lambda: [t["state"] for t in _status(worker, "bad-file")["tasks"]] == ["FAILED"],
+        30,
+        "task failed",
+    )
+    trace = worker.get("/connectors/bad-file/tasks/0/status")["trace"]
+    assert trace.splitlines()[-1] == (
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{config['file']}'"
+    )
+    assert worker.call("DELETE", "/connectors/bad-file")[0] == 204
+    log = worker.log_path.read_text()
+    assert "bad-file-0: closing the failed task failed" not in log
 
 
 def test_prometheus_metrics_on_the_rest_listener(cluster) -> None:

@@ -254,5 +254,7 @@ class FileStreamSinkTask(SinkTask):
             os.fsync(self._out.fileno())
 
     def stop(self) -> None:
-        if self.filename is not None and not self._out.closed:
-            self._out.close()
+        # stop() also follows a start() that failed (as in Kafka): nothing may be open yet.
+        out: IO[str] | None = getattr(self, "_out", None)
+        if out is not None and out is not sys.stdout and not out.closed:
+            out.close()

@@ -15,6 +15,7 @@ from confluent_kafka import (
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
 from oncelog.client.java_config import librdkafka_settings
+from oncelog.client.reach import check_cluster
 from oncelog.client.security import ClientConfigError
 from oncelog.connect.errors import ConnectException
 from oncelog.connect.worker_config import WorkerConfig
@@ -52,16 +53,42 @@ def check_worker_client_settings(worker: WorkerConfig) -> None:
     """Fail at start, naming the key, when the worker's shared or ``producer.`` /
     ``consumer.`` / ``admin.`` client settings cannot be honoured: a worker never
     connects with less security than it was configured with."""
+    _worker_client_configs(worker)
+
+
+def _worker_client_configs(worker: WorkerConfig) -> dict[str, ClientConfig]:
+    """The client layer's config of the worker's shared, ``producer.``, ``consumer.`` and
+    ``admin.`` client settings, by prefix."""
     shared = worker.shared_client_config()
+    out = {}
     for prefix in ("", "producer.", "consumer.", "admin."):
         own = {k: str(v) for k, v in worker.originals_with_prefix(prefix).items()} if prefix else {}
         own.pop("listeners", None)
         try:
             conf = librdkafka_settings({**shared, **own})
-            ClientConfig.of(str(conf["bootstrap.servers"]), conf)
+            out[prefix] = ClientConfig.of(str(conf["bootstrap.servers"]), conf)
         except (ClientError, ValueError) as exc:
             where = f" (with the worker's {prefix}* settings)" if prefix else ""
             raise ConnectException(f"Invalid worker client settings{where}: {exc}") from None
+    return out
+
+
+def check_worker_connection(worker: WorkerConfig, timeout_s: float) -> None:
+    """Fail at start with one precise message when the cluster cannot be reached within
+    ``timeout_s`` seconds, or refuses the TLS/SASL handshake of any of the worker's client
+    settings (each distinct one is tried once): a wrong password is
+    SASL_AUTHENTICATION_FAILED at once, not librdkafka's "Broker transport failure"."""
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for prefix, config in _worker_client_configs(worker).items():
+        key = (config.bootstrap, tuple(sorted(config.conf.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            check_cluster(config, timeout_s)
+        except ClientError as exc:
+            where = f" (with the worker's {prefix}* settings)" if prefix else ""
+            raise ConnectException(f"Cannot connect to the Kafka cluster{where}: {exc}") from None
 
 
 def librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from confluent_kafka import (
 )
 
 from oncelog.client.admin import Admin
-from oncelog.client.errors import ClientError
+from oncelog.client.errors import AuthenticationError, ClientError
+from oncelog.client.reach import check_handshake, check_reachable
 from oncelog.connect import client_configs
 from oncelog.connect.errors import ConnectException
 from oncelog.connect.internal_log import LogRecord
@@ -44,10 +45,28 @@ from oncelog.connect.worker_source_task import DeliveryCallback
 log = logging.getLogger(__name__)
 
 
+def check_credentials(config: Mapping[str, Any]) -> None:
+    """Fail a task whose client cannot authenticate, as Kafka does (its producer or consumer
+    raises SaslAuthenticationException / SslAuthenticationException, and the task fails):
+    librdkafka would retry the refused handshake forever while the task shows RUNNING. Only a
+    refused TLS/SASL handshake fails the task; an unreachable or restarting broker is left to
+    the client's retries."""
+    cfg = client_config(config)
+    if not (cfg.security.tls or cfg.security.sasl):
+        return
+    try:
+        check_handshake(cfg, check_reachable(cfg, 2.0))
+    except AuthenticationError as exc:
+        raise ConnectException(f"Cannot connect to the Kafka cluster: {exc}") from None
+    except ClientError as exc:
+        log.debug("credentials not checked: %s", exc)
+
+
 class ProducerSender:
     """A source task's ``RecordSender``."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
+        check_credentials(config)
         self.producer = Producer(librdkafka(config))
 
     def send(
@@ -230,6 +249,7 @@ class ConsumerSinkSource:
     """A sink task's ``SinkRecordSource``."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
+        check_credentials(config)
         self.consumer = Consumer(librdkafka(config))
 
     def subscribe(
