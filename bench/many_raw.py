@@ -252,9 +252,15 @@ def main() -> None:
             broker.stop()
             # The broker's own view: event-loop stalls (with the stack that held the loop)
             # and its shutdown summary of loop lag and garbage collections.
+            in_report = False
             for line in broker.log_path.read_text().splitlines():
                 if "event loop" in line or "held the event loop" in line:
                     print(line)
+                    in_report = line.endswith("the loop thread is at:")
+                elif in_report and not line[:4].isdigit():
+                    print(line)  # the stall report's stack and kernel wait
+                else:
+                    in_report = False
     print(
         f"\n{args.records} x 1 KB records per batch, {args.inflight} in flight per connection, "
         f"{args.seconds:.0f} s per phase, medians of {args.rounds} rounds [min-max]"
