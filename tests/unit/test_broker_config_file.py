@@ -125,6 +125,12 @@ def test_unknown_keys_and_bad_values_are_all_reported_at_once(tmp_path: Path) ->
         ("group.consumer.migration.policy", "BIDIRECTIONAL", True),
         ("group.consumer.migration.policy", "sideways", False),
         ("group.consumer.max.size", "0", False),
+        # Booleans: true/false in any case, nothing else (Kafka's ConfigDef BOOLEAN).
+        ("oncelog.flush.on.ack", "TRUE", True),
+        ("oncelog.flush.on.ack", " false ", True),
+        ("oncelog.flush.on.ack", "yes", False),
+        ("auto.create.topics.enable", "1", False),
+        ("log.cleaner.enable", "0", False),
     ],
 )
 def test_values_are_range_checked_as_kafka_does(key: str, value: str, ok: bool) -> None:

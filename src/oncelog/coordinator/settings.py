@@ -22,13 +22,14 @@ def setting(key: str, default: T, *, unit_ms: int = 1) -> T:
 
 
 def parse_bool(text: str) -> bool:
-    """A boolean broker property: ``true``/``false`` (also ``1``/``0``, ``yes``/``no``)."""
+    """A boolean broker property: ``true`` or ``false`` in any case, as Kafka's ConfigDef
+    takes a BOOLEAN (``1``, ``yes`` and the like are errors there, so here too)."""
     s = text.strip().lower()
-    if s in ("true", "1", "yes"):
+    if s == "true":
         return True
-    if s in ("false", "0", "no"):
+    if s == "false":
         return False
-    raise ValueError(f"not a boolean: {text!r}")
+    raise ValueError("Expected value to be either true or false")
 
 
 def _parse_bool(value: object) -> bool:
