@@ -15,7 +15,6 @@ between without it. See ``plan_cleaning`` / ``swap_cleaned``.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -64,7 +63,14 @@ from .errors import (
 from .producer_state import OpenTxn, ProducerStateManager
 from .recovery import load_log
 from .retention import size_breached, start_breached, time_breached
-from .roll_flush import FileWrite, RollFlusher, RollFlushJob, open_directory, shared_flusher
+from .roll_flush import (
+    FileWrite,
+    RollFlusher,
+    RollFlushes,
+    RollFlushJob,
+    open_directory,
+    shared_flusher,
+)
 from .segment import LogSegment
 from .txn_index import aborted_entry
 from .validator import check_size
@@ -147,11 +153,9 @@ class PartitionLog:
         self._closed = False
         self._lock = threading.RLock()
         self._cleaning_sources: dict[int, LogSegment] = {}
-        self._roll_flusher = roll_flusher or shared_flusher()
-        # Background flushes of rolled segments, oldest first, with the base offset of the
-        # segment each one writes (the flusher runs them in order: the last one done means
-        # every earlier one is). Done ones are dropped as they are looked at.
-        self._roll_flushes: list[tuple[int, RollFlushJob, Future[int]]] = []
+        self._roll_flushes = RollFlushes(
+            roll_flusher or shared_flusher(), max_unflushed=MAX_UNFLUSHED_ROLLS
+        )
         # First offset not yet cleaned; the earliest delete horizon a pass left behind
         # (unknown after a restart: 0 lets one pass find it).
         first_dirty = cleaner_offset
@@ -392,15 +396,7 @@ class PartitionLog:
             pruned_snapshots=pruned,
             skip_indexes=lambda: old.deleted,
         )
-        # Back-pressure, as the synchronous flush gave: a log that rolls faster than its
-        # segments reach the disk (tiny segment.bytes) waits for its older flushes.
-        while len(unflushed := self._unflushed_rolls()) >= MAX_UNFLUSHED_ROLLS:
-            concurrent.futures.wait([unflushed[0][2]])
-            if unflushed[0][2].exception() is not None:
-                break  # failed: kept for the durability paths to report
-        future = self._roll_flusher.submit(job)
-        self._roll_flushes.append((old.base_offset, job, future))
-        future.add_done_callback(self._roll_flushed)
+        self._roll_flushes.submit(old.base_offset, job).add_done_callback(self._roll_flushed)
         return new
 
     def _register_snapshot(self) -> tuple[FileWrite | None, tuple[str, ...]]:
@@ -432,26 +428,7 @@ class PartitionLog:
         """Block until every roll's flush is done; with ``check``, raises its ``OSError``
         if one failed (then nothing in this log may be called durable). The job takes no
         lock, so waiting while holding ``_lock`` is safe."""
-        for _, _, future in list(self._roll_flushes):
-            if check:
-                future.result()
-            else:
-                concurrent.futures.wait([future])
-
-    def _unflushed_rolls(self) -> list[tuple[int, RollFlushJob, Future[int]]]:
-        """Roll flushes still running or failed (a failed one stays: see above)."""
-        flushes = self._roll_flushes
-        while flushes and flushes[0][2].done() and flushes[0][2].exception() is None:
-            flushes.pop(0)
-        return flushes
-
-    def pending_roll_flush(self) -> Future[int] | None:
-        """The newest roll's flush while any runs, or the one that failed; else None."""
-        flushes = self._unflushed_rolls()
-        if not flushes:
-            return None
-        failed = [f for _, _, f in flushes if f.done() and f.exception() is not None]
-        return failed[0] if failed else flushes[-1][2]
+        self._roll_flushes.wait(check=check)
 
     # -- durability ---------------------------------------------------------------------
 
@@ -479,7 +456,7 @@ class PartitionLog:
         (if any) is done, an fdatasync of that fd, from any thread, makes every offset
         below that end durable. Then ``mark_durable(end)``, back on the loop."""
         self._check_open()
-        return self._segments[-1].fd, self._leo, self.pending_roll_flush()
+        return self._segments[-1].fd, self._leo, self._roll_flushes.pending()
 
     @_locked
     def mark_durable(self, offset: int) -> None:
@@ -562,7 +539,7 @@ class PartitionLog:
             self._release()
         # Cancelled, a job stops after the step it is in; waiting keeps it from writing
         # while the next owner reopens the directory.
-        concurrent.futures.wait([future for _, _, future in self._roll_flushes])
+        self._roll_flushes.wait(check=False)
 
     @_locked
     def delete(self) -> None:
@@ -572,8 +549,7 @@ class PartitionLog:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _release(self) -> None:
-        for _, job, _ in self._roll_flushes:
-            job.cancel()  # a close waited for them; a delete or crash need not
+        self._roll_flushes.cancel()  # a close waited for them; a delete or crash need not
         for seg in self._segments:
             seg.close()
         for seg, _ in self._pending_deletes:
@@ -792,12 +768,12 @@ class PartitionLog:
         # A rolled segment's job writes its index files by name: a swap must not put a
         # cleaned segment's files under those names meanwhile, so cleaning stops below
         # the oldest segment still being flushed, as below the active one.
-        unflushed = self._unflushed_rolls()
+        flushing_from = self._roll_flushes.oldest_base()
         return measure(
             self._segment_facts(first_dirty),
             first_dirty_offset=first_dirty,
             last_stable_offset=self.last_stable_offset,
-            active_base=unflushed[0][0] if unflushed else self._segments[-1].base_offset,
+            active_base=self._segments[-1].base_offset if flushing_from is None else flushing_from,
             config=self.config,
             now_ms=now_ms,
         )

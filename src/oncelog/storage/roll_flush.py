@@ -32,7 +32,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,64 @@ def _pwrite_all(fd: int, data: bytes, position: int) -> None:
         written = os.pwrite(fd, view, position)
         view = view[written:]
         position += written
+
+
+class RollFlushes:
+    """One log's roll flushes not yet known to be done, oldest first, each with the base
+    offset of the segment it writes. The flusher runs jobs in order, so the newest one
+    done means every earlier one is. A failed one is kept: the log's durability paths
+    keep reporting it. The log calls these under its lock; ``wait`` needs no lock."""
+
+    def __init__(self, flusher: RollFlusher, *, max_unflushed: int) -> None:
+        self._flusher = flusher
+        self._max_unflushed = max_unflushed
+        self._flushes: list[tuple[int, RollFlushJob, Future[int]]] = []
+
+    def submit(self, segment_base: int, job: RollFlushJob) -> Future[int]:
+        """Queue ``job``; first wait for the oldest flushes while ``max_unflushed`` of this
+        log's are outstanding (back-pressure, as the synchronous flush gave: a log that
+        rolls faster than its segments reach the disk waits)."""
+        while len(unflushed := self._unflushed()) >= self._max_unflushed:
+            oldest = unflushed[0][2]
+            wait([oldest])
+            if oldest.exception() is not None:
+                break
+        future = self._flusher.submit(job)
+        self._flushes.append((segment_base, job, future))
+        return future
+
+    def _unflushed(self) -> list[tuple[int, RollFlushJob, Future[int]]]:
+        flushes = self._flushes
+        while flushes and flushes[0][2].done() and flushes[0][2].exception() is None:
+            flushes.pop(0)
+        return flushes
+
+    def oldest_base(self) -> int | None:
+        """The base offset of the oldest segment whose flush runs (or failed), if any."""
+        unflushed = self._unflushed()
+        return unflushed[0][0] if unflushed else None
+
+    def pending(self) -> Future[int] | None:
+        """The newest flush while any runs, or the one that failed; else None."""
+        unflushed = self._unflushed()
+        if not unflushed:
+            return None
+        failed = [f for _, _, f in unflushed if f.done() and f.exception() is not None]
+        return failed[0] if failed else unflushed[-1][2]
+
+    def wait(self, *, check: bool = True) -> None:
+        """Block until every flush is done; with ``check``, raise the ``OSError`` of one
+        that failed."""
+        for _, _, future in list(self._flushes):
+            if check:
+                future.result()
+            else:
+                wait([future])
+
+    def cancel(self) -> None:
+        """The log was released: every job stops after the step it is in."""
+        for _, job, _ in self._flushes:
+            job.cancel()
 
 
 _shared: RollFlusher | None = None
