@@ -12,27 +12,18 @@ import pytest
 from oncelog.pread import NotCachedError, pread_cached
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.segment import LOG_SUFFIX
+from oncelog.testing.faults import evict_file_pages
 
 from .test_storage_support import append, config, open_log
 
 MB = 1 << 20
 
 
-def evict(path: Path) -> None:
-    """Drop the file's pages from the page cache (clean pages only: sync first)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def test_pread_cached_refuses_evicted_pages_and_reads_cached_ones(tmp_path: Path) -> None:
     path = tmp_path / "f"
     data = os.urandom(2 * MB)
     path.write_bytes(data)
-    evict(path)
+    evict_file_pages(path)
     fd = os.open(path, os.O_RDONLY)
     try:
         with pytest.raises(NotCachedError):
@@ -59,7 +50,7 @@ def filled(path: Path) -> PartitionLog:
 
 def test_a_cold_segment_is_refused_then_read_like_the_plain_read(tmp_path: Path) -> None:
     log = filled(tmp_path / "t-0")
-    evict(segment_log(log))
+    evict_file_pages(segment_log(log))
     for offset, max_bytes in ((0, MB), (801, 64_000), (1203, 10 * MB), (1599, 1)):
         with pytest.raises(NotCachedError):
             log.read(offset, max_bytes, cached_only=True)
@@ -94,7 +85,7 @@ def test_warming_what_was_refused_lets_the_cached_read_succeed(tmp_path: Path) -
     log = filled(tmp_path / "t-0")
     plain = log.read(900, 200_000)
     assert plain is not None
-    evict(segment_log(log))
+    evict_file_pages(segment_log(log))
     rounds = 0
     while True:
         try:

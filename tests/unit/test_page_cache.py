@@ -13,6 +13,7 @@ import pytest
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.page_cache import PageWarmer
 from oncelog.protocol.response_frame import FileRange, ResponseFrame
+from oncelog.testing.faults import evict_file_pages
 
 MB = 1 << 20
 
@@ -21,16 +22,6 @@ def written(path: Path, size: int) -> bytes:
     data = os.urandom(size)
     path.write_bytes(data)
     return data
-
-
-def evict(path: Path) -> None:
-    """Drop the file's pages from the page cache (clean pages only: sync first)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def file_range(path: Path, position: int, length: int) -> FileRange:
@@ -51,7 +42,7 @@ def warmer() -> PageWarmer:
 def test_an_evicted_range_is_cold_until_warmed_then_hot(tmp_path: Path, warmer) -> None:
     path = tmp_path / "segment.log"
     written(path, 8 * MB)
-    evict(path)
+    evict_file_pages(path)
     r = file_range(path, 3 * MB + 5, 4 * MB)
     try:
         assert warmer.enabled
@@ -81,7 +72,7 @@ def test_a_range_past_the_end_of_its_file_is_left_to_the_send(tmp_path: Path, wa
     # report: the send fails on it (ConnectionAbortedError), as it did before.
     path = tmp_path / "segment.log"
     written(path, MB)
-    evict(path)
+    evict_file_pages(path)
     r = file_range(path, 2 * MB, MB)
     try:
         assert not warmer.cold(r)
@@ -92,7 +83,7 @@ def test_a_range_past_the_end_of_its_file_is_left_to_the_send(tmp_path: Path, wa
 def test_the_warmed_response_reaches_the_client_byte_for_byte(tmp_path: Path, warmer) -> None:
     path = tmp_path / "segment.log"
     data = written(path, 6 * MB)
-    evict(path)
+    evict_file_pages(path)
 
     async def main() -> bytes:
         loop = asyncio.get_running_loop()

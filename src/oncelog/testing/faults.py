@@ -86,17 +86,19 @@ def kill_session(sid: int) -> None:
         os.kill(me, signal.SIGKILL)
 
 
+def evict_file_pages(path: Path) -> int:
+    """Drop one file's pages from the page cache, as reclaim would; returns its size.
+    Only clean pages can be dropped, so the file is synced first."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        size = os.fstat(fd).st_size
+        os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)
+        return size
+    finally:
+        os.close(fd)
+
+
 def evict_segment_pages(data_dir: Path, topic: str) -> int:
-    """Drop the topic's segment pages from the page cache, as reclaim would; returns the
-    bytes evicted. Only clean pages can be dropped, so each file is synced first."""
-    total = 0
-    for path in data_dir.rglob(f"{topic}-*/*.log"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            size = os.fstat(fd).st_size
-            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_DONTNEED)
-            total += size
-        finally:
-            os.close(fd)
-    return total
+    """Drop the topic's segment pages from the page cache; returns the bytes evicted."""
+    return sum(evict_file_pages(path) for path in data_dir.rglob(f"{topic}-*/*.log"))
