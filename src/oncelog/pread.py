@@ -73,11 +73,11 @@ def pread_cached(fd: int, size: int, position: int) -> bytes:
             f"bytes at {position + got} are not cached", fd, position + got, size - got
         ) from None
     except OSError as exc:
-        if isinstance(exc, NotCachedError) or exc.errno not in _UNSUPPORTED:
+        if exc.errno not in _UNSUPPORTED:
             raise
         _nowait = False
         return os.pread(fd, size, position)
-    del view
+    del view  # a bytearray with an exported buffer cannot be resized
     if got < size:
         del buf[got:]
     return bytes(buf)
