@@ -131,6 +131,8 @@ def test_unknown_keys_and_bad_values_are_all_reported_at_once(tmp_path: Path) ->
         ("oncelog.flush.on.ack", "yes", False),
         ("auto.create.topics.enable", "1", False),
         ("log.cleaner.enable", "0", False),
+        ("oncelog.debug.group.load.fail", "1:2,3", True),
+        ("oncelog.debug.group.load.fail", "abc", False),
     ],
 )
 def test_values_are_range_checked_as_kafka_does(key: str, value: str, ok: bool) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
 from oncelog.coordinator.settings import parse_bool, property_defaults
-from oncelog.group.config import GroupConfig
+from oncelog.group.config import GroupConfig, parse_load_failures
 from oncelog.txn.config import TxnConfig
 
 LONG_MAX = 2**63 - 1
@@ -223,7 +223,16 @@ def all_of(*checks: Check) -> Check:
     return check
 
 
+def _load_failures(value: object) -> str | None:
+    try:
+        parse_load_failures(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 _CHECKS: dict[str, Check] = {
+    "oncelog.debug.group.load.fail": _load_failures,
     "num.partitions": at_least(1),
     "oncelog.loop.stall.warn.ms": at_least(0),
     "default.replication.factor": at_least(1),

@@ -78,14 +78,25 @@ class GroupConfig:
 
     def debug_load_failures(self) -> dict[int, int]:
         """``oncelog.debug.group.load.fail`` parsed: partition -> attempts that fail."""
-        out: dict[int, int] = {}
-        for item in self.debug_load_fail.split(","):
-            if item.strip():
-                partition, _, count = item.partition(":")
-                out[int(partition)] = int(count or 1)
-        return out
+        return parse_load_failures(self.debug_load_fail)
 
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> GroupConfig:
         """Build from broker settings (Kafka names); missing keys keep the defaults."""
         return from_properties(cls, values)
+
+
+def parse_load_failures(text: str) -> dict[int, int]:
+    """``P:N,...`` (``P`` alone: ``P:1``) as partition -> attempts that fail; ValueError
+    naming the malformed item otherwise."""
+    out: dict[int, int] = {}
+    for item in text.split(","):
+        if item.strip():
+            partition, _, count = item.strip().partition(":")
+            try:
+                out[int(partition)] = int(count or 1)
+            except ValueError:
+                raise ValueError(
+                    f"expected PARTITION[:ATTEMPTS] items separated by commas, got {item!r}"
+                ) from None
+    return out
