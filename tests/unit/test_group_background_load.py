@@ -262,11 +262,7 @@ def test_a_failed_append_reloads_in_the_background(tmp_path: Path, monkeypatch: 
     lookup = OffsetsGoneAway(topics)
 
     async def scenario() -> None:
-        groups = GroupService(
-            GroupConfig(offsets_topic_num_partitions=PARTS),
-            topics=lookup,  # type: ignore[arg-type]
-            verify_txn=lambda *a, **k: E.none,
-        )
+        groups = new_groups(lookup)  # type: ignore[arg-type]
         groups.start(background=True)
         try:
             await failed_append_and_reload(groups)
@@ -456,11 +452,7 @@ def test_a_failed_append_while_partitions_load_reloads_them_all(
     lookup = OffsetsGoneAway(topics)
 
     async def scenario() -> None:
-        groups = GroupService(
-            GroupConfig(offsets_topic_num_partitions=PARTS),
-            topics=lookup,  # type: ignore[arg-type]
-            verify_txn=lambda *a, **k: E.none,
-        )
+        groups = new_groups(lookup)  # type: ignore[arg-type]
         groups.start(background=True)
         try:
             await fail_while_loading(groups)
