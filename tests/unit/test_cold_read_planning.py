@@ -50,8 +50,10 @@ def filled(path: Path) -> PartitionLog:
 
 def test_a_cold_segment_is_refused_then_read_like_the_plain_read(tmp_path: Path) -> None:
     log = filled(tmp_path / "t-0")
-    evict_file_pages(segment_log(log))
     for offset, max_bytes in ((0, MB), (801, 64_000), (1203, 10 * MB), (1599, 1)):
+        # Evicted before each case: the previous plain read's readahead may have brought
+        # this case's pages in.
+        evict_file_pages(segment_log(log))
         with pytest.raises(NotCachedError):
             log.read(offset, max_bytes, cached_only=True)
         plain = log.read(offset, max_bytes)
