@@ -4,7 +4,10 @@ its own, as Kafka's coordinator shards do, against a real broker and real client
 * while a partition loads, only its groups get COORDINATOR_LOAD_IN_PROGRESS (Heartbeat:
   NONE, as Kafka's "blindly respond"); the groups of loaded partitions are served;
 * a partition whose load fails answers NOT_COORDINATOR (Kafka's FAILED state); the broker
-  loads it again after a back-off, and a client that asked meanwhile gets its offsets.
+  loads it again after a back-off, and a client that asked meanwhile gets its offsets;
+* by default a request for a loading group waits for its partition, which loads next
+  (``oncelog.group.load.wait.ms``): librdkafka fails a synchronous commit after two quick
+  retries of COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer.
 
 The load is made slow or failing with the broker's test hooks
 ``oncelog.debug.group.load.partition.delay.ms`` and ``oncelog.debug.group.load.fail``.
@@ -16,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4 import request as hb
 from kio.schema.offset_fetch.v7 import request as of
@@ -110,6 +113,7 @@ def test_loaded_partitions_are_served_while_a_later_one_loads(
     b = history(tmp_path, topic_name, {first: [5, 6], last: [7, 8]})
     # Each partition waits 2s before it loads: 0 is served after ~2s, 2 after ~6s.
     b.settings["oncelog.debug.group.load.partition.delay.ms"] = "2000"
+    b.settings["oncelog.group.load.wait.ms"] = "0"  # answer at once, as Kafka does
     started = time.monotonic()
     b.start(timeout=60)
     try:
@@ -169,5 +173,33 @@ def test_a_failed_partition_answers_not_coordinator_until_it_is_loaded_again(
         assert any("loaded __consumer_offsets-1 after 2 failed attempts" in line for line in lines)
         print(f"partition 1 served after {served_s:.2f}s (2 failed loads)")
         assert served_s > 2.5  # 1s then 2s of back-off
+    finally:
+        b.stop()
+
+
+@pytest.mark.xdist_group("timing")
+def test_a_commit_right_after_a_restart_waits_for_the_load_instead_of_failing(
+    tmp_path: Path, topic_name: str
+) -> None:
+    late = group_on(2)
+    b = history(tmp_path, topic_name, {late: [1, 2]})
+    # Partition 2 would load after ~3s: longer than librdkafka's retries of a commit.
+    b.settings["oncelog.debug.group.load.partition.delay.ms"] = "1000"
+    b.settings["oncelog.group.load.wait.ms"] = "0"  # Kafka's answer: the commit fails
+    b.start(timeout=60)
+    try:
+        with pytest.raises(KafkaException) as failed:
+            commit(b.bootstrap, late, topic_name, [3, 4])
+        assert failed.value.args[0].code() == E.coordinator_load_in_progress.value
+    finally:
+        b.stop()
+    del b.settings["oncelog.group.load.wait.ms"]  # the default: the commit waits
+    started = time.monotonic()
+    b.start(timeout=60)
+    try:
+        commit(b.bootstrap, late, topic_name, [5, 6])
+        waited_s = time.monotonic() - started
+        assert committed(b.bootstrap, late, topic_name, 2) == [5, 6]
+        print(f"the commit waited {waited_s:.2f}s for partition 2's load")
     finally:
         b.stop()

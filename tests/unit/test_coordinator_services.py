@@ -103,14 +103,14 @@ def test_in_transaction_rule_and_end_txn_through_markers_to_group_offsets(wired:
         assert txn.verify_in_transaction(TXN, pid, epoch, offsets_tp) is E.none
         ok = await groups.txn_commit_offsets(commit_request(pid, epoch, 5))
         assert ok.topics == (("out", ((0, E.none),)),)
-        [part] = groups.fetch_offsets(fetch).topics[0][1]
+        [part] = (await groups.fetch_offsets(fetch)).topics[0][1]
         assert part.error is E.unstable_offset_commit
         assert (await txn.end_txn(TXN, pid, epoch, True)).error is E.none
         for _ in range(100):  # markers are written after the EndTxn reply
             if txn.coordinator.describe(TXN).state.kafka_name == "CompleteCommit":  # type: ignore[union-attr]
                 break
             await asyncio.sleep(0.01)
-        [part] = groups.fetch_offsets(fetch).topics[0][1]
+        [part] = (await groups.fetch_offsets(fetch)).topics[0][1]
         assert (part.error, part.offset) == (E.none, 5)
         [(_, meta)] = txn.describe_transactions([TXN])
         assert meta is not None and meta.partitions == set()

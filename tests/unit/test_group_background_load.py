@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -62,12 +63,17 @@ def open_topics(path: Path) -> TopicRegistry:
     return topics
 
 
-def new_groups(topics: TopicRegistry, txn: TransactionService | None = None) -> GroupService:
+def new_groups(
+    topics: TopicRegistry, txn: TransactionService | None = None, *, load_wait_ms: int = 0
+) -> GroupService:
+    """``load_wait_ms`` 0 by default: requests are answered at once while loading, as
+    Kafka's are."""
+
     def no_txn(*args: object, **kwargs: object) -> ErrorCode:
         return E.none
 
     return GroupService(
-        GroupConfig(offsets_topic_num_partitions=PARTS),
+        GroupConfig(offsets_topic_num_partitions=PARTS, load_wait_ms=load_wait_ms),
         topics=topics,
         verify_txn=no_txn if txn is None else txn.verify_in_transaction,
     )
@@ -117,7 +123,7 @@ def write_history(path: Path, group: str, commits: int) -> tuple[int, int]:
 
 
 def fetch(groups: GroupService, group: str) -> dict[int, tuple[int, ErrorCode]]:
-    reply = groups.fetch_offsets(OffsetFetchRequest(group, None, require_stable=True))
+    reply = groups.committed_offsets(OffsetFetchRequest(group, None, require_stable=True))
     assert reply.error is E.none
     return {p.partition: (p.offset, p.error) for _, parts in reply.topics for p in parts}
 
@@ -168,7 +174,7 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
         groups = new_groups(topics)
         groups.start(background=True)
         assert not groups.loaded
-        assert groups.fetch_offsets(OffsetFetchRequest(group, None)).error is LOADING
+        assert (await groups.fetch_offsets(OffsetFetchRequest(group, None))).error is LOADING
         assert (await groups.commit_offsets(commit(group, 0, 1))).topics == (
             ("t", ((0, LOADING),)),
         )
@@ -278,7 +284,7 @@ def test_a_failed_append_reloads_in_the_background(tmp_path: Path, monkeypatch: 
         lookup.gone = False
         # The core is rebuilt from the log in the background, not at once.
         assert not groups.loaded
-        assert groups.fetch_offsets(OffsetFetchRequest(group, None)).error is LOADING
+        assert (await groups.fetch_offsets(OffsetFetchRequest(group, None))).error is LOADING
         while not groups.loaded:
             await asyncio.sleep(0)
         assert fetch(groups, group)[1] == (197, E.none)  # the failed commit is not there
@@ -341,7 +347,7 @@ def test_a_loaded_partition_is_served_while_another_loads(
             await groups.stop()
 
     async def served_while_loading(groups: GroupService) -> None:
-        while groups.fetch_offsets(OffsetFetchRequest(first, None)).error is LOADING:
+        while (await groups.fetch_offsets(OffsetFetchRequest(first, None))).error is LOADING:
             await asyncio.sleep(0)
         assert not groups.loaded
         assert groups.coordinator.loading() == [2]
@@ -355,7 +361,7 @@ def test_a_loaded_partition_is_served_while_another_loads(
         join = JoinGroupRequest(first, "", "consumer", (("range", b""),), 10_000)
         assert (await groups.join(join)).error is E.member_id_required
         # ... not partition 2's, still loading (Heartbeat: NONE, "blindly", as Kafka).
-        assert groups.fetch_offsets(OffsetFetchRequest(last, None)).error is LOADING
+        assert (await groups.fetch_offsets(OffsetFetchRequest(last, None))).error is LOADING
         assert (await groups.commit_offsets(commit(last, 0, 1))).topics == (("t", ((0, LOADING),)),)
         assert (await groups.heartbeat(HeartbeatRequest(last, 1, "nobody"))).error is E.none
         assert [d.error for d in groups.describe_groups([last, first], 5)] == [LOADING, E.none]
@@ -405,7 +411,9 @@ def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
     async def failed_then_retried(groups: GroupService) -> None:
         while groups.coordinator.failed() != [1] or groups.coordinator.loading():
             await asyncio.sleep(0)
-        assert groups.fetch_offsets(OffsetFetchRequest(broken, None)).error is NOT_COORDINATOR
+        assert (
+            await groups.fetch_offsets(OffsetFetchRequest(broken, None))
+        ).error is NOT_COORDINATOR
         assert (await groups.commit_offsets(commit(broken, 0, 1))).topics == (
             ("t", ((0, NOT_COORDINATOR),)),
         )
@@ -460,7 +468,7 @@ def test_a_failed_append_while_partitions_load_reloads_them_all(
             await groups.stop()
 
     async def fail_while_loading(groups: GroupService) -> None:
-        while groups.fetch_offsets(OffsetFetchRequest(first, None)).error is LOADING:
+        while (await groups.fetch_offsets(OffsetFetchRequest(first, None))).error is LOADING:
             await asyncio.sleep(0)
         assert groups.coordinator.loading() == [2]
         lookup.gone = True
@@ -476,6 +484,99 @@ def test_a_failed_append_while_partitions_load_reloads_them_all(
             await asyncio.sleep(0)  # the loaders end
         assert len(groups.runtime._tasks) == 1  # the timer: the stale loader stopped
         assert groups.load_progress == (308, 308)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def test_a_request_waits_for_its_partition_which_loads_next(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """``oncelog.group.load.wait.ms``: a request for a group whose partition is still
+    loading waits for the load instead of getting COORDINATOR_LOAD_IN_PROGRESS (librdkafka
+    fails a commit after two quick retries), and its partition is loaded next."""
+    first, middle, last = group_on(0), group_on(1), group_on(2)
+    write_commits(tmp_path, {first: 200, middle: 200, last: 200})
+    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    topics = open_topics(tmp_path)
+
+    async def scenario() -> None:
+        groups = new_groups(topics, load_wait_ms=60_000)
+        groups.start(background=True)
+        try:
+            assert groups.coordinator.loading() == [0, 1, 2]
+            reply = await groups.commit_offsets(commit(last, 0, 1000))
+            assert reply.topics == (("t", ((0, E.none),)),)
+            # Partition 2 went before partition 1, which still loads.
+            assert 1 in groups.coordinator.loading()
+            assert 2 not in groups.coordinator.loading()
+            assert fetch(groups, last)[0] == (1000, E.none)
+            fetched = await groups.fetch_offsets(OffsetFetchRequest(middle, None))
+            assert fetched.error is E.none
+            assert {p.offset for _, parts in fetched.topics for p in parts} == {196, 197, 198, 199}
+        finally:
+            await groups.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def test_a_request_waits_at_most_the_load_wait(tmp_path: Path) -> None:
+    """A load slower than ``oncelog.group.load.wait.ms`` gets Kafka's answer after it."""
+    group = group_on(0)
+    write_commits(tmp_path, {group: 4})
+    topics = open_topics(tmp_path)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(
+                offsets_topic_num_partitions=PARTS,
+                load_wait_ms=50,
+                debug_load_partition_delay_ms=10_000,
+            ),
+            topics=topics,
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            started = time.monotonic()
+            reply = await groups.commit_offsets(commit(group, 0, 9))
+            waited = time.monotonic() - started
+            assert reply.topics == (("t", ((0, LOADING),)),)
+            assert 0.05 <= waited < 5
+            assert groups._load_waiters.get(0, []) == []  # the timed-out waiter is gone
+        finally:
+            await groups.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def test_a_waiting_request_gets_not_coordinator_when_the_load_fails(tmp_path: Path) -> None:
+    broken = group_on(0)
+    write_commits(tmp_path, {broken: 4})
+    topics = open_topics(tmp_path)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS, debug_load_fail="0:1"),
+            topics=topics,
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start(background=True)
+        try:
+            started = time.monotonic()
+            join = JoinGroupRequest(broken, "", "consumer", (("range", b""),), 10_000)
+            assert (await groups.join(join)).error is E.not_coordinator
+            assert time.monotonic() - started < 0.9  # woken by the failure, not the retry
+        finally:
+            await groups.stop()
 
     try:
         asyncio.run(scenario())

@@ -235,6 +235,7 @@ _CHECKS: dict[str, Check] = {
     "oncelog.debug.group.load.fail": _load_failures,
     "num.partitions": at_least(1),
     "oncelog.loop.stall.warn.ms": at_least(0),
+    "oncelog.group.load.wait.ms": at_least(0),
     "default.replication.factor": at_least(1),
     "socket.request.max.bytes": at_least(1),
     "message.max.bytes": at_least(0),

@@ -188,7 +188,7 @@ class BrokerStateView:
             return []
         out = []
         for g in sorted(listed.groups, key=lambda g: g.group_id):
-            reply = groups.fetch_offsets(OffsetFetchRequest(g.group_id, None))
+            reply = groups.committed_offsets(OffsetFetchRequest(g.group_id, None))
             for topic, parts in reply.topics:
                 for fetched in parts:
                     if fetched.offset < 0:

@@ -50,6 +50,12 @@ class GroupConfig:
     # Kafka's constant: a new member's parked JoinGroup is dropped after this long, since
     # it cannot heartbeat yet and its socket is muted (a retry simply joins again).
     new_member_join_timeout_ms: int = 300_000
+    # A request for a group whose __consumer_offsets partition is still loading waits this
+    # long for the load (and that partition loads next) before it is answered
+    # COORDINATOR_LOAD_IN_PROGRESS. Kafka answers at once; librdkafka then retries a commit
+    # only twice (100-300 ms), so a consumer committing just after a restart would fail.
+    # 0: answer at once, as Kafka does.
+    load_wait_ms: int = setting("oncelog.group.load.wait.ms", 5_000)
     # How long the shell may sleep between timer checks when no deadline is near.
     tick_max_ms: int = 500
     # Test hooks, off by default. The background load of each __consumer_offsets partition

@@ -117,6 +117,8 @@ class GroupService:
         self._failed_attempts: dict[int, int] = {}
         # Bumped when every partition is reloaded: an older loader or retry stops.
         self._generation = 0
+        # Requests waiting for their group's partition to load (see _await_load).
+        self._load_waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -233,6 +235,7 @@ class GroupService:
         attempts = self._failed_attempts[index] = self._failed_attempts.get(index, 0) + 1
         delay = min(LOAD_RETRY_MIN_S * 2 ** min(attempts - 1, 16), LOAD_RETRY_MAX_S)
         self.coordinator.mark_failed(index)
+        self._wake_load_waiters(index)  # they get NOT_COORDINATOR and look again
         log.error(
             "loading %s-%d failed (attempt %d): %s; its groups answer NOT_COORDINATOR, "
             "loading it again in %.3gs",
@@ -251,6 +254,40 @@ class GroupService:
             return
         self.coordinator.mark_loading(index)  # COORDINATOR_LOAD_IN_PROGRESS again
         self._load_in_background([index])
+
+    async def _await_load(self, group_id: str) -> None:
+        """Kafka answers a request for a group whose partition is loading with
+        COORDINATOR_LOAD_IN_PROGRESS, and the client retries. librdkafka retries a commit
+        only twice, 100-300 ms apart, then fails the application's commit, so a consumer
+        committing just after a broker restart would fail and reprocess its last records.
+        A load takes little time, so the request waits for it instead (at most
+        ``oncelog.group.load.wait.ms``), and its partition loads next; after that it is
+        answered as Kafka would."""
+        wait_ms = self.config.load_wait_ms
+        if (
+            wait_ms <= 0
+            or self.coordinator.unavailable(group_id) is not ErrorCode.coordinator_load_in_progress
+        ):
+            return
+        partition = self.coordinator.partition_for(group_id)
+        if partition in self._queue:  # not being loaded yet: it goes first
+            self._queue.remove(partition)
+            self._queue.appendleft(partition)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._load_waiters.setdefault(partition, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, wait_ms / 1000)
+        except TimeoutError:
+            pass  # still loading: the core answers COORDINATOR_LOAD_IN_PROGRESS
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+
+    def _wake_load_waiters(self, partition: int) -> None:
+        for waiter in self._load_waiters.pop(partition, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _all_loaded(self) -> None:
         self._log_loaded()
@@ -316,6 +353,7 @@ class GroupService:
             self._replay(coordinator, index, batch, legacy)
         coordinator.finish_load(self._clock())
         self.coordinator.install(index, coordinator)
+        self._wake_load_waiters(index)
 
     def _replay(
         self,
@@ -380,19 +418,23 @@ class GroupService:
     # -- membership --------------------------------------------------------------------
 
     async def join(self, req: JoinGroupRequest) -> JoinGroupReply:
+        await self._await_load(req.group_id)
         step = self.coordinator.join_group(req, self._clock(), self._topic_metadata())
         return await self._call(step, JoinGroupReply)
 
     async def sync(self, req: SyncGroupRequest) -> SyncGroupReply:
+        await self._await_load(req.group_id)
         return await self._call(self.coordinator.sync_group(req, self._clock()), SyncGroupReply)
 
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatReply:
         return await self._call(self.coordinator.heartbeat(req, self._clock()), HeartbeatReply)
 
     async def leave(self, req: LeaveGroupRequest) -> LeaveGroupReply:
+        await self._await_load(req.group_id)
         return await self._call(self.coordinator.leave_group(req, self._clock()), LeaveGroupReply)
 
     async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatReply:
+        await self._await_load(req.group_id)
         step = self.coordinator.consumer_heartbeat(req, self._topic_metadata(), self._clock())
         return await self._call(step, ConsumerHeartbeatReply)
 
@@ -402,6 +444,7 @@ class GroupService:
     # -- offsets -----------------------------------------------------------------------
 
     async def commit_offsets(self, req: OffsetCommitRequest) -> CommitReply:
+        await self._await_load(req.group_id)
         return await self._call(self.coordinator.offset_commit(req, self._clock()), CommitReply)
 
     async def txn_commit_offsets(
@@ -410,6 +453,7 @@ class GroupService:
         """TxnOffsetCommit (KIP-98): the producer must hold an Ongoing transaction that
         added the group's offsets partition (AddOffsetsToTxn). ``fenced``: the error for a
         stale epoch in the caller's API version."""
+        await self._await_load(req.group_id)
         unavailable = self.coordinator.unavailable(req.group_id)
         if unavailable is not None:  # as the core would answer, before asking the txn one
             return commit_errors(req.topics, unavailable)
@@ -426,10 +470,16 @@ class GroupService:
         step = self.coordinator.txn_offset_commit(req, self._clock())
         return await self._call(step, CommitReply)
 
-    def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchReply:
+    async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchReply:
+        await self._await_load(req.group_id)
+        return self.coordinator.offset_fetch(req)
+
+    def committed_offsets(self, req: OffsetFetchRequest) -> OffsetFetchReply:
+        """OffsetFetch as the coordinator stands, without waiting for a load (inspection)."""
         return self.coordinator.offset_fetch(req)
 
     async def delete_offsets(self, req: OffsetDeleteRequest) -> OffsetDeleteReply:
+        await self._await_load(req.group_id)
         step = self.coordinator.offset_delete(req, self._clock())
         return await self._call(step, OffsetDeleteReply)
 

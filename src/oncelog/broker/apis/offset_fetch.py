@@ -15,7 +15,7 @@ from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 
 
-def _fetch_one(
+async def _fetch_one(
     ctx: RequestContext,
     group_id: str,
     topics: Any,
@@ -25,7 +25,7 @@ def _fetch_one(
     if not ctx.authorized(Op.DESCRIBE, Res.GROUP, group_id):
         return gm.OffsetFetchReply(group_id, ErrorCode.group_authorization_failed)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    reply = ctx.broker.groups.fetch_offsets(
+    reply = await ctx.broker.groups.fetch_offsets(
         gm.OffsetFetchRequest(group_id, wanted, require_stable, member[0], member[1])
     )
     return _authorized_topics(ctx, reply, listed_all=topics is None)
@@ -72,14 +72,14 @@ def _topics(reply: gm.OffsetFetchReply, topic_cls: type, partition_cls: type) ->
     )
 
 
-def offset_fetch(ctx: RequestContext, req: Any) -> Any:
+async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     if hasattr(req, "groups"):  # v8+: several groups
         out = []
         for g in req.groups:
             # v9+: a consumer-protocol member names itself and its epoch (KIP-848).
             member = (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
-            reply = _fetch_one(ctx, g.group_id, g.topics, req.require_stable, member)
+            reply = await _fetch_one(ctx, g.group_id, g.topics, req.require_stable, member)
             out.append(
                 make(
                     r.OffsetFetchResponseGroup,
@@ -91,7 +91,7 @@ def offset_fetch(ctx: RequestContext, req: Any) -> Any:
                 )
             )
         return make(r.OffsetFetchResponse, groups=tuple(out))
-    reply = _fetch_one(ctx, req.group_id, req.topics, getattr(req, "require_stable", False))
+    reply = await _fetch_one(ctx, req.group_id, req.topics, getattr(req, "require_stable", False))
     if ctx.version < 2 and reply.error != ErrorCode.none and req.topics is not None:
         # v0-v1 have no group-level error: Kafka puts it on every requested partition
         # (KAFKA-19246), so e.g. COORDINATOR_LOAD_IN_PROGRESS is not read as "no offset".
