@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from oncelog.connect.errors import ConnectException
@@ -29,3 +31,27 @@ def test_client_config_keeps_connection_settings_and_checks_security() -> None:
 def test_an_unknown_security_protocol_fails_with_a_connect_error() -> None:
     with pytest.raises(ConnectException, match="Invalid client settings"):
         client_config({"bootstrap.servers": "a:9092", "security.protocol": "CARRIER_PIGEON"})
+
+
+def test_client_log_lines_go_through_the_workers_logging(caplog: pytest.LogCaptureFixture) -> None:
+    """librdkafka's lines reach the worker's log as records of ``oncelog.connect.clients``,
+    not as raw ``%3|...`` lines on stderr."""
+    import socket
+    import time
+
+    from confluent_kafka import Producer
+
+    from oncelog.connect.kafka_io.settings import librdkafka
+
+    with socket.socket() as s:  # a port nobody listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    caplog.set_level(logging.DEBUG, logger="oncelog.connect.clients")
+    producer = Producer(librdkafka({"bootstrap.servers": f"127.0.0.1:{port}"}))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not caplog.records:
+        producer.poll(0.1)
+    records = [r for r in caplog.records if r.name == "oncelog.connect.clients"]
+    assert records, "no librdkafka line reached the logger"
+    assert any("Connect to" in r.getMessage() and str(port) in r.getMessage() for r in records)
+    assert {r.levelno for r in records} <= {logging.ERROR, logging.WARNING, logging.INFO}

@@ -29,9 +29,10 @@ def _joins(caplog: pytest.LogCaptureFixture) -> int:
 
 
 def test_the_herder_rejoins_promptly_after_a_broker_restart(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     caplog.set_level(logging.INFO, logger="oncelog.connect.herder")
+    caplog.set_level(logging.INFO, logger="oncelog.connect.clients")
     broker = EmbeddedBroker(tmp_path / "data").start(timeout=60)
     herder: Herder | None = None
     try:
@@ -57,6 +58,16 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
         assert _joins(caplog) > first, "the herder did not join again within 60 s"
         assert rejoined_after < 30, rejoined_after
         assert "herder tick failed" not in caplog.text  # no traceback for a restart
+        # The clients' "connection refused" lines came through the worker's logging ...
+        refused = [
+            r
+            for r in caplog.records
+            if r.name == "oncelog.connect.clients" and "Connection refused" in r.getMessage()
+        ]
+        assert refused, "no client log line while the broker was down"
+        # ... and none raw on stderr ("%3|1795496097.473|FAIL|rdkafka#producer-1| ...").
+        raw = [line for line in capfd.readouterr().err.splitlines() if line.startswith("%")]
+        assert raw == [], raw[:3]
     finally:
         if herder is not None:
             herder.stop(30)

@@ -21,6 +21,10 @@ from oncelog.connect.errors import ConnectException
 from oncelog.connect.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines (a broker that refused a connection, say) go through the
+# worker's logging, as a Java worker's clients log through log4j, rather than raw
+# "%3|1795496097.473|FAIL|..." lines on stderr. They reach Python when the client is polled.
+CLIENT_LOGGER = logging.getLogger("oncelog.connect.clients")
 
 # Java-client settings librdkafka does not know; the framework sets them for Java's
 # producer and consumer, librdkafka's defaults mean the same.
@@ -44,7 +48,7 @@ def client_config(config: Mapping[str, Any]) -> ClientConfig:
     raises ConnectException for invalid security settings."""
     conf = librdkafka_conf(config)
     try:
-        return ClientConfig.of(str(conf["bootstrap.servers"]), conf)
+        return ClientConfig.of(str(conf["bootstrap.servers"]), {**conf, "logger": CLIENT_LOGGER})
     except (ClientError, ValueError) as exc:
         raise ConnectException(f"Invalid client settings: {exc}") from None
 
@@ -96,7 +100,7 @@ def librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
     settings, then this client's own."""
     conf = librdkafka_conf(config)
     own = {k: v for k, v in conf.items() if k not in _JAVA_ONLY and k != "bootstrap.servers"}
-    return client_config(conf).librdkafka(**own)
+    return client_config(conf).librdkafka(**own, logger=CLIENT_LOGGER)
 
 
 FENCED_CODES = frozenset(
