@@ -144,6 +144,7 @@ def test_restart_serves_while_offsets_load(tmp_path: Path, topic_name: str) -> N
         b.stop()
 
     log_start = len(b.log_path.read_text().splitlines())
+    b.settings["oncelog.group.load.wait.ms"] = "0"  # Kafka's answers while loading
     started = time.monotonic()
     b.start(timeout=120)
     ready_s = time.monotonic() - started
@@ -214,5 +215,23 @@ def test_restart_serves_while_offsets_load(tmp_path: Path, topic_name: str) -> N
         finally:
             consumer.close()
         assert first == {0: 7, 1: 3}
+    finally:
+        b.stop()
+
+    # By default (oncelog.group.load.wait.ms) a request for a loading group waits for its
+    # partition, which loads next, instead of getting COORDINATOR_LOAD_IN_PROGRESS.
+    del b.settings["oncelog.group.load.wait.ms"]
+    last = sorted(expected)[-1]
+    log_start = len(b.log_path.read_text().splitlines())
+    b.start(timeout=120)
+    try:
+        with WireClient(b.bootstrap, timeout=60) as client:
+            asked = time.monotonic()
+            error, got = fetch_all(client, last)
+            waited_s = time.monotonic() - asked
+            assert (error, got) == (ErrorCode.none, expected[last])
+        lines = b.log_path.read_text().splitlines()[log_start:]
+        assert not [line for line in lines if LOADED.search(line)]  # the others still load
+        print(f"{last}'s OffsetFetch waited {waited_s:.2f}s for its partition")
     finally:
         b.stop()

@@ -29,7 +29,8 @@ class LogRecord:
 class LogConsumer(Protocol):
     def partitions(self, topic: str) -> list[int]: ...
 
-    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]: ...
+    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
+        """The partitions' end offsets; transient failures are retried until ``timeout_s``."""
 
     def assign(self, topic: str, positions: dict[int, int]) -> None:
         """Read ``topic`` from these positions (partition -> next offset)."""
@@ -66,8 +67,8 @@ class InternalTopicReader:
 
     def read_to_end(self, timeout_s: float) -> None:
         """Apply every record up to the end offsets taken now; raises on timeout."""
-        ends = self.consumer.end_offsets(self.topic, sorted(self.positions))
         deadline = self.clock() + timeout_s
+        ends = self.consumer.end_offsets(self.topic, sorted(self.positions), timeout_s)
         while any(self.positions[p] < end for p, end in ends.items()):
             if self.clock() >= deadline:
                 behind = {

@@ -124,7 +124,9 @@ class ConnectGroupMember:
                 except OSError as exc:
                     failures.append(f"{server}: {exc}")
             if response is None:
-                raise ConnectException(f"No bootstrap server answered: {'; '.join(failures)}")
+                # An OSError, as each failure was: the herder retries it after
+                # retry.backoff.ms (a broker restarting), not worker.unsync.backoff.ms.
+                raise ConnectionError(f"No bootstrap server answered: {'; '.join(failures)}")
             if response.error_code != ErrorCode.none:
                 raise MembershipError("FindCoordinator", response.error_code)
             self._transport = self._connect(f"{response.host}:{response.port}")

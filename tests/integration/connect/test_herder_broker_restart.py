@@ -28,9 +28,16 @@ def _joins(caplog: pytest.LogCaptureFixture) -> int:
     return sum(1 for r in caplog.records if r.getMessage().startswith("joined generation"))
 
 
+@pytest.mark.parametrize("connection", ["kept", "dropped"])
 def test_the_herder_rejoins_promptly_after_a_broker_restart(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    connection: str,
 ) -> None:
+    """``dropped``: the join starts with FindCoordinator, which the stopped broker refuses
+    (it once failed the tick for worker.unsync.backoff.ms); ``kept``: the join is refused on
+    the coordinator's old connection."""
     caplog.set_level(logging.INFO, logger="oncelog.connect.herder")
     caplog.set_level(logging.INFO, logger="oncelog.connect.clients")
     broker = EmbeddedBroker(tmp_path / "data").start(timeout=60)
@@ -47,8 +54,18 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
         broker.stop()
         # A rebalance starts just as the broker goes (a heartbeat answered
         # REBALANCE_IN_PROGRESS, a connector changed): the herder joins a broker that is gone.
+        if connection == "dropped":
+            with herder.member._lock:
+                herder.member._drop_connection()
         herder._need_rejoin = True
         time.sleep(4)
+        # The herder has tried to join the stopped broker (and failed) before it returns.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+            "joining again in" in r.getMessage() or "herder tick failed" in r.getMessage()
+            for r in caplog.records
+        ):
+            time.sleep(0.1)
         broker.start(timeout=60)
         restarted = time.monotonic()
         deadline = restarted + 60

@@ -4,6 +4,7 @@ config, status and offsets topics, their creation and checks."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,23 @@ from oncelog.connect.kafka_io.settings import (
 from oncelog.connect.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
+
+# librdkafka's local errors of a cluster that is coming back (not marked retriable).
+_TRANSIENT_LOCAL = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+    }
+)
+
+
+def _transient(error: object) -> bool:
+    if not isinstance(error, KafkaError):
+        return False
+    return error.retriable() or error.code() in _TRANSIENT_LOCAL
 
 
 class TopicWriter:
@@ -180,16 +198,28 @@ class TopicLogConsumer:
             return []
         return sorted(metadata.partitions)
 
-    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        # One ListOffsets request for all partitions (timestamp -1: the end).
+    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
+        """One ListOffsets request for all partitions (timestamp -1: the end). A transient
+        failure (a broker just restarted, which librdkafka's metadata has not caught up
+        with: _UNKNOWN_PARTITION) is retried until ``timeout_s``, as Java's KafkaBasedLog
+        retries its end-offset reads."""
         lister = self._lister or self.consumer
-        found = lister.offsets_for_times(
-            [TopicPartition(topic, p, -1) for p in partitions], timeout=10
-        )
-        for tp in found:
-            if tp.error is not None:
-                raise ConnectException(f"Listing end offsets of {topic} failed: {tp.error}")
-        return {tp.partition: tp.offset for tp in found}
+        deadline = time.monotonic() + timeout_s
+        backoff_s = 0.1
+        while True:
+            try:
+                found = lister.offsets_for_times(
+                    [TopicPartition(topic, p, -1) for p in partitions], timeout=10
+                )
+                error = next((tp.error for tp in found if tp.error is not None), None)
+                if error is None:
+                    return {tp.partition: tp.offset for tp in found}
+            except KafkaException as exc:
+                error = exc.args[0]
+            if not _transient(error) or time.monotonic() + backoff_s > deadline:
+                raise ConnectException(f"Listing end offsets of {topic} failed: {error}")
+            time.sleep(backoff_s)
+            backoff_s = min(1.0, backoff_s * 2)
 
     def assign(self, topic: str, positions: dict[int, int]) -> None:
         self.consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])

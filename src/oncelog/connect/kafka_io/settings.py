@@ -48,9 +48,11 @@ def client_config(config: Mapping[str, Any]) -> ClientConfig:
     raises ConnectException for invalid security settings."""
     conf = librdkafka_conf(config)
     try:
-        return ClientConfig.of(str(conf["bootstrap.servers"]), {**conf, "logger": CLIENT_LOGGER})
+        cfg = ClientConfig.of(str(conf["bootstrap.servers"]), conf)
     except (ClientError, ValueError) as exc:
         raise ConnectException(f"Invalid client settings: {exc}") from None
+    logged: dict[str, Any] = {**cfg.conf, "logger": CLIENT_LOGGER}  # for its admin clients
+    return ClientConfig(cfg.bootstrap, logged)
 
 
 def check_worker_client_settings(worker: WorkerConfig) -> None:
