@@ -9,6 +9,7 @@ it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -247,9 +248,10 @@ class OffsetsGoneAway:
     def __init__(self, topics: TopicRegistry) -> None:
         self.topics = topics
         self.gone = False
+        self.gone_partitions: set[int] = set()  # only these, while ``gone`` is False
 
     def partition(self, name: str, index: int) -> object:
-        if self.gone and name == CONSUMER_OFFSETS_TOPIC:
+        if name == CONSUMER_OFFSETS_TOPIC and (self.gone or index in self.gone_partitions):
             return None
         return self.topics.partition(name, index)
 
@@ -447,12 +449,12 @@ def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
     assert "loaded __consumer_offsets-1 after 2 failed attempts; its groups are served" in messages
 
 
-def test_a_failed_append_while_partitions_load_reloads_them_all(
+def test_a_failed_append_reloads_only_its_partition_while_another_loads(
     tmp_path: Path, monkeypatch: object
 ) -> None:
-    """A failed append to a loaded partition while a later one still loads: every core is
-    rebuilt from the log (the load under way stops, a new one starts from partition 0),
-    and the failed commit is not there."""
+    """A failed append to a loaded partition while a later one still loads: only the failed
+    partition's core is rebuilt from its log (the load under way goes on), and the failed
+    commit is not there."""
     first, last = group_on(0), group_on(2)
     write_commits(tmp_path, {first: 8, last: 300})
     monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
@@ -475,15 +477,59 @@ def test_a_failed_append_while_partitions_load_reloads_them_all(
         failed = await groups.commit_offsets(commit(first, 1, 5000))
         assert failed.topics == (("t", ((1, E.coordinator_not_available),)),)
         lookup.gone = False
-        assert groups.coordinator.loading() == [0, 1, 2]
+        assert groups.coordinator.loading() == [0, 2]
         while not groups.loaded:
             await asyncio.sleep(0)
         assert fetch(groups, first) == last_commits(8)
         assert fetch(groups, last) == last_commits(300)
         for _ in range(3):
-            await asyncio.sleep(0)  # the loaders end
-        assert len(groups.runtime._tasks) == 1  # the timer: the stale loader stopped
+            await asyncio.sleep(0)  # the loader ends
+        assert len(groups.runtime._tasks) == 1  # the timer
         assert groups.load_progress == (308, 308)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        topics.close()
+
+
+def test_a_failed_append_leaves_the_other_partitions_parked_requests_alone(
+    tmp_path: Path,
+) -> None:
+    """A JoinGroup parked in partition 1's rebalance is answered normally although an
+    append to partition 0 failed meanwhile (it used to be failed along with every core)."""
+    broken, healthy = group_on(0), group_on(1)
+    write_commits(tmp_path, {broken: 4})
+    topics = open_topics(tmp_path)
+    lookup = OffsetsGoneAway(topics)
+
+    async def scenario() -> None:
+        groups = GroupService(
+            GroupConfig(offsets_topic_num_partitions=PARTS, initial_rebalance_delay_ms=300),
+            topics=lookup,  # type: ignore[arg-type]
+            verify_txn=lambda *a, **k: E.none,
+        )
+        groups.start()
+        try:
+            first = JoinGroupRequest(healthy, "", "consumer", (("range", b""),), 10_000)
+            required = await groups.join(first)
+            assert required.error is E.member_id_required
+            rejoin = dataclasses.replace(first, member_id=required.member_id)
+            parked = asyncio.ensure_future(groups.join(rejoin))
+            await asyncio.sleep(0.05)
+            assert not parked.done()  # waiting out group.initial.rebalance.delay.ms
+            lookup.gone_partitions = {0}
+            failed = await groups.commit_offsets(commit(broken, 1, 5000))
+            assert failed.topics == (("t", ((1, E.coordinator_not_available),)),)
+            lookup.gone_partitions = set()
+            assert groups.coordinator.loading() == [0]
+            joined = await asyncio.wait_for(parked, 10)
+            assert (joined.error, joined.generation_id) == (E.none, 1)
+            while not groups.loaded:
+                await asyncio.sleep(0.01)
+            assert fetch(groups, broken) == last_commits(4)
+        finally:
+            await groups.stop()
 
     try:
         asyncio.run(scenario())

@@ -193,9 +193,13 @@ class PartitionedGroups:
             (d for core in self.cores if (d := core.next_deadline()) is not None), default=None
         )
 
-    def abandon(self, error: ErrorCode = E.not_coordinator) -> list[tuple[int, Reply]]:
-        """Answer every parked request with ``error``; every core must then be replaced."""
-        return [r for core in self.cores for r in core.abandon(error)]
+    def abandon(
+        self, error: ErrorCode = E.not_coordinator, partitions: Iterable[int] | None = None
+    ) -> list[tuple[int, Reply]]:
+        """Answer every parked request of ``partitions`` (None: all) with ``error``; their
+        cores must then be replaced."""
+        indexes = range(len(self.cores)) if partitions is None else partitions
+        return [r for i in indexes for r in self.cores[i].abandon(error)]
 
     def migrate_legacy(
         self, live_legacy_keys: Mapping[int, Mapping[bytes, bool]]

@@ -115,8 +115,6 @@ class GroupService:
         self._queue: deque[int] = deque()
         self._loader_running = False
         self._failed_attempts: dict[int, int] = {}
-        # Bumped when every partition is reloaded: an older loader or retry stops.
-        self._generation = 0
         # Requests waiting for their group's partition to load (see _await_load).
         self._load_waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
@@ -185,24 +183,21 @@ class GroupService:
         self._queue.extend(p for p in partitions if p not in self._queue)
         if not self._loader_running:
             self._loader_running = True
-            self.runtime.spawn(self._loader(self._generation))
+            self.runtime.spawn(self._loader())
 
-    async def _loader(self, generation: int) -> None:
+    async def _loader(self) -> None:
         try:
-            while self._queue and generation == self._generation:
-                await self._load_partition_in_background(self._queue.popleft(), generation)
+            while self._queue:
+                await self._load_partition_in_background(self._queue.popleft())
         finally:
-            if generation == self._generation:
-                self._loader_running = False
-        if generation == self._generation and not self._queue and self.coordinator.loaded:
+            self._loader_running = False
+        if not self._queue and self.coordinator.loaded:
             self._all_loaded()
 
-    async def _load_partition_in_background(self, index: int, generation: int) -> None:
+    async def _load_partition_in_background(self, index: int) -> None:
         delay_ms = self.config.debug_load_partition_delay_ms
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
-            if generation != self._generation:
-                return
         try:
             failures = self.config.debug_load_failures().get(index, 0)
             if self._failed_attempts.get(index, 0) < failures:
@@ -212,8 +207,6 @@ class GroupService:
             for _ in self._load_steps(index, part):
                 if time.monotonic() >= deadline:
                     await asyncio.sleep(0)  # let the other clients in
-                    if generation != self._generation:
-                        return  # every partition is being reloaded: this core is stale
                     deadline = time.monotonic() + LOAD_SLICE_S
         except Exception as exc:
             self._load_failed(index, exc)
@@ -246,12 +239,10 @@ class GroupService:
             delay,
             exc_info=exc,
         )
-        self.runtime.spawn(self._retry_load(index, delay, self._generation))
+        self.runtime.spawn(self._retry_load(index, delay))
 
-    async def _retry_load(self, index: int, delay_s: float, generation: int) -> None:
+    async def _retry_load(self, index: int, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
-        if generation != self._generation:
-            return
         self.coordinator.mark_loading(index)  # COORDINATOR_LOAD_IN_PROGRESS again
         self._load_in_background([index])
 
@@ -510,9 +501,11 @@ class GroupService:
     def append_failed(
         self, append: Append, error: ErrorCode, rest: GroupStep, now_ms: int
     ) -> GroupStep:
-        """The core is ahead of the log: answer the step's replies and every parked request
-        with the error, then rebuild the core from what the log really holds (as Kafka
-        reloads a partition)."""
+        """The cores of the partitions this step had yet to write (the one whose append
+        failed, and those of the appends after it) are ahead of their logs: answer the
+        step's replies and those partitions' parked requests with the error, then rebuild
+        those cores from what their logs hold, as Kafka reloads a failed coordinator shard.
+        The other partitions' groups go on undisturbed."""
         code = client_error(error)
         out: GroupStep = GroupStep(rest.reply if isinstance(rest.reply, Pending) else None)
         for token, reply in failed_replies(rest, code):
@@ -520,27 +513,27 @@ class GroupService:
                 out.reply = reply
             else:
                 out.resolved.append((token, reply))
-        out.resolved.extend(self.coordinator.abandon(code))
-        self._reload()
+        stale = sorted({append.partition, *(a.partition for a in rest.appends)})
+        out.resolved.extend(self.coordinator.abandon(code, stale))
+        self._reload(stale)
         return out
 
-    def _reload(self) -> None:
-        """Rebuild the cores from the log after a failed append: in the background when the
-        event loop runs (each partition's groups get COORDINATOR_LOAD_IN_PROGRESS until it
-        is loaded again, as while Kafka reloads a partition), else at once."""
+    def _reload(self, partitions: Sequence[int]) -> None:
+        """Rebuild the cores of ``partitions`` from the log after a failed append: in the
+        background when the event loop runs (their groups get COORDINATOR_LOAD_IN_PROGRESS
+        until loaded again, as while Kafka reloads a partition), else at once."""
+        parts = self._ensure_topic()
+        self._parts = parts
+        for index in partitions:
+            self.coordinator.mark_loading(index)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            self._load()
+            for index in partitions:
+                for _ in self._load_steps(index, parts[index]):
+                    pass
             return
-        self._generation += 1  # a load or a retry under way stops
-        self._queue.clear()
-        self._loader_running = False
-        self._failed_attempts.clear()
-        parts = self._ensure_topic()
-        self.coordinator = PartitionedGroups(self.config)  # every partition loading
-        self._begin_load(parts)
-        self._load_in_background(range(len(parts)))
+        self._load_in_background(partitions)
 
     def perform(self, effect: object) -> None:
         raise AssertionError(f"the group coordinator has no effect {effect!r}")
