@@ -56,3 +56,22 @@ def test_client_log_lines_go_through_the_workers_logging(caplog: pytest.LogCaptu
     assert records, "no librdkafka line reached the logger"
     assert any("Connect to" in r.getMessage() and str(port) in r.getMessage() for r in records)
     assert {r.levelno for r in records} <= {logging.ERROR, logging.WARNING, logging.INFO}
+
+
+def test_a_write_nobody_acknowledges_in_time_is_retriable_for_the_herder() -> None:
+    """A config write while the broker restarts times out: the herder retries it after
+    retry.backoff.ms rather than sleeping worker.unsync.backoff.ms (5 minutes)."""
+    import socket
+
+    from oncelog.connect.errors import RetriableException
+    from oncelog.connect.herder import _transient
+    from oncelog.connect.kafka_io.internal_topics import TopicWriter
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    writer = TopicWriter({"bootstrap.servers": f"127.0.0.1:{port}"}, "configs")
+    with pytest.raises(RetriableException, match="1 outstanding") as failed:
+        writer.write([(b"k", b"v")], 0.5)
+    assert _transient(failed.value)
+    assert not _transient(ConnectException("Invalid client settings: x"))

@@ -89,7 +89,12 @@ from oncelog.connect.connect_protocol import (
     decode_assignment,
     join_protocols,
 )
-from oncelog.connect.errors import ConfigException, ConnectException, ConnectRestException
+from oncelog.connect.errors import (
+    ConfigException,
+    ConnectException,
+    ConnectRestException,
+    RetriableException,
+)
 from oncelog.connect.group_assignment import leader_assignments
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.kafka_io.internal_topics import (
@@ -171,7 +176,7 @@ def _transient(exc: BaseException) -> bool:
     the coordinator moved or loading, a rebalance under way."""
     if isinstance(exc, MembershipError):
         return exc.code in COORDINATOR_ERRORS or exc.code in REJOIN_ERRORS
-    return isinstance(exc, OSError) or is_retriable(exc)
+    return isinstance(exc, (OSError, RetriableException)) or is_retriable(exc)
 
 
 class Herder:

@@ -21,7 +21,7 @@ from confluent_kafka.admin import ConfigResource
 from oncelog.client.admin import Admin
 from oncelog.client.errors import ClientError
 from oncelog.connect import client_configs
-from oncelog.connect.errors import ConnectException
+from oncelog.connect.errors import ConnectException, RetriableException
 from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.kafka_io.settings import (
     ProducerFencedError,
@@ -72,9 +72,11 @@ class TopicWriter:
             self._produce(key, value, lambda e, m: errors.append(e) if e else None)
         remaining = self.producer.flush(timeout_s)
         if remaining or errors:
-            raise ConnectException(
-                f"Write to {self.topic} failed: {remaining} outstanding, errors {errors}"
-            )
+            message = f"Write to {self.topic} failed: {remaining} outstanding, errors {errors}"
+            if all(_transient(e) for e in errors):
+                # Unacknowledged in time (a broker restarting): the caller may write again.
+                raise RetriableException(message)
+            raise ConnectException(message)
 
     def send(self, key: bytes | str, value: bytes | None) -> None:
         """Write without waiting (statuses); ``poll`` serves the acknowledgements."""
