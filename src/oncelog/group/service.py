@@ -524,6 +524,13 @@ class GroupService:
         until loaded again, as while Kafka reloads a partition), else at once."""
         parts = self._ensure_topic()
         self._parts = parts
+        # The load's progress and time (the metrics, the "loaded" line) count these
+        # partitions' replay again, at their current size.
+        self._load_started = time.monotonic()
+        self._load_total += sum(
+            max(0, parts[i].high_watermark - parts[i].log_start_offset) - self._replayed.get(i, 0)
+            for i in partitions
+        )
         for index in partitions:
             self.coordinator.mark_loading(index)
         try:
