@@ -183,8 +183,8 @@ def test_a_commit_right_after_a_restart_waits_for_the_load_instead_of_failing(
 ) -> None:
     late = group_on(2)
     b = history(tmp_path, topic_name, {late: [1, 2]})
-    # Partition 2 would load after ~3s: longer than librdkafka's retries of a commit.
-    b.settings["oncelog.debug.group.load.partition.delay.ms"] = "1000"
+    # Partition 2 loads after ~6s: far longer than librdkafka's retries of a commit.
+    b.settings["oncelog.debug.group.load.partition.delay.ms"] = "2000"
     b.settings["oncelog.group.load.wait.ms"] = "0"  # Kafka's answer: the commit fails
     b.start(timeout=60)
     try:
@@ -194,6 +194,8 @@ def test_a_commit_right_after_a_restart_waits_for_the_load_instead_of_failing(
     finally:
         b.stop()
     del b.settings["oncelog.group.load.wait.ms"]  # the default: the commit waits
+    # Partition 2 goes next: loaded ~2s after the start, well within the 5s wait.
+    b.settings["oncelog.debug.group.load.partition.delay.ms"] = "1000"
     started = time.monotonic()
     b.start(timeout=60)
     try:
