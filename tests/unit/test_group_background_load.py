@@ -65,16 +65,20 @@ def open_topics(path: Path) -> TopicRegistry:
 
 
 def new_groups(
-    topics: TopicRegistry, txn: TransactionService | None = None, *, load_wait_ms: int = 0
+    topics: TopicRegistry,
+    txn: TransactionService | None = None,
+    *,
+    load_wait_ms: int = 0,
+    **config: object,
 ) -> GroupService:
     """``load_wait_ms`` 0 by default: requests are answered at once while loading, as
-    Kafka's are."""
+    Kafka's are. ``config``: other GroupConfig fields."""
 
     def no_txn(*args: object, **kwargs: object) -> ErrorCode:
         return E.none
 
     return GroupService(
-        GroupConfig(offsets_topic_num_partitions=PARTS, load_wait_ms=load_wait_ms),
+        GroupConfig(offsets_topic_num_partitions=PARTS, load_wait_ms=load_wait_ms, **config),  # type: ignore[arg-type]
         topics=topics,
         verify_txn=no_txn if txn is None else txn.verify_in_transaction,
     )
@@ -504,11 +508,7 @@ def test_a_failed_append_leaves_the_other_partitions_parked_requests_alone(
     lookup = OffsetsGoneAway(topics)
 
     async def scenario() -> None:
-        groups = GroupService(
-            GroupConfig(offsets_topic_num_partitions=PARTS, initial_rebalance_delay_ms=300),
-            topics=lookup,  # type: ignore[arg-type]
-            verify_txn=lambda *a, **k: E.none,
-        )
+        groups = new_groups(lookup, initial_rebalance_delay_ms=300)  # type: ignore[arg-type]
         groups.start()
         try:
             first = JoinGroupRequest(healthy, "", "consumer", (("range", b""),), 10_000)
@@ -578,15 +578,7 @@ def test_a_request_waits_at_most_the_load_wait(tmp_path: Path) -> None:
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
-        groups = GroupService(
-            GroupConfig(
-                offsets_topic_num_partitions=PARTS,
-                load_wait_ms=50,
-                debug_load_partition_delay_ms=10_000,
-            ),
-            topics=topics,
-            verify_txn=lambda *a, **k: E.none,
-        )
+        groups = new_groups(topics, load_wait_ms=50, debug_load_partition_delay_ms=10_000)
         groups.start(background=True)
         try:
             started = time.monotonic()
@@ -610,11 +602,7 @@ def test_a_waiting_request_gets_not_coordinator_when_the_load_fails(tmp_path: Pa
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
-        groups = GroupService(
-            GroupConfig(offsets_topic_num_partitions=PARTS, debug_load_fail="0:1"),
-            topics=topics,
-            verify_txn=lambda *a, **k: E.none,
-        )
+        groups = new_groups(topics, load_wait_ms=5_000, debug_load_fail="0:1")
         groups.start(background=True)
         try:
             started = time.monotonic()
