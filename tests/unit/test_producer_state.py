@@ -13,6 +13,7 @@ from oncelog.storage.producer_state import (
     SEQ_MOD,
     BatchMetadata,
     CompletedTxn,
+    OutOfOrderSequence,
     ProducerStateError,
     ProducerStateManager,
 )
@@ -125,15 +126,39 @@ def test_duplicates_of_last_five_return_original_offsets():
     for i in range(2, 7):  # the last five are cached
         dup = m.check_append(hdr(seq=2 * i, count=2))
         assert dup == BatchMetadata(2 * i, 2 * i + 1, offsets[i], offsets[i] + 1, 1_000)
-    # Older ones are known to be duplicates but their offsets are gone (KIP-192).
-    assert code_of(m, hdr(seq=2, count=2)) == E.duplicate_sequence_number
-    assert code_of(m, hdr(seq=0, count=1)) == E.duplicate_sequence_number
-    # A differently split range that is wholly in the past is also a duplicate.
-    assert code_of(m, hdr(seq=9, count=3)) == E.duplicate_sequence_number
-    # Only an exact (first, last) match is a cached duplicate.
-    assert code_of(m, hdr(seq=12, count=1)) == E.duplicate_sequence_number
+    # Older batches no longer cached are out of order, as in current Kafka
+    # (ProducerAppendInfo.checkSequence): no broker answers DUPLICATE_SEQUENCE_NUMBER.
+    assert code_of(m, hdr(seq=2, count=2)) == E.out_of_order_sequence_number
+    assert code_of(m, hdr(seq=0, count=1)) == E.out_of_order_sequence_number
+    # A differently split range wholly in the past is not a duplicate either.
+    assert code_of(m, hdr(seq=9, count=3)) == E.out_of_order_sequence_number
+    # Only an exact (first, last) match is a cached duplicate: a different batch reusing
+    # a cached batch's first sequence (a client that reuses sequences after an abort)
+    # must fail, or the client counts it delivered while no log holds it.
+    assert code_of(m, hdr(seq=12, count=1)) == E.out_of_order_sequence_number
     assert code_of(m, hdr(seq=12, count=3)) == E.out_of_order_sequence_number
     assert m.last_offset == 13  # nothing was appended by the retries
+
+
+def test_sequence_reused_after_abort_is_out_of_order_not_duplicate():
+    """A lost Produce response, an abort, then a *different* batch reusing the sequence:
+    Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER, so the client fails the transaction. A
+    DUPLICATE_SEQUENCE_NUMBER would make the client count the batch delivered (lost data)."""
+    m = ProducerStateManager()
+    for seq in range(0, 22, 2):
+        produce(m, hdr(pid=5, seq=seq, count=2, txn=True))
+    assert produce(m, hdr(pid=5, seq=22, count=2, txn=True)) == 22  # answer lost on the wire
+    marker(m, 5, 0, commit=False)
+    with pytest.raises(OutOfOrderSequence) as info:
+        m.check_append(hdr(pid=5, seq=22, count=1, txn=True))
+    exc = info.value
+    assert exc.error_code == E.out_of_order_sequence_number
+    assert (exc.producer_id, exc.producer_epoch, exc.first_seq, exc.last_seq) == (5, 0, 22, 22)
+    assert exc.expected_seq == 24
+    assert "producer 5 epoch 0 sent sequences 22..22" in str(exc)
+    # The exact batch again is still a duplicate, answered with its original offsets.
+    dup = m.check_append(hdr(pid=5, seq=22, count=2, txn=True))
+    assert isinstance(dup, BatchMetadata) and (dup.first_offset, dup.last_offset) == (22, 23)
 
 
 def test_gaps_and_overlaps_are_out_of_order():
@@ -141,7 +166,7 @@ def test_gaps_and_overlaps_are_out_of_order():
     produce(m, hdr(seq=0, count=5))
     assert code_of(m, hdr(seq=6)) == E.out_of_order_sequence_number
     assert code_of(m, hdr(seq=3, count=4)) == E.out_of_order_sequence_number  # straddles 4
-    assert code_of(m, hdr(seq=SEQ_MOD - 1)) == E.duplicate_sequence_number  # "behind" 0..4
+    assert code_of(m, hdr(seq=SEQ_MOD - 1)) == E.out_of_order_sequence_number  # "behind" 0..4
     assert produce(m, hdr(seq=5)) == 5
 
 
@@ -163,7 +188,7 @@ def test_sequence_wraps_around():
     assert produce(m2, hdr(seq=2)) == 7
     for i in range(4):
         produce(m2, hdr(seq=3 + i))
-    assert code_of(m2, hdr(seq=SEQ_MOD - 2, count=4)) == E.duplicate_sequence_number
+    assert code_of(m2, hdr(seq=SEQ_MOD - 2, count=4)) == E.out_of_order_sequence_number
 
 
 def test_epoch_bump_requires_sequence_zero_and_resets_cache():
@@ -328,7 +353,7 @@ def test_snapshot_round_trip():
     assert state(r) == state(m) and r.snapshot() == data
     assert r.producer_id_expiration_ms == 5_000
     assert r.check_append(hdr(pid=1, seq=12, count=2)) == BatchMetadata(12, 13, 12, 13, 106)
-    assert code_of(r, hdr(pid=1, seq=2, count=2)) == E.duplicate_sequence_number
+    assert code_of(r, hdr(pid=1, seq=2, count=2)) == E.out_of_order_sequence_number
     assert code_of(r, hdr(pid=2, epoch=3, seq=1)) == E.invalid_txn_state
     assert marker(r, 2, 3, commit=True) == CompletedTxn(2, 14, 18, False)
     assert r.first_unstable_offset() == 17
@@ -398,7 +423,7 @@ def test_simulated_idempotent_producer(data: st.DataObject) -> None:
         elif i >= max(lowest[ep], n - ProducerStateManager.MAX_CACHED_BATCHES):
             want = accepted[(ep, i)]
         else:
-            want = E.duplicate_sequence_number
+            want = E.out_of_order_sequence_number
         try:
             got: Any = m.check_append(h)
         except ProducerStateError as exc:

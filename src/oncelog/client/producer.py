@@ -21,7 +21,8 @@ It behaves like Kafka's Java producer with idempotence and acks=all:
   in sequence order;
 - retriable errors (lost connections, NOT_LEADER_OR_FOLLOWER, CONCURRENT_TRANSACTIONS,
   NOT_ENOUGH_REPLICAS, ...) are retried with the client layer's retry policy, a batch with
-  the same bytes and sequence (DUPLICATE_SEQUENCE_NUMBER then means the broker has it);
+  the same bytes and sequence (the broker answers a cached duplicate with its original
+  offset; an old broker's DUPLICATE_SEQUENCE_NUMBER is taken as delivered, as Java's Sender does);
 - :meth:`prepare` flushes everything and leaves the transaction open: the first phase of a
   two-phase commit. Whoever commits it later (``TxnAdmin.complete_prepared``: InitProducerId
   keepPreparedTxn + EndTxn) needs only the transactional id; :meth:`close` does not end it.
@@ -472,7 +473,8 @@ class TransactionalProducer:
             p = answers.get(tp)
             code = ErrorCode.unknown_server_error if p is None else p.error_code
             if p is not None and code in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
-                # DUPLICATE_SEQUENCE_NUMBER: a retry of a batch the broker has.
+                # DUPLICATE_SEQUENCE_NUMBER: only older brokers sent it, for a
+                # retry of a batch they have (Java's Sender counts it delivered too).
                 self.accumulator.acknowledged(b)
                 self.offsets[tp] = int(p.base_offset) if code == ErrorCode.none else -1
                 self.acknowledged += b.count

@@ -1,9 +1,11 @@
 """Per-partition producer state for idempotent and transactional producers (KIP-98, KIP-192).
 
 Sans-IO: no files, sockets or clocks; callers pass offsets and ``now_ms`` in and persist
-``snapshot()`` bytes themselves. Semantics follow current Kafka's producer state manager:
-KIP-192's DUPLICATE_SEQUENCE_NUMBER for an old batch no longer cached, and KIP-360's rule
-that a producer the partition holds no state for may continue at any sequence.
+``snapshot()`` bytes themselves. Semantics follow current Kafka's producer state manager
+(ProducerStateManager, ProducerAppendInfo): a batch is a duplicate only when it matches a
+cached batch exactly, every other out-of-sequence batch is OUT_OF_ORDER_SEQUENCE_NUMBER,
+and KIP-360's rule lets a producer the partition holds no state for continue at any
+sequence.
 """
 
 from __future__ import annotations
@@ -37,6 +39,38 @@ class ProducerStateError(LogError):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+class OutOfOrderSequence(ProducerStateError):
+    """A batch that is neither the next in sequence nor a cached duplicate (Kafka's
+    OutOfOrderSequenceException). The fields let the broker log who sent what."""
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        first_seq: int,
+        last_seq: int,
+        last_appended_seq: int,
+        *,
+        new_epoch: bool = False,
+    ) -> None:
+        expected = 0 if new_epoch else (last_appended_seq + 1) % SEQ_MOD
+        why = (
+            f"new epoch {producer_epoch} must start at sequence 0"
+            if new_epoch
+            else (f"expected sequence {expected} after {last_appended_seq}")
+        )
+        super().__init__(
+            ErrorCode.out_of_order_sequence_number,
+            f"producer {producer_id} epoch {producer_epoch} sent sequences {first_seq}..{last_seq}: "
+            f"{why}",
+        )
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.expected_seq = expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,27 +192,21 @@ class ProducerStateManager:
                 f"producer {pid} epoch {epoch} is older than {entry.epoch}",
             )
         if epoch == entry.epoch:
+            # Kafka's ProducerStateEntry.findDuplicateBatch: a duplicate is a batch whose
+            # (first, last) sequence range equals a cached batch of the same epoch; it is
+            # answered with that batch's original offsets. Anything else that is not
+            # last + 1 fails ProducerAppendInfo.checkSequence with OUT_OF_ORDER_SEQUENCE:
+            # current Kafka brokers never answer DUPLICATE_SEQUENCE_NUMBER. Answering 46 for
+            # a batch "behind" the last sequence would let a client that reuses a sequence
+            # after an abort (seen in librdkafka) count a batch as delivered that no log holds.
             for cached in entry.batches:
                 if cached.first_seq == first and cached.last_seq == last:
                     return cached
             current = entry.last_seq
             if first != (current + 1) % SEQ_MOD:
-                # Serial-number arithmetic: "behind" means within half the space backwards.
-                if current >= 0 and (current - last) % SEQ_MOD < SEQ_MOD // 2:
-                    raise ProducerStateError(
-                        ErrorCode.duplicate_sequence_number,
-                        f"producer {pid} batch {first}..{last} is older than last sequence "
-                        f"{current} and no longer cached",
-                    )
-                raise ProducerStateError(
-                    ErrorCode.out_of_order_sequence_number,
-                    f"producer {pid} expected sequence {(current + 1) % SEQ_MOD}, got {first}",
-                )
+                raise OutOfOrderSequence(pid, epoch, first, last, current)
         elif first != 0:
-            raise ProducerStateError(
-                ErrorCode.out_of_order_sequence_number,
-                f"producer {pid} new epoch {epoch} must start at sequence 0, got {first}",
-            )
+            raise OutOfOrderSequence(pid, epoch, first, last, NO_SEQUENCE, new_epoch=True)
         self._check_txn_bit(pid, header)
         return None
 

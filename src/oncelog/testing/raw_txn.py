@@ -152,8 +152,8 @@ class RawTransactionalProducer(TransactionalProducer):
     ) -> int:
         """One transactional batch of (key, value) records to one partition (Produce v12,
         acks=-1; TV1: AddPartitionsToTxn first): TV2 adds the partition implicitly. Returns
-        the batch's base offset (-1 when a retry found the batch already written:
-        DUPLICATE_SEQUENCE_NUMBER)."""
+        the batch's base offset (-1 only from a broker that answers a retry of a written
+        batch with DUPLICATE_SEQUENCE_NUMBER; current brokers give the original offset)."""
         if not self._in_transaction:
             raise RuntimeError("begin_transaction() first")
         if not records:

@@ -50,11 +50,12 @@ _ADD_ERROR_FOR_PRODUCE = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
 }
 
-# Not worth a log line: idempotent producers retry through these by design.
-_ROUTINE = (
-    ErrorCode.duplicate_sequence_number,
-    ErrorCode.out_of_order_sequence_number,
-)
+# Kinds of refused partitions, each logged once per window of the client fault log. An
+# out-of-order sequence is its own kind: a pipelined idempotent producer can draw a burst of
+# them behind one retriable error, and each one says which producer, epoch and sequences.
+_FAULT_KIND = {
+    ErrorCode.out_of_order_sequence_number: "out-of-order sequences",
+}
 
 
 def produce(ctx: RequestContext, req: Any) -> Any:
@@ -168,9 +169,9 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
             res = next(results)
             if isinstance(res, ProduceError):
                 any_error = True
-                if res.error_code not in _ROUTINE + (ErrorCode.topic_authorization_failed,):
+                if res.error_code != ErrorCode.topic_authorization_failed:
                     ctx.broker.client_faults.note(
-                        "refused produce partitions",
+                        _FAULT_KIND.get(res.error_code, "refused produce partitions"),
                         logging.INFO,
                         "produce to %s-%d from %s rejected: %s %s",
                         t.name,

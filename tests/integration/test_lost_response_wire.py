@@ -1,0 +1,124 @@
+"""A lost Produce response must never lose committed data (the exact wire sequence).
+
+librdkafka, after a Produce whose response was lost and an abort, sends a *different* batch
+with the sequence it had already used. A broker that answers DUPLICATE_SEQUENCE_NUMBER (46)
+makes the client count that batch delivered, and the commit then succeeds without it.
+Apache Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER (45): a batch is a duplicate only when it
+matches a cached batch exactly (ProducerStateEntry.findDuplicateBatch), and any other
+sequence that is not last + 1 fails ProducerAppendInfo.checkSequence.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from kio.schema.add_partitions_to_txn.v3 import request as ap
+from kio.schema.end_txn.v3 import request as et
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4 import request as ip
+from kio.schema.produce.v9 import request as pr
+
+from oncelog.client.wire import WireClient
+from oncelog.embedded import EmbeddedBroker
+from oncelog.records.builder import build_batch
+
+from .helpers import consume, create_topic
+
+T = datetime.timedelta(seconds=30)
+TXN_ID = "lost-response"
+
+
+def produce(c: WireClient, topic: str, pid: int, seq: int, values: list[bytes]):  # type: ignore[no-untyped-def]
+    now = int(time.time() * 1000)
+    batch = build_batch(
+        [(None, v, None, now) for v in values],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        transactional=True,
+    )
+    req = pr.ProduceRequest(
+        transactional_id=TXN_ID,
+        acks=-1,
+        timeout=T,
+        topic_data=(
+            pr.TopicProduceData(
+                name=topic, partition_data=(pr.PartitionProduceData(index=0, records=batch),)
+            ),
+        ),
+    )
+    return c.request(req).responses[0].partition_responses[0]
+
+
+def add_partition(c: WireClient, topic: str, pid: int) -> None:
+    added = c.request(
+        ap.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=TXN_ID,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=(ap.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),),
+        )
+    )
+    codes = [p.partition_error_code for t in added.results_by_topic_v3_and_below
+             for p in t.results_by_partition]  # fmt: skip
+    assert codes == [ErrorCode.none]
+
+
+def end_txn(c: WireClient, pid: int, *, commit: bool) -> ErrorCode:
+    for _ in range(100):  # the previous transaction's markers may still be in flight
+        code = c.request(
+            et.EndTxnRequest(
+                transactional_id=TXN_ID, producer_id=pid, producer_epoch=0, committed=commit
+            )
+        ).error_code
+        if code != ErrorCode.concurrent_transactions:
+            return code
+        time.sleep(0.05)
+    raise AssertionError("EndTxn kept answering CONCURRENT_TRANSACTIONS")
+
+
+def test_reused_sequence_after_abort_is_out_of_order_and_never_committed(
+    broker: EmbeddedBroker, topic_name: str
+) -> None:
+    create_topic(broker.bootstrap, topic_name)
+    committed = [b"c%d" % i for i in range(22)]
+    with WireClient(broker.bootstrap) as c:
+        init = c.request(
+            ip.InitProducerIdRequest(
+                transactional_id=TXN_ID, transaction_timeout=T, producer_id=-1, producer_epoch=-1
+            )
+        )
+        assert (init.error_code, init.producer_epoch) == (ErrorCode.none, 0)
+        pid = init.producer_id
+        # Transaction 1 commits sequences 0..21.
+        add_partition(c, topic_name, pid)
+        assert produce(c, topic_name, pid, 0, committed).error_code == ErrorCode.none
+        assert end_txn(c, pid, commit=True) == ErrorCode.none
+        # Transaction 2: base sequence 22, two records, appended at offset 23 (22 records and
+        # a marker before it); the client never sees this answer. Then it aborts.
+        add_partition(c, topic_name, pid)
+        lost = produce(c, topic_name, pid, 22, [b"aborted-1", b"aborted-2"])
+        assert (lost.error_code, lost.base_offset) == (ErrorCode.none, 23)
+        assert end_txn(c, pid, commit=False) == ErrorCode.none
+        # Transaction 3: a different batch (one record) reusing base sequence 22.
+        add_partition(c, topic_name, pid)
+        reused = produce(c, topic_name, pid, 22, [b"must-not-vanish"])
+        assert reused.error_code == ErrorCode.out_of_order_sequence_number
+        assert reused.base_offset == -1
+        # The exact aborted batch again is still a duplicate: its original offset, no append.
+        again = produce(c, topic_name, pid, 22, [b"aborted-1", b"aborted-2"])
+        assert (again.error_code, again.base_offset) == (ErrorCode.none, 23)
+        # Whatever the client does next, that batch is in no log: a commit commits nothing.
+        assert end_txn(c, pid, commit=True) == ErrorCode.none
+    seen = [m.value() for m in consume(broker.bootstrap, topic_name, 1, 22,
+                                       timeout=15, **{"isolation.level": "read_committed"})]  # fmt: skip
+    assert seen == committed
+    everything = [m.value() for m in consume(broker.bootstrap, topic_name, 1, 24,
+                                             timeout=15, **{"isolation.level": "read_uncommitted"})]  # fmt: skip
+    assert everything == [*committed, b"aborted-1", b"aborted-2"]
+    log = broker.log_path.read_text()
+    assert (
+        f"produce to {topic_name}-0 from " in log
+        and f"producer {pid} epoch 0 sent sequences 22..22: expected sequence 24 after 23" in log
+    ), broker.tail_log()
