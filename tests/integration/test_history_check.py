@@ -139,8 +139,10 @@ class Writer(threading.Thread):
         return send, end, producer.close
 
 
-def wait_for_markers(bootstrap: str, timeout: float = 60.0) -> None:
-    tps = [(TOPIC, p) for p in range(PARTS)]
+def wait_for_markers(
+    bootstrap: str, timeout: float = 60.0, *, topic: str = TOPIC, parts: int = PARTS
+) -> None:
+    tps = [(topic, p) for p in range(parts)]
     deadline = time.monotonic() + timeout
     with Admin(ClientConfig(bootstrap)) as admin:
         while True:

@@ -124,10 +124,10 @@ def doc_files(text: str) -> dict[str, str]:
 
 def test_docs_example_runs(pytester: pytest.Pytester) -> None:
     files = doc_files(DOC.read_text())
-    assert sorted(files) == ["eos_copier.py", "test_eos_copier.py"]
+    assert sorted(files) == ["eos_copier.py", "test_eos_copier.py", "test_lost_answers.py"]
     for name, source in files.items():
         pytester.makepyfile(**{name[:-3]: source})
-    run(pytester).assert_outcomes(passed=2)
+    run(pytester).assert_outcomes(passed=3)
 
 
 def test_installed_entry_point_and_explicit_p_register_the_plugin_once(

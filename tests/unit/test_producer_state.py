@@ -156,9 +156,25 @@ def test_sequence_reused_after_abort_is_out_of_order_not_duplicate():
     assert (exc.producer_id, exc.producer_epoch, exc.first_seq, exc.last_seq) == (5, 0, 22, 22)
     assert exc.expected_seq == 24
     assert "producer 5 epoch 0 sent sequences 22..22" in str(exc)
-    # The exact batch again is still a duplicate, answered with its original offsets.
-    dup = m.check_append(hdr(pid=5, seq=22, count=2, txn=True))
-    assert isinstance(dup, BatchMetadata) and (dup.first_offset, dup.last_offset) == (22, 23)
+    # The exact aborted batch again is out of order too: its transaction has ended.
+    assert code_of(m, hdr(pid=5, seq=22, count=2, txn=True)) == E.out_of_order_sequence_number
+
+
+def test_same_sized_batch_reusing_an_aborted_batchs_sequences_is_out_of_order():
+    """TV1 keeps the epoch across an abort: a new batch of the same size with an aborted
+    batch's sequences must not be answered as that batch's duplicate (its records would be
+    counted delivered and never committed). A retry inside the open transaction still is."""
+    m = ProducerStateManager()
+    assert produce(m, hdr(pid=5, seq=0, count=2, txn=True)) == 0
+    retry = m.check_append(hdr(pid=5, seq=0, count=2, txn=True))
+    assert isinstance(retry, BatchMetadata) and retry.first_offset == 0  # open txn: duplicate
+    marker(m, 5, 0, commit=False)
+    with pytest.raises(OutOfOrderSequence) as info:
+        m.check_append(hdr(pid=5, seq=0, count=2, txn=True))
+    assert "ended transaction" in str(info.value)
+    # Idempotent (non-transactional) producers keep Kafka's rule.
+    assert produce(m, hdr(pid=6, seq=0, count=2)) == 3
+    assert isinstance(m.check_append(hdr(pid=6, seq=0, count=2)), BatchMetadata)
 
 
 def test_gaps_and_overlaps_are_out_of_order():

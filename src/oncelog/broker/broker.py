@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,7 @@ from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.request_stats import RequestStats
 from oncelog.broker.server import Connection
-from oncelog.broker.startup import ListenError
+from oncelog.broker.startup import ListenError, check_data_dir, listen_socket, lock_data_dir
 from oncelog.broker.state_view import BrokerStateView
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
@@ -39,6 +40,7 @@ from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import parse_mapping_rules, principal_from_dn
 from oncelog.security.sasl import scramp
+from oncelog.storage.dir_lock import DataDirLock
 from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
@@ -158,6 +160,7 @@ class Broker:
             self.http = HttpListener(
                 self, self.state_view, url, allow_abort=config.get_bool("console.allow.abort")
             )
+        self.dir_lock: DataDirLock | None = None
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -199,6 +202,23 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
+        # Every listener is bound first and the data directory locked next, before anything
+        # in it is read or written: a port conflict or a second broker on the same
+        # directory then changes nothing (Kafka's LogManager locks its log dirs first).
+        sockets = [self._bind(listener) for listener in self.listeners]
+        http_socket = self.http.bind() if self.http is not None else None
+        try:
+            self.dir_lock = lock_data_dir(self.data_dir)
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            if http_socket is not None:
+                http_socket.close()
+            raise
+        check_data_dir(self.data_dir)
+        logging.getLogger("oncelog.broker").info(
+            "effective config (non-default): %s", self.config.non_default_summary()
+        )
         self.topics.load()
         self.producer_ids.load()
         self.scram_credentials.load()
@@ -215,7 +235,7 @@ class Broker:
             self.config.get_int("queued.max.requests"),
             self.config.get_int("queued.max.request.bytes"),
         )
-        for listener in self.listeners:
+        for listener, sock in zip(self.listeners, sockets, strict=True):
 
             def factory(listener: Listener = listener) -> FrameProtocol:
                 return FrameProtocol(
@@ -226,23 +246,26 @@ class Broker:
                     warmer=self.page_warmer,
                 )
 
-            try:
-                server = await loop.create_server(
-                    factory,
-                    listener.host,
-                    listener.port,
-                    backlog=1024,
-                    ssl=self.ssl_contexts.get(listener.name),
-                )
-            except OSError as exc:
-                raise ListenError(listener.name, listener.host, listener.port, exc) from exc
+            # Clients that connected during the load waited in the listen backlog.
+            server = await loop.create_server(
+                factory, sock=sock, ssl=self.ssl_contexts.get(listener.name)
+            )
             self._servers.append(server)
-            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+            self.bound_ports[listener.name] = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self.log_cleaner.start()
         self.watchdog.start()
         if self.http is not None:
-            await self.http.start()
+            assert http_socket is not None
+            await self.http.start(http_socket)
+
+    @staticmethod
+    def _bind(listener: Listener) -> socket.socket:
+        """A listening socket for ``listener`` (an empty host: every interface)."""
+        try:
+            return listen_socket(listener.host, listener.port, backlog=1024)
+        except OSError as exc:
+            raise ListenError(listener.name, listener.host, listener.port, exc) from exc
 
     def _on_connect(self, protocol: FrameProtocol, listener: Listener) -> None:
         """Start the connection's request loop once the transport is attached."""
@@ -270,6 +293,8 @@ class Broker:
         self.topics.close()
         self.client_faults.close()
         self.watchdog.stop()
+        if self.dir_lock is not None:
+            self.dir_lock.release()  # everything in the directory is closed
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""

@@ -4,8 +4,11 @@ rights, a file in the way) or a listener's port (in use, privileged)."""
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from pathlib import Path
+
+from oncelog.storage.dir_lock import DataDirInUse, DataDirLock
 
 
 class StartupError(RuntimeError):
@@ -35,6 +38,33 @@ def check_data_dir(path: Path) -> None:
         raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
     os.close(fd)
     os.unlink(probe)
+
+
+def lock_data_dir(path: Path) -> DataDirLock:
+    """Lock the data directory for this process (created if missing), or StartupError:
+    another process holds it, or it cannot be created or opened."""
+    if path.exists() and not path.is_dir():
+        raise StartupError(f"data directory {path} is a file, not a directory")
+    try:
+        return DataDirLock.acquire(path)
+    except DataDirInUse as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        if exc.filename is not None and str(exc.filename) == str(path):  # the mkdir
+            raise StartupError(f"cannot create data directory {path}: {os_reason(exc)}") from exc
+        if exc.filename is not None and Path(exc.filename).parent == path:  # the .lock file
+            raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise StartupError(f"cannot create data directory {path}{where}: {os_reason(exc)}") from exc
+
+
+def listen_socket(host: str, port: int, *, backlog: int) -> socket.socket:
+    """A bound, listening TCP socket (OSError if the address is taken). Bound before the
+    data directory is touched, so a port conflict changes nothing there."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family = infos[0][0]
+    address = infos[0][4]
+    return socket.create_server(address, family=family, backlog=backlog)
 
 
 class ListenError(StartupError):

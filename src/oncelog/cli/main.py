@@ -190,7 +190,7 @@ def broker(
     from oncelog.broker.broker import Broker
     from oncelog.broker.config import BrokerConfig, BrokerConfigError, parse_host_port
     from oncelog.broker.run import run
-    from oncelog.broker.startup import StartupError, check_data_dir, os_reason
+    from oncelog.broker.startup import StartupError, os_reason
 
     configure_logging(log_level, log_format)
     log = logging.getLogger("oncelog.broker")
@@ -207,7 +207,6 @@ def broker(
     if (warning := cfg.ignored_warning()) is not None:
         log.warning(warning)
     try:
-        check_data_dir(cfg.data_dir)
         instance = Broker(cfg, listen=listen_addr, advertised=adv)
     except BrokerConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -218,8 +217,7 @@ def broker(
     except OSError as exc:
         typer.echo(f"error: cannot start the broker: {exc.filename}: {os_reason(exc)}", err=True)
         raise typer.Exit(1) from exc
-    log.info("effective config (non-default): %s", cfg.non_default_summary())
-    run(instance)
+    run(instance)  # logs the effective config once it holds the data directory
 
 
 if __name__ == "__main__":

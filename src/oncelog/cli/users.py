@@ -7,6 +7,8 @@ first super user before the broker starts (like ``kafka-storage format --add-scr
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,6 +51,26 @@ def _store(data_dir: Path) -> Any:
     return ScramCredentialStore(data_dir.joinpath(*STORE)).load()
 
 
+@contextlib.contextmanager
+def _locked_store(data_dir: Path) -> Iterator[Any]:
+    """The store of a stopped broker, with its data directory locked as the broker locks
+    it: writing under a running broker would be overwritten by it (or overwrite it)."""
+    from oncelog.storage.dir_lock import DataDirInUse, DataDirLock
+
+    try:
+        lock = DataDirLock.acquire(data_dir)
+    except DataDirInUse as exc:
+        _fail(f"{exc}; stop the broker, or leave out --data-dir to go through it")
+        raise AssertionError from exc  # _fail raised
+    except OSError as exc:
+        _fail(f"cannot lock data directory {data_dir}: {exc.strerror or exc}")
+        raise AssertionError from exc
+    try:
+        yield _store(data_dir)
+    finally:
+        lock.release()
+
+
 def _mechanism(name: str) -> Any:
     from oncelog.security.scram import ScramMechanism
 
@@ -76,9 +98,8 @@ def add(
     if data_dir is not None:
         from oncelog.security.scram import credential_from_password
 
-        _store(data_dir).apply(
-            [(name, mech, credential_from_password(mech, password, iterations))], []
-        )
+        with _locked_store(data_dir) as store:
+            store.apply([(name, mech, credential_from_password(mech, password, iterations))], [])
         typer.echo(f"stored {mech.sasl_name} credential for {name} in {data_dir}")
         return
     from confluent_kafka.admin import (
@@ -137,10 +158,10 @@ def delete(
     """Delete one SCRAM credential of a user."""
     mech = _mechanism(mechanism)
     if data_dir is not None:
-        store = _store(data_dir)
-        if store.get(name, mech) is None:
-            _fail(f"{name} has no {mech.sasl_name} credential")
-        store.apply([], [(name, mech)])
+        with _locked_store(data_dir) as store:
+            if store.get(name, mech) is None:
+                _fail(f"{name} has no {mech.sasl_name} credential")
+            store.apply([], [(name, mech)])
         typer.echo(f"deleted {mech.sasl_name} credential of {name}")
         return
     from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion

@@ -54,13 +54,18 @@ class OutOfOrderSequence(ProducerStateError):
         last_appended_seq: int,
         *,
         new_epoch: bool = False,
+        ended_txn: bool = False,
     ) -> None:
         expected = 0 if new_epoch else (last_appended_seq + 1) % SEQ_MOD
-        why = (
-            f"new epoch {producer_epoch} must start at sequence 0"
-            if new_epoch
-            else (f"expected sequence {expected} after {last_appended_seq}")
-        )
+        if new_epoch:
+            why = f"new epoch {producer_epoch} must start at sequence 0"
+        elif ended_txn:
+            why = (
+                f"those sequences belong to a batch of an ended transaction; expected "
+                f"sequence {expected} after {last_appended_seq}"
+            )
+        else:
+            why = f"expected sequence {expected} after {last_appended_seq}"
         super().__init__(
             ErrorCode.out_of_order_sequence_number,
             f"producer {producer_id} epoch {producer_epoch} sent sequences {first_seq}..{last_seq}: "
@@ -201,6 +206,16 @@ class ProducerStateManager:
             # after an abort (seen in librdkafka) count a batch as delivered that no log holds.
             for cached in entry.batches:
                 if cached.first_seq == first and cached.last_seq == last:
+                    if header.is_transactional and not self._in_open_txn(pid, cached):
+                        # Stricter than Kafka: under transaction version 1 the epoch
+                        # survives an abort, and librdkafka can reuse an aborted batch's
+                        # sequences for a new batch of the same size. Answering "duplicate"
+                        # with the aborted batch's offsets would make the client count the
+                        # new records delivered and commit without them. A client's own
+                        # retry only ever targets its open transaction.
+                        raise OutOfOrderSequence(
+                            pid, epoch, first, last, entry.last_seq, ended_txn=True
+                        )
                     return cached
             current = entry.last_seq
             if first != (current + 1) % SEQ_MOD:
@@ -209,6 +224,10 @@ class ProducerStateManager:
             raise OutOfOrderSequence(pid, epoch, first, last, NO_SEQUENCE, new_epoch=True)
         self._check_txn_bit(pid, header)
         return None
+
+    def _in_open_txn(self, pid: int, batch: BatchMetadata) -> bool:
+        first = self._ongoing.get(pid)
+        return first is not None and batch.first_offset >= first
 
     def _check_txn_bit(self, pid: int, header: BatchHeader) -> None:
         if pid in self._ongoing and not header.is_transactional:

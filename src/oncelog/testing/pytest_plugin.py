@@ -11,6 +11,12 @@ Installed with oncelog (entry point ``pytest11``); no Docker, no JVM. Fixtures:
 - ``oncelog_topic``: a fresh topic on ``oncelog_broker``; ``@pytest.mark.oncelog_topic(
   partitions=3, config={...})`` shapes it.
 
+- ``oncelog_fault_proxy``: a broker of this test alone behind a
+  :class:`oncelog.testing.fault_proxy.FaultProxy`; the broker advertises the proxy, so
+  every client connection goes through it. ``.bootstrap`` is the proxy's address,
+  ``.proxy`` injects network faults (dropped responses, late requests, resets,
+  blackholes, latency, a bandwidth cap), ``.broker`` is the broker.
+
 Fault tests: ``broker.kill()`` (SIGKILL, nothing flushed), ``broker.start()`` (same port and
 data), ``broker.restart()`` (clean stop + start). Checks: :func:`read_committed` and
 :func:`assert_exactly_once`.
@@ -20,12 +26,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from oncelog.embedded import EmbeddedBroker
+from oncelog.testing.fault_proxy import FaultProxy
 
 if TYPE_CHECKING:
     from oncelog.testing.verify import Record
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
 # not be imported before pytest has loaded hypothesis' own plugin.
 
 __all__ = [
+    "BrokerBehindProxy",
     "OncelogBroker",
     "assert_exactly_once",
     "read_committed",
@@ -132,6 +141,40 @@ def _running_broker(config: pytest.Config, base: Path) -> Iterator[OncelogBroker
         broker.stop()
 
 
+@dataclass
+class BrokerBehindProxy:
+    """A broker that advertises ``proxy``'s address: clients bootstrap at ``bootstrap``."""
+
+    broker: OncelogBroker
+    proxy: FaultProxy
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proxy.bootstrap
+
+
+def broker_behind_proxy(
+    base: Path, settings: Mapping[str, str] | None = None, *, seed: int | None = None
+) -> BrokerBehindProxy:
+    """Start a proxy, then a broker in ``base`` advertising it (``stop_behind_proxy`` ends
+    both). The proxy listens first: the broker must know its port."""
+    proxy = FaultProxy(seed=seed).start()
+    try:
+        broker = OncelogBroker(
+            base / "data",
+            settings={
+                **dict(settings or FAST_START),
+                "advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}",
+            },
+            log_path=base / "broker.log",
+        ).start()
+    except BaseException:
+        proxy.close()
+        raise
+    proxy.set_upstream(broker.host, broker.port)
+    return BrokerBehindProxy(broker, proxy)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(SETTINGS_INI, "oncelog test broker settings (key=value lines)", type="linelist")
 
@@ -161,6 +204,19 @@ def oncelog_function_broker(
 ) -> Iterator[OncelogBroker]:
     """A broker of this test alone, in the test's tmp_path."""
     yield from _running_broker(request.config, tmp_path / "oncelog")
+
+
+@pytest.fixture
+def oncelog_fault_proxy(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[BrokerBehindProxy]:
+    """A broker of this test alone behind a fault-injecting proxy."""
+    pair = broker_behind_proxy(tmp_path / "oncelog", _settings(request.config))
+    try:
+        yield pair
+    finally:
+        pair.proxy.close()
+        pair.broker.stop()
 
 
 @pytest.fixture

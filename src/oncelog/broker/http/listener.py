@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -30,7 +31,7 @@ from oncelog.broker.metrics import (
     families,
     metrics_registry,
 )
-from oncelog.broker.startup import ListenError
+from oncelog.broker.startup import ListenError, listen_socket
 from oncelog.broker.state_view import BrokerStateView
 
 if TYPE_CHECKING:
@@ -92,18 +93,19 @@ class HttpListener:
         app.router.add_post("/console/abort", self._abort)
         return app
 
-    async def start(self) -> None:
+    def bind(self) -> socket.socket:
+        """The listening socket, bound before the broker touches its data directory."""
+        try:
+            sock = listen_socket(self.host, self.port, backlog=128)
+        except OSError as exc:
+            raise ListenError("metrics.listener", self.host, self.port, exc) from exc
+        self.port = sock.getsockname()[1]  # port 0: the bound one
+        return sock
+
+    async def start(self, sock: socket.socket) -> None:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ListenError("metrics.listener", self.host, self.port, exc) from exc
-        sockets = getattr(site._server, "sockets", None)  # port 0: learn the bound port
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
         self._sampler = asyncio.create_task(self._sample())
 
     async def stop(self) -> None:
