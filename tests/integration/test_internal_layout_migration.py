@@ -168,7 +168,7 @@ def test_legacy_data_dir_loads_and_migrates(tmp_path: Path, topic_name: str) -> 
     offsets_partition = partition_for(GROUP, 50)
     b.start(timeout=START_S)
     try:
-        text = b.log_path.read_text()
+        text = wait_for_log(b, "rewrote 3 legacy-layout __consumer_offsets keys")
         assert "rewrote 3 legacy-layout __consumer_offsets keys in Kafka's layout" in text
         assert "rewrote 2 legacy-layout __transaction_state values" in text
         assert "(0 undecodable, skipped)" in text
@@ -315,3 +315,12 @@ def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
         assert committed(b.bootstrap, topic_name) == [(4, None), (-1001, None)]
     finally:
         b.stop()
+
+
+def wait_for_log(b: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
+    """The broker log once it holds ``needle``: __consumer_offsets loads in the background
+    after the ready line (as Kafka loads a coordinator partition while serving)."""
+    deadline = time.monotonic() + timeout
+    while needle not in (text := b.log_path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return text

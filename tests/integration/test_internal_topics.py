@@ -191,7 +191,7 @@ def test_undecodable_internal_records_are_skipped_at_start(tmp_path: Path, topic
     bad_offsets = plant_undecodable(b.data_dir, "__consumer_offsets", offsets_partition)
     b.start()
     try:
-        text = b.log_path.read_text()
+        text = wait_for_log(b, "skipping undecodable record in __consumer_offsets-")
         assert (
             f"skipping undecodable record in __transaction_state-{txn_partition} at offset {bad_txn}"
             in text
@@ -444,3 +444,12 @@ def test_expired_offsets_are_tombstoned(tmp_path: Path, topic_name: str) -> None
         b.stop()
     records = read_partition(b.data_dir, "__consumer_offsets", partition_for("short-retention", 50))
     assert [value is None for _, _, value in records] == [False, True]  # the commit, its tombstone
+
+
+def wait_for_log(b: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
+    """The broker log once it holds ``needle``: __consumer_offsets loads in the background
+    after the ready line (as Kafka loads a coordinator partition while serving)."""
+    deadline = time.monotonic() + timeout
+    while needle not in (text := b.log_path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return text
