@@ -1,4 +1,4 @@
-"""Produce latency with the log cleaner idle and busy, in one broker run (issue 9).
+"""Produce latency with the log cleaner idle and busy, in one broker run.
 
 A probe producer sends one 100-byte record at a time (acks=all, linger 0) to a
 plain topic and times each delivery. Phase "idle": the cleaner has nothing to

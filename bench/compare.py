@@ -1,4 +1,4 @@
-"""Every workload of issue 15's goals table against oncelog and another broker, in one run.
+"""Every workload of the performance goals table against oncelog and another broker, in one run.
 
 oncelog is started here (a subprocess, like the tests' broker); the other broker is given
 with ``--other HOST:PORT`` (``--other-pid PID`` adds its CPU and RSS) or started here with

@@ -1,4 +1,4 @@
-"""Connect benchmark on one ``oncelog connect worker`` process (issue 10).
+"""Connect benchmark on one ``oncelog connect worker`` process.
 
 1. VerifiableSource, unthrottled (``throughput=-1``, ``batch.size`` records per poll),
    JsonConverter without schemas, idempotent producer, embedded oncelog broker: records

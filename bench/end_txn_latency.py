@@ -1,4 +1,4 @@
-"""EndTxn round trip with many transactional producers at once (issue 15: p99 <= 5 ms).
+"""EndTxn round trip with many transactional producers at once (goal: p99 <= 5 ms).
 
 ``--producers`` confluent-kafka transactional producers (50 by default), one thread each,
 loop: begin, produce a small record to their own partition, flush, then time

@@ -1,4 +1,4 @@
-"""Seed 003's "EOS performance" workload: a consume-transform-produce loop.
+"""The "EOS performance" workload: a consume-transform-produce loop.
 
 Each instance consumes its group-assigned input partitions and writes to the
 output topic; in exactly-once mode it commits input offsets inside the

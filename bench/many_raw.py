@@ -1,5 +1,5 @@
 """Many idempotent producers on many partitions, with a client light enough to measure the
-broker (issue 15: "200 concurrent idempotent producers on 200 partitions").
+broker (the goal: 200 concurrent idempotent producers on 200 partitions).
 
 compare.py's many-* workloads run 200 librdkafka producers in four Python processes; on
 this 2-core machine those clients take nearly all the CPU (the broker got ~11% of it in a

@@ -1,10 +1,10 @@
-"""Transaction benchmarks (issue: transactions).
+"""Transaction benchmarks.
 
 1. Throughput: transactional produce (100 ms transactions) against idempotent
    produce, 1 KB records, 3 partitions, acks=all, in the same run. Kafka
    publishes a ~3% cost at this setting.
 2. Latency: EndTxn round trip (commit after flush) and commit -> next send
-   (begin, produce one record, flush), p50/p99, with seed 003's blocking begin
+   (begin, produce one record, flush), p50/p99, with blocking begin
    on and off (broker setting oncelog.txn.blocking.begin).
 """
 

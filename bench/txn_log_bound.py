@@ -1,4 +1,4 @@
-"""``__transaction_state`` stays bounded under compaction (issue 9, test 5).
+"""``__transaction_state`` stays bounded under compaction.
 
 Runs N transactions (default 100,000) of one transactional id against a broker
 with ``transaction.state.log.segment.bytes=65536``, each: AddPartitionsToTxn,

@@ -236,7 +236,7 @@ def _fenced(p: Producer, topic: str) -> bool:
 
 
 def test_partition_counts_come_from_the_existing_topics(tmp_path: Path, topic_name: str) -> None:
-    """Issue 9 test 7: restarts with a different transaction.state.log.num.partitions and
+    """Restarts with a different transaction.state.log.num.partitions and
     offsets.topic.num.partitions neither unfence older producers nor lose offsets."""
     ids = [f"fence-{i}" for i in range(20)]
     groups = [f"group-{i}" for i in range(20)]

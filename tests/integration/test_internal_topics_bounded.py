@@ -1,4 +1,4 @@
-"""Issue 9, test 5: the compacted internal topics stay bounded however long one
+"""The compacted internal topics stay bounded however long one
 transactional id or one group lives, and a restart stays fast."""
 
 from __future__ import annotations

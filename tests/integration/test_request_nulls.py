@@ -1,6 +1,6 @@
 """A null where the schema forbids one gets Kafka's answer, never a handler traceback.
 
-Regression tests for the fuzzer's crash sites (issue 17): the minimised frames it
+Regression tests for the fuzzer's crash sites: the minimised frames it
 reported, and, generated from kio's schemas, a null in every non-nullable array of
 every served API and version, at the top level and one level down. The answer is
 INVALID_REQUEST in the response's top-level error field where the API has one,

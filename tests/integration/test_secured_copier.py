@@ -1,4 +1,4 @@
-"""Issue 12, test 4: the exactly-once copier (seed 000) over SASL_SSL with SCRAM-SHA-512
+"""The exactly-once copier over SASL_SSL with SCRAM-SHA-512
 and least-privilege ACLs: output == input, exactly once, in order."""
 
 from __future__ import annotations

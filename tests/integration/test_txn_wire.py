@@ -1,4 +1,4 @@
-"""Transaction protocol details at the wire: seed 003's marker placement and
+"""Transaction protocol details at the wire: markers only where written and
 KIP-890's produce verification, with exact error codes."""
 
 from __future__ import annotations

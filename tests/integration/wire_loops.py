@@ -1,5 +1,5 @@
-"""Fast raw-protocol loops that fill the internal topics (issue 9, test 5 and
-bench/txn_log_bound.py): one connection, one request at a time, no client library
+"""Fast raw-protocol loops that fill the internal topics (test_internal_topics_bounded.py
+and bench/txn_log_bound.py): one connection, one request at a time, no client library
 in between, so 10,000 transactions take seconds."""
 
 from __future__ import annotations

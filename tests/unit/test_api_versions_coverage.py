@@ -81,7 +81,7 @@ def test_every_claim_lies_within_kafka_4x_and_says_why_it_stops_short() -> None:
 
 
 def test_write_txn_markers_v0_is_not_a_kafka_4x_version() -> None:
-    """Issue 16 asked for WriteTxnMarkers v0: Kafka 4.0 removed it (v1 is the baseline),
+    """No WriteTxnMarkers v0: Kafka 4.0 removed it (v1 is the baseline),
     and kio, generated from Kafka 4.x schemas, has only v1 and v2."""
     import importlib.util
 

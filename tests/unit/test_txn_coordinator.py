@@ -545,7 +545,7 @@ def test_load_prepared_without_partitions() -> None:
     assert kinds(acts(step)) == [S.COMPLETE_ABORT]
 
 
-# -- blocking begin (seed 003) ----------------------------------------------------------------
+# -- blocking begin -------------------------------------------------------------------------
 
 
 def _committing(sh: Shell) -> Reply:

@@ -28,7 +28,7 @@ class TxnConfig:
     txn_log_segment_bytes: int = setting(
         "transaction.state.log.segment.bytes", DEFAULT_INTERNAL_SEGMENT_BYTES
     )
-    # Seed 003: block AddPartitionsToTxn/AddOffsetsToTxn while the previous transaction's
+    # Blocking begin: block AddPartitionsToTxn/AddOffsetsToTxn while the previous transaction's
     # markers are in flight instead of answering CONCURRENT_TRANSACTIONS ...
     blocking_begin: bool = setting("oncelog.txn.blocking.begin", True)
     # ... but for at most this long (then CONCURRENT_TRANSACTIONS, and the client retries).

@@ -6,7 +6,7 @@ written marker wakes fetches waiting on the partition, and a marker on a
 ``__consumer_offsets`` partition settles the producer's pending transactional offsets in
 the group coordinator (commit makes them visible, abort drops them).
 
-On a single node every partition is local, so a marker is an append. Seed 003: the
+On a single node every partition is local, so a marker is an append. The
 coordinator sends a marker only to partitions the transaction actually wrote; a partition
 that was added but never written has no open transaction of this producer and is left
 untouched (``only_if_written``).

@@ -1,4 +1,4 @@
-"""Seed 003's blocking begin: AddPartitionsToTxn / AddOffsetsToTxn requests that arrive while
+"""Blocking begin: AddPartitionsToTxn / AddOffsetsToTxn requests that arrive while
 the previous transaction's markers are in flight wait here instead of being bounced with
 CONCURRENT_TRANSACTIONS, and are re-run in arrival order once that transaction is complete."""
 

@@ -281,7 +281,7 @@ class TransactionService:
         )
 
     async def _call_parkable(self, step: TxnStep) -> Reply:
-        # Seed 003's blocking begin parks the request, for a bounded time.
+        # Blocking begin (oncelog.txn.blocking.begin) parks the request, for a bounded time.
         return await self.runtime.call(
             step, timeout_s=self.config.blocking_max_wait_ms / 1000, cancel=self.coordinator.cancel
         )
