@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from oncelog.embedded import EmbeddedBroker
+
 
 def create_topic(
     bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
@@ -86,3 +88,12 @@ def consume(
     finally:
         consumer.close()
     return out
+
+
+def wait_for_log(broker: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
+    """The broker's log once it holds ``needle``: __consumer_offsets loads in the
+    background after the ready line (as Kafka loads a coordinator partition while serving)."""
+    deadline = time.monotonic() + timeout
+    while needle not in (text := broker.log_path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return text

@@ -35,7 +35,7 @@ from ..legacy_layouts import (
     legacy_txn_key,
     legacy_txn_value,
 )
-from .helpers import create_topic
+from .helpers import create_topic, wait_for_log
 from .test_internal_topics import read_partition
 from .test_transactions import txn_producer
 
@@ -307,7 +307,7 @@ def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
     )
     b.start(timeout=START_S)
     try:
-        text = b.log_path.read_text()
+        text = wait_for_log(b, "from 2 records (4 undecodable, skipped)")
         assert "from 2 records (4 undecodable, skipped)" in text
         assert "unknown __consumer_offsets key version 11" in text
         assert "record truncated" in text  # the corrupt consumer group record
@@ -315,12 +315,3 @@ def test_unknown_and_corrupt_internal_records_are_skipped_and_counted(
         assert committed(b.bootstrap, topic_name) == [(4, None), (-1001, None)]
     finally:
         b.stop()
-
-
-def wait_for_log(b: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
-    """The broker log once it holds ``needle``: __consumer_offsets loads in the background
-    after the ready line (as Kafka loads a coordinator partition while serving)."""
-    deadline = time.monotonic() + timeout
-    while needle not in (text := b.log_path.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return text

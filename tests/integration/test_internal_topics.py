@@ -29,7 +29,7 @@ from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog
 from oncelog.storage.replay import iter_log
 
-from .helpers import create_topic
+from .helpers import create_topic, wait_for_log
 from .test_transactions import read_all, txn_producer
 
 INTERNAL = ("__transaction_state", "__consumer_offsets")
@@ -444,12 +444,3 @@ def test_expired_offsets_are_tombstoned(tmp_path: Path, topic_name: str) -> None
         b.stop()
     records = read_partition(b.data_dir, "__consumer_offsets", partition_for("short-retention", 50))
     assert [value is None for _, _, value in records] == [False, True]  # the commit, its tombstone
-
-
-def wait_for_log(b: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
-    """The broker log once it holds ``needle``: __consumer_offsets loads in the background
-    after the ready line (as Kafka loads a coordinator partition while serving)."""
-    deadline = time.monotonic() + timeout
-    while needle not in (text := b.log_path.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return text

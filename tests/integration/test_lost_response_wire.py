@@ -10,59 +10,27 @@ sequence that is not last + 1 fails ProducerAppendInfo.checkSequence.
 
 from __future__ import annotations
 
-import datetime
 import time
 
-from kio.schema.add_partitions_to_txn.v3 import request as ap
 from kio.schema.end_txn.v3 import request as et
 from kio.schema.errors import ErrorCode
-from kio.schema.init_producer_id.v4 import request as ip
-from kio.schema.produce.v9 import request as pr
 
 from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
-from oncelog.records.builder import build_batch
 
+from . import wire_loops
 from .helpers import consume, create_topic
+from .test_txn_wire import txn_produce
 
-T = datetime.timedelta(seconds=30)
 TXN_ID = "lost-response"
 
 
 def produce(c: WireClient, topic: str, pid: int, seq: int, values: list[bytes]):  # type: ignore[no-untyped-def]
-    now = int(time.time() * 1000)
-    batch = build_batch(
-        [(None, v, None, now) for v in values],
-        producer_id=pid,
-        producer_epoch=0,
-        base_sequence=seq,
-        transactional=True,
-    )
-    req = pr.ProduceRequest(
-        transactional_id=TXN_ID,
-        acks=-1,
-        timeout=T,
-        topic_data=(
-            pr.TopicProduceData(
-                name=topic, partition_data=(pr.PartitionProduceData(index=0, records=batch),)
-            ),
-        ),
-    )
-    return c.request(req).responses[0].partition_responses[0]
+    return txn_produce(c, TXN_ID, topic, 0, pid, 0, seq, values)
 
 
 def add_partition(c: WireClient, topic: str, pid: int) -> None:
-    added = c.request(
-        ap.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=TXN_ID,
-            v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=0,
-            v3_and_below_topics=(ap.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),),
-        )
-    )
-    codes = [p.partition_error_code for t in added.results_by_topic_v3_and_below
-             for p in t.results_by_partition]  # fmt: skip
-    assert codes == [ErrorCode.none]
+    assert wire_loops.add_partition(c, TXN_ID, pid, 0, topic) == ErrorCode.none
 
 
 def end_txn(c: WireClient, pid: int, *, commit: bool) -> ErrorCode:
@@ -84,11 +52,7 @@ def test_reused_sequence_after_abort_is_out_of_order_and_never_committed(
     create_topic(broker.bootstrap, topic_name)
     committed = [b"c%d" % i for i in range(22)]
     with WireClient(broker.bootstrap) as c:
-        init = c.request(
-            ip.InitProducerIdRequest(
-                transactional_id=TXN_ID, transaction_timeout=T, producer_id=-1, producer_epoch=-1
-            )
-        )
+        init = wire_loops.init_producer_id(c, TXN_ID)
         assert (init.error_code, init.producer_epoch) == (ErrorCode.none, 0)
         pid = init.producer_id
         # Transaction 1 commits sequences 0..21.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Sequence
 
 from kio.schema.add_partitions_to_txn.v3 import request as ap
 from kio.schema.end_txn.v3 import request as et
@@ -25,10 +26,19 @@ T = datetime.timedelta(seconds=30)
 
 
 def txn_produce(
-    c: WireClient, txn_id: str, topic: str, partition: int, pid: int, epoch: int, seq: int
+    c: WireClient,
+    txn_id: str,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    seq: int,
+    values: Sequence[bytes] = (b"v",),
 ):  # type: ignore[no-untyped-def]
+    """One transactional batch of ``values`` (acks=-1); the partition's response."""
+    now = int(time.time() * 1000)
     batch = build_batch(
-        [(None, b"v", None, int(time.time() * 1000))],
+        [(None, v, None, now) for v in values],
         producer_id=pid,
         producer_epoch=epoch,
         base_sequence=seq,

@@ -24,7 +24,7 @@ from oncelog.broker.partition_writer import PartitionWriter
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.request_stats import RequestStats
 from oncelog.broker.server import Connection
-from oncelog.broker.startup import ListenError, check_data_dir, listen_socket, lock_data_dir
+from oncelog.broker.startup import ListenError, listen_socket, lock_data_dir
 from oncelog.broker.state_view import BrokerStateView
 from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
@@ -215,7 +215,6 @@ class Broker:
             if http_socket is not None:
                 http_socket.close()
             raise
-        check_data_dir(self.data_dir)
         logging.getLogger("oncelog.broker").info(
             "effective config (non-default): %s", self.config.non_default_summary()
         )

@@ -23,8 +23,9 @@ def os_reason(exc: OSError) -> str:
     return text[0].lower() + text[1:] if text else text
 
 
-def check_data_dir(path: Path) -> None:
-    """Create the data directory if needed and prove it writable, or raise StartupError."""
+def lock_data_dir(path: Path) -> DataDirLock:
+    """Create the data directory if needed, lock it for this process and prove it
+    writable, or raise StartupError (another process holds it: nothing was changed)."""
     if path.exists() and not path.is_dir():
         raise StartupError(f"data directory {path} is a file, not a directory")
     try:
@@ -33,29 +34,20 @@ def check_data_dir(path: Path) -> None:
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
         raise StartupError(f"cannot create data directory {path}{where}: {os_reason(exc)}") from exc
     try:
-        fd, probe = tempfile.mkstemp(prefix=".oncelog-write-probe-", dir=path)
-    except OSError as exc:
-        raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
-    os.close(fd)
-    os.unlink(probe)
-
-
-def lock_data_dir(path: Path) -> DataDirLock:
-    """Lock the data directory for this process (created if missing), or StartupError:
-    another process holds it, or it cannot be created or opened."""
-    if path.exists() and not path.is_dir():
-        raise StartupError(f"data directory {path} is a file, not a directory")
-    try:
-        return DataDirLock.acquire(path)
+        lock = DataDirLock.acquire(path)
     except DataDirInUse as exc:
         raise StartupError(str(exc)) from exc
     except OSError as exc:
-        if exc.filename is not None and str(exc.filename) == str(path):  # the mkdir
-            raise StartupError(f"cannot create data directory {path}: {os_reason(exc)}") from exc
-        if exc.filename is not None and Path(exc.filename).parent == path:  # the .lock file
-            raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise StartupError(f"cannot create data directory {path}{where}: {os_reason(exc)}") from exc
+        raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
+    try:
+        # An existing .lock opens even in a directory that no longer takes new files.
+        fd, probe = tempfile.mkstemp(prefix=".oncelog-write-probe-", dir=path)
+    except OSError as exc:
+        lock.release()
+        raise StartupError(f"data directory {path} is not writable: {os_reason(exc)}") from exc
+    os.close(fd)
+    os.unlink(probe)
+    return lock
 
 
 def listen_socket(host: str, port: int, *, backlog: int) -> socket.socket:

@@ -156,10 +156,11 @@ class _Conn:
                 t.cancel()
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
+async def _read_frame(reader: asyncio.StreamReader, min_size: int) -> bytes | None:
+    """One frame, or None at the end of the stream or on a frame no peer would send."""
     try:
         size = _SIZE.unpack(await reader.readexactly(4))[0]
-        if not 8 <= size <= _MAX_FRAME:
+        if not min_size <= size <= _MAX_FRAME:
             return None
         return await reader.readexactly(size)
     except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -381,6 +382,13 @@ class FaultProxy:
         while (left := self._rules.blackhole_until - time.monotonic()) > 0:
             await asyncio.sleep(left)
 
+    async def _pace(self, due: float, bucket: _Bucket | None, size: int) -> None:
+        """Wait until a frame may go: its latency, any blackhole, then the bandwidth cap."""
+        await _sleep_until(due)
+        await self._wait_blackhole()
+        if bucket is not None:
+            await bucket.take(size + _SIZE.size)
+
     def _delay_s(self) -> float:
         r = self._rules
         if r.latency_ms <= 0 or time.monotonic() >= r.latency_until:
@@ -395,7 +403,7 @@ class FaultProxy:
     ) -> None:
         due = 0.0
         try:
-            while (frame := await _read_frame(reader)) is not None:
+            while (frame := await _read_frame(reader, _HEADER.size)) is not None:
                 api_key, version, correlation = _HEADER.unpack_from(frame)
                 now = time.monotonic()
                 name = _api_name(api_key)
@@ -407,7 +415,8 @@ class FaultProxy:
                     conn.reset(f"on {name} v{version} request {correlation}")
                     return
                 conn.inflight[correlation] = api_key
-                self.counts["requests"] += 1
+                with self._lock:
+                    self.counts["requests"] += 1
                 due = max(due, now + self._delay_s())
                 if hold:
                     due = max(due, now + hold_s)
@@ -428,9 +437,7 @@ class FaultProxy:
         assert upstream is not None
         while (item := await queue.get()) is not None:
             due, frame = item
-            await _sleep_until(due)
-            await self._wait_blackhole()
-            await self._rules.up.take(len(frame) + 4)
+            await self._pace(due, self._rules.up, len(frame))
             upstream.write(_SIZE.pack(len(frame)) + frame)
             with contextlib.suppress(ConnectionError, OSError):
                 await upstream.drain()
@@ -447,7 +454,7 @@ class FaultProxy:
     ) -> None:
         due = 0.0
         try:
-            while (frame := await _read_frame(reader)) is not None:
+            while (frame := await _read_frame(reader, _SIZE.size)) is not None:
                 correlation = _SIZE.unpack_from(frame)[0]
                 api_key = conn.inflight.pop(correlation, None)
                 now = time.monotonic()
@@ -474,12 +481,11 @@ class FaultProxy:
     ) -> None:
         while (item := await queue.get()) is not None:
             due, frame = item
-            await _sleep_until(due)
-            await self._wait_blackhole()
             if not frame:  # a reset after a dropped response
+                await self._pace(due, None, 0)
                 conn.reset("after a dropped response")
                 return
-            await self._rules.down.take(len(frame) + 4)
+            await self._pace(due, self._rules.down, len(frame))
             if conn.client_open:
                 conn.client.write(_SIZE.pack(len(frame)) + frame)
                 with contextlib.suppress(ConnectionError, OSError):
