@@ -55,7 +55,8 @@ from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
 from oncelog.coordinator.placement import partition_for
 from oncelog.coordinator.runtime import Append, Pending, client_error
 from oncelog.txn.config import TxnConfig
-from oncelog.txn.identity import client_identity, next_identity
+from oncelog.txn.end_txn import end_txn_tv1, end_txn_tv2
+from oncelog.txn.identity import client_identity, next_identity, successor
 from oncelog.txn.init_producer_id import (
     InitRequest,
     check_request,
@@ -71,12 +72,10 @@ from oncelog.txn.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TV_0,
-    TV_2,
     TopicPartition,
     TransactionMetadata,
     TxnState,
     TxnStateError,
-    is_epoch_exhausted,
     select,
     supports_epoch_bump,
 )
@@ -208,7 +207,7 @@ class TransactionCoordinator:
             # Only a transaction opened with enable2Pc was promised to stay prepared.
             return Step(reply=Reply(E.invalid_txn_state))
         pid, epoch = meta.kept_identity or (meta.producer_id, meta.producer_epoch)
-        pid, epoch = self._successor(pid, epoch)
+        pid, epoch = successor(pid, epoch, self.allocate_producer_id)
         target = meta.prepare(
             S.ONGOING,
             next_producer_id=pid,
@@ -216,13 +215,6 @@ class TransactionCoordinator:
             txn_last_update_ms=now_ms,
         )
         return self._request_step(meta, _Kind.INIT, target)
-
-    def _successor(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
-        """The identity after ``producer_id``/``producer_epoch``: the next epoch, or a new
-        producer id at epoch 0 once the epochs are exhausted."""
-        if is_epoch_exhausted(producer_epoch):
-            return self.allocate_producer_id(), 0
-        return producer_id, producer_epoch + 1
 
     def add_partitions(
         self,
@@ -291,159 +283,22 @@ class TransactionCoordinator:
         early = self._precheck(transactional_id)
         if early is not None:
             return Step(reply=early)
+        meta = self._txns.get(transactional_id)
+        decision: Reply | TransactionMetadata
         if supports_epoch_bump(transaction_version):
-            return self._end_txn_tv2(transactional_id, producer_id, producer_epoch, commit, now_ms)
-        meta = self._txns.get(transactional_id)
-        err = self._check_producer(meta, producer_id, producer_epoch)
-        if err is not None:
-            return Step(reply=Reply(err))
-        assert meta is not None
-        if meta.pending_state is not None:
-            return Step(reply=Reply(E.concurrent_transactions))
-        state = meta.state
-        if state is S.ONGOING:
-            target = meta.prepare(
-                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-                txn_last_update_ms=now_ms,
-                client_transaction_version=TV_0,
-            )
-            return self._request_step(meta, _Kind.END, target)
-        if state is S.COMPLETE_COMMIT or state is S.COMPLETE_ABORT:
-            done = (state is S.COMPLETE_COMMIT) == commit  # a retry of a finished EndTxn
-            return Step(reply=Reply(E.none if done else E.invalid_txn_state))
-        if state is S.PREPARE_COMMIT or state is S.PREPARE_ABORT:
-            same = (state is S.PREPARE_COMMIT) == commit
-            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
-        if state is S.EMPTY:
-            return Step(reply=Reply(E.invalid_txn_state))
-        raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
-
-    def _end_txn_tv2(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        now_ms: int,
-    ) -> Step:
-        """EndTxn v5 (Kafka's TV2 endTransaction). The epoch of a finished transaction is
-        one above the client's, so "same epoch" means the next transaction and "epoch + 1"
-        a retry; a retry after an overflow names the previous producer id at MAX_EPOCH - 1.
-
-        ========================  =============  =============  ============  =============
-        state \\ request           abort, retry   abort, same    commit, retry commit, same
-        ========================  =============  =============  ============  =============
-        Empty                     fenced         bump           fenced        invalid state
-        CompleteAbort             ok, no bump    bump           invalid state invalid state
-        CompleteCommit            invalid state  bump           ok, no bump   invalid state
-        ========================  =============  =============  ============  =============
-        """
-        meta = self._txns.get(transactional_id)
-        if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
-            return Step(reply=Reply(E.invalid_producer_id_mapping))
-        if meta.kept_identity is not None:
-            return self._end_kept_txn_tv2(meta, producer_id, producer_epoch, commit, now_ms)
-        state = meta.state
-        retry_on_overflow = (
-            meta.last_producer_id == producer_id
-            and producer_epoch == MAX_EPOCH - 1
-            and meta.producer_epoch == 0
-        )
-        retry_on_bump = meta.producer_epoch == producer_epoch + 1
-        if state.is_prepare:
-            valid_epoch = retry_on_bump
-        elif state.is_complete:
-            valid_epoch = (
-                retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+            decision = end_txn_tv2(
+                meta, producer_id, producer_epoch, commit, now_ms, self.allocate_producer_id
             )
         else:
-            valid_epoch = producer_epoch == meta.producer_epoch
-        if meta.producer_id != producer_id and not retry_on_overflow:
-            return Step(reply=Reply(E.invalid_producer_id_mapping))
-        if meta.pending_state is not None:
-            return Step(reply=Reply(E.concurrent_transactions))
-        if not valid_epoch:
-            return Step(reply=Reply(E.producer_fenced))
-        is_retry = retry_on_bump or retry_on_overflow
-        current = Reply(E.none, meta.producer_id, meta.producer_epoch)
-        if state is S.ONGOING:
-            return self._prepare_end_tv2(meta, commit, now_ms)
-        if state.is_prepare:
-            same = (state is S.PREPARE_COMMIT) == commit
-            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
-        if state is S.EMPTY:
-            if commit:
-                return Step(reply=Reply(E.invalid_txn_state))
-            return self._prepare_end_tv2(meta, False, now_ms)
-        if state.is_complete:
-            done_commit = state is S.COMPLETE_COMMIT
-            if is_retry:
-                return Step(reply=current if done_commit == commit else Reply(E.invalid_txn_state))
-            if commit:
-                return Step(reply=Reply(E.invalid_txn_state))
-            # An abort with nothing added yet (e.g. every implicit add failed): bump anyway.
-            return self._prepare_end_tv2(meta, False, now_ms)
-        raise TxnStateError(f"{transactional_id} in unexpected state {state.kafka_name}")
-
-    def _end_kept_txn_tv2(
-        self,
-        meta: TransactionMetadata,
-        producer_id: int,
-        producer_epoch: int,
-        commit: bool,
-        now_ms: int,
-    ) -> Step:
-        """EndTxn v5 of a 2PC transaction kept by InitProducerId keepPreparedTxn: only the
-        kept identity may end it. The markers carry the transaction's epoch + 1; the reply
-        (and the identity at completion) is the kept identity's successor."""
-        kept = meta.kept_identity
-        assert kept is not None
-        state = meta.state
-        if state.is_prepare:
-            # kept is already the successor: the caller's retry names the one before it.
-            retry = (producer_id, producer_epoch + 1) == kept or (
-                kept[1] == 0 and is_epoch_exhausted(producer_epoch)
-            )
-            if not retry:
-                return Step(reply=Reply(E.producer_fenced))
-            same = (state is S.PREPARE_COMMIT) == commit
-            return Step(reply=Reply(E.concurrent_transactions if same else E.invalid_txn_state))
-        if state is not S.ONGOING:
-            raise TxnStateError(f"{meta.transactional_id}: kept identity in {state.kafka_name}")
-        if producer_id != kept[0]:
-            return Step(reply=Reply(E.invalid_producer_id_mapping))
-        if meta.pending_state is not None:
-            return Step(reply=Reply(E.concurrent_transactions))
-        if producer_epoch != kept[1]:
-            return Step(reply=Reply(E.producer_fenced))
-        next_pid, next_epoch = self._successor(*kept)
-        target = meta.prepare(
-            S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-            producer_epoch=meta.producer_epoch + 1,
-            last_producer_epoch=meta.producer_epoch,
-            next_producer_id=next_pid,
-            next_producer_epoch=next_epoch,
-            client_transaction_version=TV_2,
-            txn_last_update_ms=now_ms,
-        )
-        return self._request_step(meta, _Kind.END, target)
-
-    def _prepare_end_tv2(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> Step:
-        epoch = meta.producer_epoch
-        # Clients never hold MAX_EPOCH, so the coordinator can always fence; an exhausted
-        # epoch is bumped one last time and a new producer id takes over at completion.
-        next_pid = self.allocate_producer_id() if meta.is_epoch_exhausted else NO_PRODUCER_ID
-        idle = meta.state is not S.ONGOING
-        target = meta.prepare(
-            S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-            producer_epoch=epoch if epoch == MAX_EPOCH and not commit else epoch + 1,
-            last_producer_epoch=epoch,
-            next_producer_id=next_pid,
-            client_transaction_version=TV_2,
-            txn_start_ms=now_ms if idle else meta.txn_start_ms,
-            txn_last_update_ms=now_ms,
-        )
-        return self._request_step(meta, _Kind.END, target)
+            err = self._check_producer(meta, producer_id, producer_epoch)
+            if err is not None:
+                return Step(reply=Reply(err))
+            assert meta is not None
+            decision = end_txn_tv1(meta, commit, now_ms)
+        if isinstance(decision, Reply):
+            return Step(reply=decision)
+        assert meta is not None
+        return self._request_step(meta, _Kind.END, decision)
 
     def verify_partition(
         self,
@@ -742,7 +597,7 @@ class TransactionCoordinator:
         if meta.kept_identity is not None:
             # A kept 2PC transaction: the markers go one above the transaction's epoch (the
             # kept identity is ahead of it); the kept identity's successor takes over.
-            next_pid, next_epoch = self._successor(*meta.kept_identity)
+            next_pid, next_epoch = successor(*meta.kept_identity, self.allocate_producer_id)
             return meta.prepare(
                 S.PREPARE_ABORT,
                 producer_epoch=meta.producer_epoch + 1 if bump else meta.producer_epoch,

@@ -5,12 +5,25 @@ transaction's metadata."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from oncelog.txn.metadata import (
     NO_PRODUCER_ID,
     TransactionMetadata,
     TxnState,
+    is_epoch_exhausted,
     supports_epoch_bump,
 )
+
+
+def successor(
+    producer_id: int, producer_epoch: int, allocate_producer_id: Callable[[], int]
+) -> tuple[int, int]:
+    """The identity after ``producer_id``/``producer_epoch``: the next epoch, or a new
+    producer id at epoch 0 once the epochs are exhausted."""
+    if is_epoch_exhausted(producer_epoch):
+        return allocate_producer_id(), 0
+    return producer_id, producer_epoch + 1
 
 
 def next_identity(meta: TransactionMetadata) -> tuple[int, int]:
