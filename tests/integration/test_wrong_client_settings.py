@@ -275,7 +275,7 @@ def test_connector_override_with_a_wrong_password_fails_its_task(
             )
             trace = worker.get(f"/connectors/{name}/tasks/0/status")["trace"]
             assert trace.splitlines()[-1] == (
-                "oncelog.connect.errors.ConnectException: Cannot connect to the Kafka cluster: "
+                "oncelog.connect.api.errors.ConnectException: Cannot connect to the Kafka cluster: "
                 "SASL SCRAM-SHA-512 authentication failed: SASL_AUTHENTICATION_FAILED "
                 "(Authentication failed: The client keys don't match.: invalid-proof)"
             )

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncelog.connect.assignor import (
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.distributed.assignor import (
     EMPTY,
     AssignorState,
-    ConnectorTaskId,
     MemberAssignment,
     Work,
     assign,

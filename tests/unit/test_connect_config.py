@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.connect.config import (
+from oncelog.connect.api.config import (
     NO_DEFAULT_VALUE,
     AbstractConfig,
     ConfigDef,
@@ -16,7 +16,7 @@ from oncelog.connect.config import (
     config_infos,
     parse_type,
 )
-from oncelog.connect.errors import ConfigException
+from oncelog.connect.api.errors import ConfigException
 
 
 def _definition() -> ConfigDef:

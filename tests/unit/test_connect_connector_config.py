@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from oncelog.connect.connector_config import validate_connector_config
-from oncelog.connect.errors import ConfigException
-from oncelog.connect.plugins import PluginRegistry
+from oncelog.connect.api.errors import ConfigException
+from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.plugins import PluginRegistry
 
 REGISTRY = PluginRegistry.with_builtins()
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from oncelog.connect.converters import (
+from oncelog.connect.api.converters import (
     ByteArrayConverter,
     JsonConverter,
     StringConverter,
@@ -17,7 +17,7 @@ from oncelog.connect.converters import (
     schema_from_json,
     schema_to_json,
 )
-from oncelog.connect.data import (
+from oncelog.connect.api.data import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     INT32_SCHEMA,
@@ -33,7 +33,7 @@ from oncelog.connect.data import (
     struct_schema,
     timestamp_schema,
 )
-from oncelog.connect.errors import DataException
+from oncelog.connect.api.errors import DataException
 
 
 def _json(schemas: bool = True) -> JsonConverter:

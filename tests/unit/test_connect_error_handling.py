@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from oncelog.connect.error_handling import ErrorPolicy
-from oncelog.connect.errors import ConnectException, DataException, RetriableException
+from oncelog.connect.api.errors import ConnectException, DataException, RetriableException
+from oncelog.connect.runtime.error_handling import ErrorPolicy
 
 
 class Clock:

@@ -12,24 +12,27 @@ from typing import Any
 import pytest
 
 from oncelog.connect.api import SourceRecord, SourceTask
-from oncelog.connect.assignor import ConnectorTaskId
-from oncelog.connect.client_configs import exactly_once_producer_config, offsets_consumer_config
-from oncelog.connect.connector_config import validate_connector_config
-from oncelog.connect.converters import JsonConverter
-from oncelog.connect.errors import ConnectException, IllegalWorkerStateException
-from oncelog.connect.exactly_once_source_task import (
+from oncelog.connect.api.converters import JsonConverter
+from oncelog.connect.api.errors import ConnectException, IllegalWorkerStateException
+from oncelog.connect.api.records import RecordMetadata
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.client_configs import (
+    exactly_once_producer_config,
+    offsets_consumer_config,
+)
+from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.exactly_once_source_task import (
     REMEDIES,
     ExactlyOnceWorkerSourceTask,
     TransactionSizes,
 )
-from oncelog.connect.offset_records import decode
-from oncelog.connect.offsets import LayeredOffsetStore, MemoryOffsetStore
-from oncelog.connect.offsets_topics import OffsetsTopic, offsets_topic
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.records import RecordMetadata
-from oncelog.connect.task_context import WorkerTransactionContext
-from oncelog.connect.transforms.chain import TransformationChain
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime.offsets_topics import OffsetsTopic, offsets_topic
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.task_context import WorkerTransactionContext
+from oncelog.connect.runtime.transformation_chain import TransformationChain
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.storage.offset_records import decode
+from oncelog.connect.storage.offsets import LayeredOffsetStore, MemoryOffsetStore
 
 BASE = {
     "bootstrap.servers": "a:9092,b:9092",
@@ -393,7 +396,7 @@ def test_a_failing_start_hook_closes_the_producer_before_the_task_starts() -> No
 
 
 def test_separate_offsets_clients_target_the_producers_cluster() -> None:
-    from oncelog.connect.client_configs import offsets_admin_config
+    from oncelog.connect.runtime.client_configs import offsets_admin_config
 
     worker = _worker()
     away = {"producer.override.bootstrap.servers": "x:9092"}

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from oncelog.connect.api import ExactlyOnceSupport, partition_key
+from oncelog.connect.api.data import STRING_SCHEMA
+from oncelog.connect.api.errors import ConfigException, ConnectException
+from oncelog.connect.api.records import SinkRecord, SourceRecord, TopicPartition
 from oncelog.connect.connectors.file_stream import (
     FileStreamSinkConnector,
     FileStreamSinkTask,
@@ -19,11 +22,8 @@ from oncelog.connect.connectors.verifiable import (
     VerifiableSourceConnector,
     VerifiableSourceTask,
 )
-from oncelog.connect.data import STRING_SCHEMA
-from oncelog.connect.errors import ConfigException, ConnectException
-from oncelog.connect.offsets import MemoryOffsetStore
-from oncelog.connect.records import SinkRecord, SourceRecord, TopicPartition
-from oncelog.connect.task_context import BasicSinkTaskContext, BasicSourceTaskContext
+from oncelog.connect.runtime.task_context import BasicSinkTaskContext, BasicSourceTaskContext
+from oncelog.connect.storage.offsets import MemoryOffsetStore
 
 
 def _source_task(

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from oncelog.connect import config_records as cr
-from oncelog.connect import offset_records as orec
-from oncelog.connect import status_records as sr
-from oncelog.connect.errors import DataException
+from oncelog.connect.api.errors import DataException
+from oncelog.connect.storage import config_records as cr
+from oncelog.connect.storage import offset_records as orec
+from oncelog.connect.storage import status_records as sr
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from oncelog.connect.errors import ConnectException
+from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.kafka_io.settings import client_config
 
 
@@ -63,8 +63,8 @@ def test_a_write_nobody_acknowledges_in_time_is_retriable_for_the_herder() -> No
     retry.backoff.ms rather than sleeping worker.unsync.backoff.ms (5 minutes)."""
     import socket
 
-    from oncelog.connect.errors import RetriableException
-    from oncelog.connect.herder import _transient
+    from oncelog.connect.api.errors import RetriableException
+    from oncelog.connect.distributed.herder import _transient
     from oncelog.connect.kafka_io.internal_topics import TopicWriter
 
     with socket.socket() as s:

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import os
 
-from oncelog.connect.config_records import (
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.distributed.leader_duties import (
+    new_session_key,
+    session_key_due,
+    task_config_updates,
+)
+from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
     SessionKeyRecord,
-    TargetState,
     TargetStateRecord,
     TaskCommitRecord,
     TaskConfigRecord,
     task_config_records,
 )
-from oncelog.connect.config_state import ClusterConfigSnapshot, ConfigState
-from oncelog.connect.leader_duties import new_session_key, session_key_due, task_config_updates
+from oncelog.connect.storage.config_state import ClusterConfigSnapshot, ConfigState
 
 
 def _snapshot(*records: object) -> ClusterConfigSnapshot:

@@ -9,15 +9,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from oncelog.connect.config_records import (
+from oncelog.connect.api.errors import ConnectRestException
+from oncelog.connect.distributed.leader_fencing import LeaderFencing
+from oncelog.connect.storage.config_records import (
     ConfigRecord,
     ConnectorConfigRecord,
     TaskCountRecord,
     task_config_records,
 )
-from oncelog.connect.config_state import ConfigState
-from oncelog.connect.errors import ConnectRestException
-from oncelog.connect.leader_fencing import LeaderFencing
+from oncelog.connect.storage.config_state import ConfigState
 
 CONFIG = {"connector.class": "VerifiableSource"}
 

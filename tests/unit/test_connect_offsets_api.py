@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from oncelog.connect.api import partition_key
-from oncelog.connect.config_records import TargetState
-from oncelog.connect.errors import BadRequestException
-from oncelog.connect.offsets_api import (
+from oncelog.connect.api.errors import BadRequestException
+from oncelog.connect.api.records import TopicPartition
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.rest.offsets import (
     parse_sink_offsets,
     parse_source_offsets,
     require_stopped,
@@ -17,7 +18,6 @@ from oncelog.connect.offsets_api import (
     source_offsets_json,
     success_message,
 )
-from oncelog.connect.records import TopicPartition
 
 
 def test_source_offsets() -> None:

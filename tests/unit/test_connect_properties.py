@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncelog.connect.converters import JsonConverter
-from oncelog.connect.data import (
+from oncelog.connect.api.converters import JsonConverter
+from oncelog.connect.api.data import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT64_SCHEMA,
@@ -30,7 +30,7 @@ from oncelog.connect.data import (
     struct_schema,
     timestamp_schema,
 )
-from oncelog.connect.submitted_records import SubmittedRecords
+from oncelog.connect.runtime.submitted_records import SubmittedRecords
 
 PRIMITIVES = [INT8_SCHEMA, INT16_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, FLOAT64_SCHEMA, BOOLEAN_SCHEMA, STRING_SCHEMA,
               BYTES_SCHEMA, decimal_schema(3), date_schema(), timestamp_schema()]  # fmt: skip

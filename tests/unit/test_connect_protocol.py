@@ -6,8 +6,9 @@ import struct
 
 import pytest
 
-from oncelog.connect.assignor import ConnectorTaskId, Work
-from oncelog.connect.connect_protocol import (
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.distributed.assignor import Work
+from oncelog.connect.distributed.connect_protocol import (
     ConnectAssignment,
     ConnectProtocolVersion,
     WorkerState,

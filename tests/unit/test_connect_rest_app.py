@@ -9,9 +9,9 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from oncelog.connect.cluster_view import ClusterState
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.rest_app import create_app
+from oncelog.connect.rest.app import create_app
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.storage.cluster_view import ClusterState
 
 
 def _call(
@@ -122,9 +122,9 @@ def test_errors_use_kafkas_format() -> None:
 
 
 def _cluster() -> ClusterState:
-    from oncelog.connect import config_records as cr
-    from oncelog.connect import offset_records as orec
-    from oncelog.connect import status_records as sr
+    from oncelog.connect.storage import config_records as cr
+    from oncelog.connect.storage import offset_records as orec
+    from oncelog.connect.storage import status_records as sr
 
     cluster = ClusterState()
     records = [
@@ -215,7 +215,7 @@ def test_read_only_connector_endpoints() -> None:
 
 
 def test_openapi_lists_the_endpoints_that_change_the_cluster_only_when_served() -> None:
-    from oncelog.connect.rest_app import openapi
+    from oncelog.connect.rest.app import openapi
 
     without = openapi(connectors=True)["paths"]
     assert "post" not in without["/connectors"] and "/health" not in without

@@ -14,11 +14,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from oncelog.connect.cluster_view import ClusterState
-from oncelog.connect.herder import NotLeaderError, RebalanceInProgress
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.rest_app import create_app
-from oncelog.connect.rest_herder import HerderResource
+from oncelog.connect.distributed.herder import NotLeaderError, RebalanceInProgress
+from oncelog.connect.rest.app import create_app
+from oncelog.connect.rest.herder_resource import HerderResource
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.storage.cluster_view import ClusterState
 
 
 class StaleFollower:

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.connect.config_records import ConnectorConfigRecord, task_config_records
-from oncelog.connect.config_state import ClusterConfigSnapshot, ConfigState
-from oncelog.connect.errors import ConnectRestException
-from oncelog.connect.request_signing import ALGORITHM_HEADER, SIGNATURE_HEADER, sign, verify
-from oncelog.connect.rest_views import (
+from oncelog.connect.api.errors import ConnectRestException
+from oncelog.connect.distributed.request_signing import (
+    ALGORITHM_HEADER,
+    SIGNATURE_HEADER,
+    sign,
+    verify,
+)
+from oncelog.connect.rest.views import (
     connector_config,
     connector_info,
     connector_status,
     list_connectors,
-    restart_plan,
     restarting_status,
     task_configs,
     task_status,
 )
-from oncelog.connect.status_records import ConnectorStatus, State, TaskStatus
-from oncelog.connect.status_state import StatusState
+from oncelog.connect.runtime.restart_plan import restart_plan
+from oncelog.connect.storage.config_records import ConnectorConfigRecord, task_config_records
+from oncelog.connect.storage.config_state import ClusterConfigSnapshot, ConfigState
+from oncelog.connect.storage.status_records import ConnectorStatus, State, TaskStatus
+from oncelog.connect.storage.status_state import StatusState
 
 
 def _types(name: str) -> str | None:

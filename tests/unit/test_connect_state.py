@@ -4,12 +4,13 @@ states and KIP-618 fencing bookkeeping), committable source offsets, and the off
 from __future__ import annotations
 
 from oncelog.connect.api import partition_key
-from oncelog.connect.assignor import ConnectorTaskId
-from oncelog.connect.config_records import (
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.submitted_records import SubmittedRecords
+from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
     RestartRequestRecord,
     SessionKeyRecord,
-    TargetState,
     TargetStateRecord,
     TaskCommitRecord,
     TaskConfigRecord,
@@ -17,7 +18,7 @@ from oncelog.connect.config_records import (
     decode,
     encode,
 )
-from oncelog.connect.config_state import (
+from oncelog.connect.storage.config_state import (
     ConfigState,
     ConnectorChanged,
     RestartRequested,
@@ -25,9 +26,8 @@ from oncelog.connect.config_state import (
     TargetStateChanged,
     TasksChanged,
 )
-from oncelog.connect.offset_records import OffsetRecord
-from oncelog.connect.offsets import OffsetsView
-from oncelog.connect.submitted_records import SubmittedRecords
+from oncelog.connect.storage.offset_records import OffsetRecord
+from oncelog.connect.storage.offsets import OffsetsView
 
 
 def _feed(state: ConfigState, *records: object) -> list[object]:

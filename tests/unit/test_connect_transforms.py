@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from oncelog.connect.data import (
+from oncelog.connect.api.data import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_INT32_SCHEMA,
@@ -19,9 +19,10 @@ from oncelog.connect.data import (
     Struct,
     struct_schema,
 )
-from oncelog.connect.errors import ConfigException, DataException
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.records import Headers, SinkRecord, SourceRecord
+from oncelog.connect.api.errors import ConfigException, DataException
+from oncelog.connect.api.records import Headers, SinkRecord, SourceRecord
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.transformation_chain import build_chain
 from oncelog.connect.transforms import (
     ExtractFieldKey,
     ExtractFieldValue,
@@ -33,7 +34,6 @@ from oncelog.connect.transforms import (
     TimestampRouter,
     TopicNameMatches,
     ValueToKey,
-    build_chain,
 )
 from oncelog.connect.transforms.routers import format_simple_date, java_replacement
 
@@ -276,7 +276,7 @@ def test_chain_from_connector_config() -> None:
         ),
         (
             {"transforms": "a", "transforms.a.type": "JsonConverter"},
-            "Invalid value JsonConverter for configuration transforms.a.type: Class oncelog.connect.converters.JsonConverter is not a Transformation",
+            "Invalid value JsonConverter for configuration transforms.a.type: Class oncelog.connect.api.converters.JsonConverter is not a Transformation",
         ),
         (
             {"transforms": "a", "transforms.a.type": "RegexRouter", "transforms.a.regex": "x"},

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from oncelog.connect.client_configs import (
+from oncelog.connect.api.errors import ConfigException
+from oncelog.connect.runtime.client_configs import (
     connector_admin_config,
     sink_consumer_config,
     source_producer_config,
     validate_overrides,
 )
-from oncelog.connect.errors import ConfigException
-from oncelog.connect.plugins import PluginRegistry, PluginType
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime.plugins import PluginRegistry, PluginType
+from oncelog.connect.runtime.worker_config import WorkerConfig
 
 BASE = {
     "group.id": "connect-cluster",
@@ -196,7 +196,7 @@ def test_client_configs_precedence_and_policy() -> None:
 
 PLUGIN_SOURCE = """
 from oncelog.connect.api import SourceConnector, SourceTask
-from oncelog.connect.config import ConfigDef
+from oncelog.connect.api.config import ConfigDef
 
 
 class {name}Task(SourceTask):
@@ -315,7 +315,7 @@ def test_builtin_aliases() -> None:
     assert {d.type for d in registry.plugins()} == set(PluginType)
     with pytest.raises(
         ConfigException,
-        match="Invalid value JsonConverter for configuration connector.class: Class oncelog.connect.converters.JsonConverter is not a connector",
+        match="Invalid value JsonConverter for configuration connector.class: Class oncelog.connect.api.converters.JsonConverter is not a connector",
     ):
         registry.connector_class("JsonConverter")
     with pytest.raises(ConfigException, match="Class com.example.Missing could not be found."):

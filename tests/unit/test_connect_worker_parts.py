@@ -5,22 +5,22 @@ from __future__ import annotations
 import pytest
 
 from oncelog.connect.api import ConfigDef, SourceConnector, SourceTask
+from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.connectors.file_stream import FileStreamSinkConnector
 from oncelog.connect.connectors.verifiable import VerifiableSourceConnector
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.status_records import (
+from oncelog.connect.runtime.worker_connector import (
+    WorkerConnector,
+    connector_task_configs,
+    task_configs_changed,
+)
+from oncelog.connect.storage.status_records import (
     ConnectorStatus,
     State,
     StatusTombstone,
     TaskStatus,
     TopicStatus,
 )
-from oncelog.connect.status_state import StatusState
-from oncelog.connect.worker_connector import (
-    WorkerConnector,
-    connector_task_configs,
-    task_configs_changed,
-)
+from oncelog.connect.storage.status_state import StatusState
 
 
 def test_task_configs_get_task_class_and_sink_topics() -> None:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from oncelog.connect.assignor import ConnectorTaskId, Work
-from oncelog.connect.config_records import (
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.distributed.assignor import Work
+from oncelog.connect.distributed.worker_plan import LocalState, Plan, RunningTask, plan
+from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
-    TargetState,
     TargetStateRecord,
     TaskCommitRecord,
     TaskConfigRecord,
     task_config_records,
 )
-from oncelog.connect.config_state import ClusterConfigSnapshot, ConfigState
-from oncelog.connect.worker_plan import LocalState, Plan, RunningTask, plan
+from oncelog.connect.storage.config_state import ClusterConfigSnapshot, ConfigState
 
 STARTED, PAUSED, STOPPED = TargetState.STARTED, TargetState.PAUSED, TargetState.STOPPED
 

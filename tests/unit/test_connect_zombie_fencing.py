@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.connect import request_signing
-from oncelog.connect.assignor import ConnectorTaskId, Work
-from oncelog.connect.config_records import (
-    ConnectorConfigRecord,
-    TargetState,
-    TaskCountRecord,
-    task_config_records,
-)
-from oncelog.connect.config_state import ClusterConfigSnapshot, ConfigState
-from oncelog.connect.worker_config import WorkerConfig
-from oncelog.connect.worker_plan import LocalState, RunningTask, plan
-from oncelog.connect.zombie_fencing import (
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.distributed import request_signing
+from oncelog.connect.distributed.assignor import Work
+from oncelog.connect.distributed.worker_plan import LocalState, RunningTask, plan
+from oncelog.connect.distributed.zombie_fencing import (
     STALE_CONFIGURATION,
     ExactlyOnceSourceSupport,
     FencingRound,
@@ -28,6 +22,13 @@ from oncelog.connect.zombie_fencing import (
     restart_refusal,
     task_transactional_id,
 )
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.storage.config_records import (
+    ConnectorConfigRecord,
+    TaskCountRecord,
+    task_config_records,
+)
+from oncelog.connect.storage.config_state import ClusterConfigSnapshot, ConfigState
 
 GROUP = "g"
 

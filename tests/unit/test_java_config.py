@@ -8,14 +8,14 @@ import pytest
 
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
-from oncelog.connect.client_configs import sink_consumer_config, source_producer_config
-from oncelog.connect.errors import ConnectException
+from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.kafka_io.settings import (
     check_worker_client_settings,
     client_config,
     librdkafka,
 )
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime.client_configs import sink_consumer_config, source_producer_config
+from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.spark.options import OncelogOptionError, parse_read_options, parse_write_options
 
 from .test_connect_worker_config import BASE

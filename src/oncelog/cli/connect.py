@@ -25,8 +25,8 @@ def worker(
     log_format: LogFormat = "text",
 ) -> None:
     """Run a distributed-mode worker; prints one ready line once it serves REST and has joined."""
-    from oncelog.connect.errors import ConnectException
-    from oncelog.connect.worker_config import WorkerConfig
+    from oncelog.connect.api.errors import ConnectException
+    from oncelog.connect.runtime.worker_config import WorkerConfig
     from oncelog.connect.worker_process import run_worker
 
     configure_logging(log_level, log_format)

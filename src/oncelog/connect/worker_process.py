@@ -25,14 +25,14 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from oncelog.connect.herder import Herder
+from oncelog.connect.distributed.herder import Herder
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
 from oncelog.connect.kafka_io.settings import check_worker_client_settings, check_worker_connection
-from oncelog.connect.metrics import add_metrics_route
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.rest_app import create_app
-from oncelog.connect.rest_herder import HerderResource
-from oncelog.connect.worker_config import (
+from oncelog.connect.rest.app import create_app
+from oncelog.connect.rest.herder_resource import HerderResource
+from oncelog.connect.rest.metrics import add_metrics_route
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker_config import (
     EXACTLY_ONCE_SOURCE_SUPPORT,
     REST_ADVERTISED_HOST,
     REST_ADVERTISED_PORT,

@@ -13,7 +13,7 @@ from oncelog.connect.api import (
     SourceTask,
     Task,
 )
-from oncelog.connect.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
 from oncelog.connect.connectors.verifiable import VerifiableSourceConnector, VerifiableSourceTask
 
 PREFIX = "tests.integration.connect.eos_connectors."

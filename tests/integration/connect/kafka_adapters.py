@@ -16,8 +16,8 @@ from oncelog.connect.kafka_io.task_clients import (
     DeadLetterProducer,
     ProducerSender,
 )
-from oncelog.connect.offset_records import decode as decode_offset
-from oncelog.connect.offsets import OffsetsView
+from oncelog.connect.storage.offset_records import decode as decode_offset
+from oncelog.connect.storage.offsets import OffsetsView
 
 ConfluentSender = ProducerSender
 ConfluentSinkSource = ConsumerSinkSource

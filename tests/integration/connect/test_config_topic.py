@@ -7,10 +7,10 @@ from __future__ import annotations
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.connect.assignor import ConnectorTaskId
-from oncelog.connect.config_records import (
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
-    TargetState,
     TargetStateRecord,
     TaskConfigRecord,
     connector_removal_records,
@@ -18,8 +18,8 @@ from oncelog.connect.config_records import (
     encode,
     task_config_records,
 )
-from oncelog.connect.config_state import ConfigState
-from oncelog.connect.internal_log import InternalTopicReader, LogRecord
+from oncelog.connect.storage.config_state import ConfigState
+from oncelog.connect.storage.internal_log import InternalTopicReader, LogRecord
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import ConfluentLogConsumer

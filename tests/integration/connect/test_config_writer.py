@@ -10,10 +10,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from oncelog.connect.config_records import TargetState
-from oncelog.connect.config_state import ConfigState
-from oncelog.connect.config_writer import ConfigWriter, PrivilegedWriteError
+from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.kafka_io.internal_topics import TopicWriter, TransactionalTopicWriter
+from oncelog.connect.storage.config_state import ConfigState
+from oncelog.connect.storage.config_writer import ConfigWriter, PrivilegedWriteError
 from oncelog.embedded import EmbeddedBroker
 
 from ..helpers import create_topic

@@ -5,7 +5,7 @@ workers are cleanly restarted or SIGKILLed; afterwards a read_committed reader (
 task, seqnos 0, 1, 2, ... with no gap and no duplicate.
 
 Zombie fencing keeps the old generations out; the transactional task loop
-(``oncelog.connect.exactly_once_source_task``) writes records and offsets atomically.
+(``oncelog.connect.runtime.exactly_once_source_task``) writes records and offsets atomically.
 CI runs two rounds; the
 ``slow`` variant (``make test-slow``) runs four."""
 

@@ -28,8 +28,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.transactions import TxnAdmin
-from oncelog.connect import config_records, request_signing
-from oncelog.connect.config_records import SessionKeyRecord
+from oncelog.connect.distributed import request_signing
+from oncelog.connect.storage import config_records
+from oncelog.connect.storage.config_records import SessionKeyRecord
 from oncelog.embedded import EmbeddedBroker
 
 from .workers import WorkerProcess, wait_for, worker_settings

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from oncelog.connect.herder import Herder
+from oncelog.connect.distributed.herder import Herder
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.embedded import EmbeddedBroker
 
 from .workers import worker_settings
@@ -38,7 +38,7 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
     """``dropped``: the join starts with FindCoordinator, which the stopped broker refuses
     (it once failed the tick for worker.unsync.backoff.ms); ``kept``: the join is refused on
     the coordinator's old connection."""
-    caplog.set_level(logging.INFO, logger="oncelog.connect.herder")
+    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed.herder")
     caplog.set_level(logging.INFO, logger="oncelog.connect.clients")
     broker = EmbeddedBroker(tmp_path / "data").start(timeout=60)
     herder: Herder | None = None

@@ -14,12 +14,16 @@ from typing import Any
 
 import pytest
 
-from oncelog.connect.connect_protocol import ConnectProtocolVersion, WorkerState, join_protocols
-from oncelog.connect.herder import Herder
+from oncelog.connect.distributed.connect_protocol import (
+    ConnectProtocolVersion,
+    WorkerState,
+    join_protocols,
+)
+from oncelog.connect.distributed.herder import Herder
+from oncelog.connect.distributed.membership import ConnectGroupMember
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
-from oncelog.connect.membership import ConnectGroupMember
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.embedded import EmbeddedBroker
 
 from .workers import worker_settings
@@ -30,7 +34,7 @@ GROUP = "sync-race"
 def test_a_sync_refused_by_a_new_join_is_followed_by_an_immediate_rejoin(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="oncelog.connect.herder")
+    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed.herder")
     with EmbeddedBroker(tmp_path / "data") as broker:
         config = WorkerConfig(worker_settings(broker.bootstrap, GROUP))
         InternalTopicAdmin(config.shared_client_config()).ensure(config.internal_topics())

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.connect.assignor import AssignorState, Work, assign, configured_work
-from oncelog.connect.connect_protocol import (
+from oncelog.connect.distributed.assignor import AssignorState, Work, assign, configured_work
+from oncelog.connect.distributed.connect_protocol import (
     NO_ERROR,
     ConnectAssignment,
     ConnectProtocolVersion,
@@ -20,7 +20,7 @@ from oncelog.connect.connect_protocol import (
     encode_assignment,
     join_protocols,
 )
-from oncelog.connect.membership import ConnectGroupMember, JoinResult
+from oncelog.connect.distributed.membership import ConnectGroupMember, JoinResult
 from oncelog.embedded import EmbeddedBroker
 
 MAX_DELAY = 60_000

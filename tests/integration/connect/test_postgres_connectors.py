@@ -11,14 +11,8 @@ import psycopg
 import pytest
 
 from oncelog.connect.api import partition_key
-from oncelog.connect.connectors.postgres_sink import PostgresSinkConnector, PostgresSinkTask
-from oncelog.connect.connectors.postgres_source import (
-    PostgresSourceConnector,
-    PostgresSourceTask,
-    group_round_robin,
-)
-from oncelog.connect.converters import JsonConverter
-from oncelog.connect.data import (
+from oncelog.connect.api.converters import JsonConverter
+from oncelog.connect.api.data import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
@@ -26,10 +20,16 @@ from oncelog.connect.data import (
     Struct,
     struct_schema,
 )
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.offsets import MemoryOffsetStore
-from oncelog.connect.records import SinkRecord, SourceRecord
-from oncelog.connect.task_context import BasicSinkTaskContext, BasicSourceTaskContext
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.records import SinkRecord, SourceRecord
+from oncelog.connect.connectors.postgres_sink import PostgresSinkConnector, PostgresSinkTask
+from oncelog.connect.connectors.postgres_source import (
+    PostgresSourceConnector,
+    PostgresSourceTask,
+    group_round_robin,
+)
+from oncelog.connect.runtime.task_context import BasicSinkTaskContext, BasicSourceTaskContext
+from oncelog.connect.storage.offsets import MemoryOffsetStore
 
 # xdist (make test): one worker runs the PostgreSQL tests, so the session's private server
 # starts once.

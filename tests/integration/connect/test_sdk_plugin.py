@@ -11,13 +11,13 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.connect.assignor import ConnectorTaskId
-from oncelog.connect.config_records import TargetState
-from oncelog.connect.offsets import OffsetsView
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.status_records import State, StatusRecord, TaskStatus
-from oncelog.connect.worker import Worker
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker import Worker
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.storage.offsets import OffsetsView
+from oncelog.connect.storage.status_records import State, StatusRecord, TaskStatus
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import ConfluentClients, consume_all
@@ -25,7 +25,7 @@ from .kafka_adapters import ConfluentClients, consume_all
 PLUGIN = '''
 """A counter source written against the SDK only."""
 from oncelog.connect.api import SourceConnector, SourceRecord, SourceTask
-from oncelog.connect.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
 
 
 class CounterTask(SourceTask):

@@ -12,7 +12,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from oncelog.connect.offset_records import OffsetRecord, encode
+from oncelog.connect.storage.offset_records import OffsetRecord, encode
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import read_to_end

@@ -14,14 +14,14 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.connect.api import RetriableException, SinkRecord, SinkTask
-from oncelog.connect.assignor import ConnectorTaskId
+from oncelog.connect.api.converters import JsonConverter, StringConverter
+from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.connectors.file_stream import FileStreamSinkTask, FileStreamSourceTask
-from oncelog.connect.converters import JsonConverter, StringConverter
-from oncelog.connect.error_handling import ErrorPolicy
-from oncelog.connect.offsets import MemoryOffsetStore
-from oncelog.connect.transforms.chain import TransformationChain
-from oncelog.connect.worker_sink_task import WorkerSinkTask
-from oncelog.connect.worker_source_task import WorkerSourceTask
+from oncelog.connect.runtime.error_handling import ErrorPolicy
+from oncelog.connect.runtime.transformation_chain import TransformationChain
+from oncelog.connect.runtime.worker_sink_task import WorkerSinkTask
+from oncelog.connect.runtime.worker_source_task import WorkerSourceTask
+from oncelog.connect.storage.offsets import MemoryOffsetStore
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import (

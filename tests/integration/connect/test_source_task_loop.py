@@ -9,14 +9,14 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.connect.assignor import ConnectorTaskId
+from oncelog.connect.api.converters import JsonConverter, StringConverter
+from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.connectors.file_stream import FileStreamSourceTask
-from oncelog.connect.converters import JsonConverter, StringConverter
-from oncelog.connect.error_handling import ErrorPolicy
-from oncelog.connect.offsets import MemoryOffsetStore
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.transforms.chain import build_chain
-from oncelog.connect.worker_source_task import WorkerSourceTask
+from oncelog.connect.runtime.error_handling import ErrorPolicy
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.transformation_chain import build_chain
+from oncelog.connect.runtime.worker_source_task import WorkerSourceTask
+from oncelog.connect.storage.offsets import MemoryOffsetStore
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import ConfluentOffsetWriter, ConfluentSender, consume_all, read_offsets_topic

@@ -12,13 +12,13 @@ from collections import defaultdict
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.connect.api import ConfigDef, SourceConnector, SourceRecord, SourceTask
-from oncelog.connect.assignor import ConnectorTaskId
-from oncelog.connect.config_records import TargetState
-from oncelog.connect.offsets import OffsetsView
-from oncelog.connect.plugins import PluginRegistry
-from oncelog.connect.status_records import State, StatusRecord, TaskStatus
-from oncelog.connect.worker import Worker
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker import Worker
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.storage.offsets import OffsetsView
+from oncelog.connect.storage.status_records import State, StatusRecord, TaskStatus
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import ConfluentClients, consume_all

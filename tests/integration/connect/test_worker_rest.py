@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from oncelog.connect.internal_log import InternalTopicReader, LogRecord
 from oncelog.connect.kafka_io.internal_topics import TopicLogConsumer
+from oncelog.connect.storage.internal_log import InternalTopicReader, LogRecord
 from oncelog.embedded import EmbeddedBroker
 
 from .kafka_adapters import consume_all
@@ -34,7 +34,7 @@ GROUP = "solo"
 FAILING_PLUGIN = '''
 """A source whose task fails on its first poll."""
 from oncelog.connect.api import SourceConnector, SourceTask
-from oncelog.connect.config import ConfigDef
+from oncelog.connect.api.config import ConfigDef
 
 
 class FailingTask(SourceTask):
@@ -77,7 +77,7 @@ part-way (after the values before it are written) until the file ``healed`` exis
 import os
 
 from oncelog.connect.api import SinkConnector, SinkTask
-from oncelog.connect.config import ConfigDef
+from oncelog.connect.api.config import ConfigDef
 
 
 class PoisonSinkTask(SinkTask):

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-from oncelog.connect.api import (
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, Range, non_empty_string
+from oncelog.connect.api.connector import (
     Config,
     ConnectorTransactionBoundaries,
     ExactlyOnceSupport,
@@ -29,10 +30,9 @@ from oncelog.connect.api import (
     Task,
     TopicPartition,
 )
-from oncelog.connect.config import ConfigDef, ConfigType, Importance, Range, non_empty_string
-from oncelog.connect.data import STRING_SCHEMA
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.version import VERSION
+from oncelog.connect.api.data import STRING_SCHEMA
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.version import VERSION
 
 FILE_CONFIG = "file"
 TOPIC_CONFIG = "topic"

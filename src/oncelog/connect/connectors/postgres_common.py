@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.config import (
+from oncelog.connect.api.config import (
     ConfigDef,
     ConfigException,
     ConfigType,
@@ -20,7 +20,7 @@ from oncelog.connect.config import (
     Importance,
     Password,
 )
-from oncelog.connect.data import (
+from oncelog.connect.api.data import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
@@ -35,7 +35,7 @@ from oncelog.connect.data import (
     time_schema,
     timestamp_schema,
 )
-from oncelog.connect.errors import ConnectException
+from oncelog.connect.api.errors import ConnectException
 
 if TYPE_CHECKING:
     import psycopg

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.api import Config, SinkConnector, SinkRecord, SinkTask, Task, TopicPartition
-from oncelog.connect.config import (
+from oncelog.connect.api.config import (
     ConfigDef,
     ConfigType,
     ConfigValue,
@@ -26,14 +25,15 @@ from oncelog.connect.config import (
     Range,
     ValidString,
 )
-from oncelog.connect.connectors.postgres_common import (
-    TableId,
-    connect,
-    connection_config_def,
-    parse_checked,
-    validate_checked,
+from oncelog.connect.api.connector import (
+    Config,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+    Task,
+    TopicPartition,
 )
-from oncelog.connect.data import (
+from oncelog.connect.api.data import (
     DATE_NAME,
     DECIMAL_NAME,
     INT32_SCHEMA,
@@ -45,8 +45,15 @@ from oncelog.connect.data import (
     SchemaType,
     Struct,
 )
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.version import VERSION
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.version import VERSION
+from oncelog.connect.connectors.postgres_common import (
+    TableId,
+    connect,
+    connection_config_def,
+    parse_checked,
+    validate_checked,
+)
 
 if TYPE_CHECKING:
     import psycopg

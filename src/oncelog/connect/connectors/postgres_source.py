@@ -29,15 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.api import (
-    Config,
-    ExactlyOnceSupport,
-    SourceConnector,
-    SourceRecord,
-    SourceTask,
-    Task,
-)
-from oncelog.connect.config import (
+from oncelog.connect.api.config import (
     ConfigDef,
     ConfigType,
     ConfigValue,
@@ -46,6 +38,17 @@ from oncelog.connect.config import (
     ValidString,
     non_empty_string,
 )
+from oncelog.connect.api.connector import (
+    Config,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    Task,
+)
+from oncelog.connect.api.data import Schema, SchemaType, Struct, struct_schema
+from oncelog.connect.api.errors import ConfigException, ConnectException
+from oncelog.connect.api.version import VERSION
 from oncelog.connect.connectors.postgres_common import (
     Column,
     TableId,
@@ -56,9 +59,6 @@ from oncelog.connect.connectors.postgres_common import (
     read_columns,
     validate_checked,
 )
-from oncelog.connect.data import Schema, SchemaType, Struct, struct_schema
-from oncelog.connect.errors import ConfigException, ConnectException
-from oncelog.connect.version import VERSION
 
 if TYPE_CHECKING:
     import psycopg

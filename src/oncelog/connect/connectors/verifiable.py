@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from oncelog.connect.api import (
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, Range, non_empty_string
+from oncelog.connect.api.connector import (
     Config,
     ExactlyOnceSupport,
     SinkConnector,
@@ -30,10 +31,9 @@ from oncelog.connect.api import (
     Task,
     TopicPartition,
 )
-from oncelog.connect.config import ConfigDef, ConfigType, Importance, Range, non_empty_string
-from oncelog.connect.data import INT32_SCHEMA
-from oncelog.connect.errors import ConfigException
-from oncelog.connect.version import VERSION
+from oncelog.connect.api.data import INT32_SCHEMA
+from oncelog.connect.api.errors import ConfigException
+from oncelog.connect.api.version import VERSION
 
 TOPIC_CONFIG = "topic"
 THROUGHPUT_CONFIG = "throughput"

@@ -20,15 +20,15 @@ from confluent_kafka.admin import ConfigResource
 
 from oncelog.client.admin import Admin
 from oncelog.client.errors import ClientError
-from oncelog.connect import client_configs
-from oncelog.connect.errors import ConnectException, RetriableException
-from oncelog.connect.internal_log import InternalTopicReader, LogRecord
+from oncelog.connect.api.errors import ConnectException, RetriableException
 from oncelog.connect.kafka_io.settings import (
     ProducerFencedError,
     client_config,
     librdkafka,
 )
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.runtime import client_configs
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.storage.internal_log import InternalTopicReader, LogRecord
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from oncelog.client.errors import ClientError
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.reach import check_cluster
 from oncelog.client.security import ClientConfigError
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.worker_config import WorkerConfig
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.runtime.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
 # librdkafka's own log lines (a broker that refused a connection, say) go through the

@@ -23,9 +23,9 @@ from confluent_kafka import (
 from oncelog.client.admin import Admin
 from oncelog.client.errors import AuthenticationError, ClientError
 from oncelog.client.reach import check_handshake, check_reachable
-from oncelog.connect import client_configs
-from oncelog.connect.errors import ConnectException
-from oncelog.connect.internal_log import LogRecord
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.records import RecordMetadata
+from oncelog.connect.api.records import TopicPartition as ConnectTopicPartition
 from oncelog.connect.kafka_io.internal_topics import (
     SeparateOffsetsTopic,
     TopicWriter,
@@ -36,11 +36,11 @@ from oncelog.connect.kafka_io.settings import (
     librdkafka,
     transaction_error,
 )
-from oncelog.connect.records import RecordMetadata
-from oncelog.connect.records import TopicPartition as ConnectTopicPartition
-from oncelog.connect.worker_config import WorkerConfig
-from oncelog.connect.worker_sink_task import ConsumedRecord
-from oncelog.connect.worker_source_task import DeliveryCallback
+from oncelog.connect.runtime import client_configs
+from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.runtime.worker_sink_task import ConsumedRecord
+from oncelog.connect.runtime.worker_source_task import DeliveryCallback
+from oncelog.connect.storage.internal_log import LogRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,6 @@
 """Single Message Transforms and predicates (Kafka's ``connect-transforms``)."""
 
-from oncelog.connect.transforms.base import KeyOrValue, Predicate, Transformation
-from oncelog.connect.transforms.chain import Stage, TransformationChain, build_chain
+from oncelog.connect.api.transforms import KeyOrValue, Predicate, Transformation
 from oncelog.connect.transforms.extract_field import ExtractFieldKey, ExtractFieldValue
 from oncelog.connect.transforms.filter import Filter
 from oncelog.connect.transforms.insert_field import InsertFieldKey, InsertFieldValue
@@ -23,11 +22,8 @@ __all__ = [
     "RegexRouter",
     "ReplaceFieldKey",
     "ReplaceFieldValue",
-    "Stage",
     "TimestampRouter",
     "TopicNameMatches",
     "Transformation",
-    "TransformationChain",
     "ValueToKey",
-    "build_chain",
 ]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigType, Importance
-from oncelog.connect.errors import DataException
-from oncelog.connect.transforms.base import KeyOrValue, R, require_map, require_struct
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.errors import DataException
+from oncelog.connect.api.transforms import KeyOrValue, R, require_map, require_struct
 
 PURPOSE = "field extraction"
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from oncelog.connect.transforms.base import R, Transformation
+from oncelog.connect.api.transforms import R, Transformation
 
 
 class Filter(Transformation):

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigType, Importance
-from oncelog.connect.data import (
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.data import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     STRING_SCHEMA,
@@ -22,9 +22,9 @@ from oncelog.connect.data import (
     struct_schema,
     timestamp_schema,
 )
-from oncelog.connect.errors import DataException
-from oncelog.connect.records import SinkRecord
-from oncelog.connect.transforms.base import (
+from oncelog.connect.api.errors import DataException
+from oncelog.connect.api.records import SinkRecord
+from oncelog.connect.api.transforms import (
     KeyOrValue,
     R,
     require_map,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigType, Importance, non_empty_string, non_null
-from oncelog.connect.records import ConnectRecord
-from oncelog.connect.transforms.base import Predicate
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, non_empty_string, non_null
+from oncelog.connect.api.records import ConnectRecord
+from oncelog.connect.api.transforms import Predicate
 from oncelog.connect.transforms.routers import compile_regex
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigException, ConfigType, Importance
-from oncelog.connect.data import Struct, struct_schema
-from oncelog.connect.transforms.base import (
+from oncelog.connect.api.config import ConfigDef, ConfigException, ConfigType, Importance
+from oncelog.connect.api.data import Struct, struct_schema
+from oncelog.connect.api.transforms import (
     KeyOrValue,
     R,
     require_map,

@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigException, ConfigType, Importance
-from oncelog.connect.errors import DataException
-from oncelog.connect.transforms.base import R, Transformation
+from oncelog.connect.api.config import ConfigDef, ConfigException, ConfigType, Importance
+from oncelog.connect.api.errors import DataException
+from oncelog.connect.api.transforms import R, Transformation
 
 _JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<([A-Za-z][A-Za-z0-9]*)>")
 

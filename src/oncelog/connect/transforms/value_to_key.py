@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.config import ConfigDef, ConfigException, ConfigType, Importance
-from oncelog.connect.data import Struct, struct_schema
-from oncelog.connect.errors import DataException
-from oncelog.connect.transforms.base import R, Transformation, require_map, require_struct
+from oncelog.connect.api.config import ConfigDef, ConfigException, ConfigType, Importance
+from oncelog.connect.api.data import Struct, struct_schema
+from oncelog.connect.api.errors import DataException
+from oncelog.connect.api.transforms import R, Transformation, require_map, require_struct
 
 PURPOSE = "copying fields from value to key"
 

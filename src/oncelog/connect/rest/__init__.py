@@ -1,0 +1,1 @@
+"""The worker's REST API, as Kafka Connect's ``runtime.rest`` package."""

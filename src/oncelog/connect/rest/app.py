@@ -1,0 +1,420 @@
+"""The worker's REST API (aiohttp): Kafka Connect's paths, bodies, status codes and
+error format ``{"error_code": …, "message": …}``.
+
+This slice serves what needs no herder:
+
+- the plugin endpoints (KIP-769);
+- the read-only connector endpoints, from a :class:`ClusterView` (the worker's view of
+  the config, status and offsets topics);
+- the OpenAPI description.
+
+The endpoints that change state join once the herder exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from oncelog.connect.api.config import convert_to_string
+from oncelog.connect.api.connector import SinkConnector, SourceConnector
+from oncelog.connect.api.errors import ConfigException, ConnectException, ConnectRestException
+from oncelog.connect.api.version import VERSION
+from oncelog.connect.rest import views as rest_views
+from oncelog.connect.rest.offsets import source_offsets_json
+from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.storage.config_state import ClusterConfigSnapshot
+from oncelog.connect.storage.offsets import OffsetsView
+from oncelog.connect.storage.status_state import StatusState
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, message: str) -> web.Response:
+    return web.json_response({"error_code": status, "message": message}, status=status)
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error, including unknown paths and methods, in Kafka's JSON error format."""
+    try:
+        return await handler(request)
+    except ConnectRestException as exc:
+        return error_response(exc.status, str(exc))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, f"HTTP {exc.status} {exc.reason}")
+    except ConnectException as exc:
+        # Kafka answers 500 with the message for failures it does not classify.
+        return error_response(500, str(exc))
+
+
+async def json_body(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConnectRestException(400, f"Malformed JSON: {exc}") from None
+
+
+class PluginResource:
+    def __init__(
+        self, plugins: PluginRegistry, override_policy: str, exactly_once_source: str = "disabled"
+    ) -> None:
+        self.plugins = plugins
+        self.override_policy = override_policy
+        self.exactly_once_source = exactly_once_source
+
+    async def list(self, request: web.Request) -> web.Response:
+        """``GET /connector-plugins[?connectorsOnly=false]``."""
+        connectors_only = request.query.get("connectorsOnly", "true").lower() != "false"
+        if connectors_only:
+            return web.json_response(self.plugins.connector_plugins())
+        return web.json_response(
+            [
+                {"class": d.class_name, "type": d.type.value, "version": d.version()}
+                for d in self.plugins.plugins()
+            ]
+        )
+
+    def _plugin(self, name: str) -> type:
+        try:
+            return self.plugins.resolve(name)
+        except ConfigException:
+            raise ConnectRestException(404, f"Unknown plugin {name}.") from None
+
+    async def config(self, request: web.Request) -> web.Response:
+        """``GET /connector-plugins/{plugin}/config``: the plugin's own keys."""
+        plugin_cls = self._plugin(request.match_info["plugin"])
+        definition = plugin_cls().config_def()
+        return web.json_response(
+            [
+                {
+                    "name": key.name,
+                    "type": key.type.value,
+                    "required": not key.has_default,
+                    "default_value": convert_to_string(key.default, key.type)
+                    if key.has_default
+                    else None,
+                    "importance": key.importance.value,
+                    "documentation": key.documentation,
+                    "group": key.group,
+                    "width": key.width.value,
+                    "display_name": key.display_name,
+                    "dependents": list(key.dependents),
+                    "order": key.order_in_group,
+                }
+                for key in definition.keys()
+            ]
+        )
+
+    async def validate(self, request: web.Request) -> web.Response:
+        """``PUT /connector-plugins/{plugin}/config/validate``."""
+        plugin = request.match_info["plugin"]
+        body = await json_body(request)
+        if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
+            raise ConnectRestException(
+                400, "Connector configuration must be a JSON object of string values"
+            )
+        requested = self._plugin(plugin)
+        included = body.get("connector.class")
+        if included is not None:
+            try:
+                included_cls = self.plugins.resolve(included)
+            except ConfigException as exc:
+                raise ConnectRestException(400, str(exc)) from None
+            if included_cls is not requested:
+                raise ConnectRestException(
+                    400, f"Included connector type {included} does not match request type {plugin}"
+                )
+        config = {**body, "connector.class": included or plugin}
+        try:
+            result = validate_connector_config(
+                config, self.plugins, self.override_policy, self.exactly_once_source
+            )
+        except ConfigException as exc:
+            raise ConnectRestException(400, str(exc)) from None
+        return web.json_response(result)
+
+
+class ClusterView(Protocol):
+    """What the worker has read from its internal topics."""
+
+    def snapshot(self) -> ClusterConfigSnapshot: ...
+
+    def statuses(self) -> StatusState: ...
+
+    def offsets(self) -> OffsetsView: ...
+
+
+class ConnectorResource:
+    """The read-only ``/connectors`` endpoints."""
+
+    def __init__(self, view: ClusterView, plugins: PluginRegistry) -> None:
+        self.view = view
+        self.plugins = plugins
+
+    def connector_type(self, connector: str) -> str | None:
+        config = self.view.snapshot().connector_configs.get(connector, {})
+        try:
+            cls = self.plugins.connector_class(config.get("connector.class", ""))
+        except ConfigException:
+            return None
+        return (
+            "sink"
+            if issubclass(cls, SinkConnector)
+            else "source"
+            if issubclass(cls, SourceConnector)
+            else None
+        )
+
+    async def list(self, request: web.Request) -> web.Response:
+        expand = request.query.getall("expand", [])
+        body = rest_views.list_connectors(
+            self.view.snapshot(), self.view.statuses(), expand, self.connector_type
+        )
+        return web.json_response(body)
+
+    async def info(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        return web.json_response(
+            rest_views.connector_info(self.view.snapshot(), name, self.connector_type)
+        )
+
+    async def config(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            rest_views.connector_config(self.view.snapshot(), request.match_info["connector"])
+        )
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            rest_views.task_configs(self.view.snapshot(), request.match_info["connector"])
+        )
+
+    async def status(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        return web.json_response(
+            rest_views.connector_status(
+                self.view.snapshot(), self.view.statuses(), name, self.connector_type
+            )
+        )
+
+    async def task_status(self, request: web.Request) -> web.Response:
+        name, task = request.match_info["connector"], request.match_info["task"]
+        if not task.isdigit():
+            raise ConnectRestException(404, f"Task {task} not found")
+        return web.json_response(
+            rest_views.task_status(self.view.snapshot(), self.view.statuses(), name, int(task))
+        )
+
+    async def topics(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        rest_views.connector_config(self.view.snapshot(), name)  # 404 for unknown connectors
+        return web.json_response(self.view.statuses().active_topics_json(name))
+
+    async def offsets(self, request: web.Request) -> web.Response:
+        name = request.match_info["connector"]
+        rest_views.connector_config(self.view.snapshot(), name)
+        if self.connector_type(name) == "sink":
+            raise ConnectRestException(
+                501, "Reading sink connector offsets needs the worker's admin client"
+            )
+        return web.json_response(source_offsets_json(self.view.offsets().connector_offsets(name)))
+
+
+def openapi(connectors: bool = True, herder: bool = False) -> dict[str, Any]:
+    """The OpenAPI description of the public endpoints served (``connectors``: with
+    the ``/connectors`` endpoints; ``herder``: with those that change the cluster)."""
+    error = {"$ref": "#/components/schemas/Error"}
+
+    def responses(ok: str, *codes: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"200": {"description": ok}}
+        for code in codes:
+            out[str(code)] = {
+                "description": "error",
+                "content": {"application/json": {"schema": error}},
+            }
+        return out
+
+    plugin = {"name": "plugin", "in": "path", "required": True, "schema": {"type": "string"}}
+    connector = {"name": "connector", "in": "path", "required": True, "schema": {"type": "string"}}
+    task = {"name": "task", "in": "path", "required": True, "schema": {"type": "integer"}}
+    spec: dict[str, Any] = {
+        "openapi": "3.0.3",
+        "info": {"title": "oncelog Connect REST API", "version": VERSION},
+        "paths": {
+            "/connector-plugins": {
+                "get": {
+                    "summary": "List installed plugins (connectors only unless connectorsOnly=false)",
+                    "parameters": [
+                        {"name": "connectorsOnly", "in": "query", "schema": {"type": "boolean"}}
+                    ],
+                    "responses": responses("plugins"),
+                }
+            },
+            "/connector-plugins/{plugin}/config": {
+                "get": {
+                    "summary": "The plugin's configuration keys",
+                    "parameters": [plugin],
+                    "responses": responses("keys", 404),
+                }
+            },
+            **{
+                path: {
+                    "get": {
+                        "summary": summary,
+                        "parameters": params,
+                        "responses": responses(summary, 404),
+                    }
+                }
+                for path, summary, params in (
+                    ("/connectors/{connector}", "Connector info: config, tasks, type", [connector]),
+                    (
+                        "/connectors/{connector}/config",
+                        "The connector's configuration",
+                        [connector],
+                    ),
+                    (
+                        "/connectors/{connector}/tasks",
+                        "The connector's task configurations",
+                        [connector],
+                    ),
+                    ("/connectors/{connector}/status", "Connector and task states", [connector]),
+                    (
+                        "/connectors/{connector}/tasks/{task}/status",
+                        "One task's state",
+                        [connector, task],
+                    ),
+                    (
+                        "/connectors/{connector}/topics",
+                        "Topics the connector used (KIP-558)",
+                        [connector],
+                    ),
+                    ("/connectors/{connector}/offsets", "Source offsets (KIP-875)", [connector]),
+                )
+            },
+            "/connectors": {
+                "get": {
+                    "summary": "Connector names, or details with expand=status and/or expand=info",
+                    "parameters": [
+                        {
+                            "name": "expand",
+                            "in": "query",
+                            "schema": {"type": "string", "enum": ["status", "info"]},
+                        }
+                    ],
+                    "responses": responses("connectors"),
+                }
+            },
+            "/connector-plugins/{plugin}/config/validate": {
+                "put": {
+                    "summary": "Validate a connector configuration (ConfigInfos with error_count and per-field errors)",
+                    "parameters": [plugin],
+                    "requestBody": {
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string"},
+                                }
+                            }
+                        }
+                    },
+                    "responses": responses("validation result", 400, 404),
+                }
+            },
+        },
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "properties": {
+                        "error_code": {"type": "integer"},
+                        "message": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+    if not connectors:
+        spec["paths"] = {p: v for p, v in spec["paths"].items() if not p.startswith("/connectors")}
+    if herder:
+        json_object = {
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+        flags = [
+            {"name": n, "in": "query", "schema": {"type": "boolean"}}
+            for n in ("includeTasks", "onlyFailed")
+        ]
+        for path, method, summary, params, ok, codes, body in (
+            ("/", "get", "Version information", [], "200", (), False),
+            ("/health", "get", "Worker health", [], "200", (503,), False),
+            ("/connectors", "post", "Create a connector ({name, config[, initial_state]})", [], "201", (400, 409), True),
+            ("/connectors/{connector}/config", "put", "Create or replace a connector's config", [connector], "200", (400, 409), True),
+            ("/connectors/{connector}/config", "patch", "Change some keys (null removes)", [connector], "200", (400, 404, 409), True),
+            ("/connectors/{connector}/pause", "put", "Pause the connector and its tasks", [connector], "202", (404, 409), False),
+            ("/connectors/{connector}/resume", "put", "Resume the connector and its tasks", [connector], "202", (404, 409), False),
+            ("/connectors/{connector}/stop", "put", "Stop the connector and shut its tasks down", [connector], "204", (404, 409), False),
+            ("/connectors/{connector}/restart", "post", "Restart the connector (KIP-745 flags)", [connector, *flags], "202", (404, 409), False),
+            ("/connectors/{connector}/tasks/{task}/restart", "post", "Restart one task", [connector, task], "204", (404, 409), False),
+            ("/connectors/{connector}/tasks/{task}/metrics", "get", "A running task's metrics (KIP-618 transaction sizes)", [connector, task], "200", (404,), False),
+            ("/connectors/{connector}", "delete", "Delete the connector", [connector], "204", (404, 409), False),
+            ("/connectors/{connector}/offsets", "patch", "Alter offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), True),
+            ("/connectors/{connector}/offsets", "delete", "Reset offsets of a STOPPED connector (KIP-875)", [connector], "200", (400, 404, 409), False),
+        ):  # fmt: skip
+            codes_out = responses(summary, *codes)
+            codes_out[ok] = codes_out.pop("200")
+            operation: dict[str, Any] = {
+                "summary": summary,
+                "parameters": params,
+                "responses": codes_out,
+            }
+            if body:
+                operation["requestBody"] = json_object
+            spec["paths"].setdefault(path, {})[method] = operation
+    return spec
+
+
+def create_app(
+    plugins: PluginRegistry,
+    *,
+    override_policy: str = "All",
+    exactly_once_source: str = "disabled",
+    view: ClusterView | None = None,
+    herder_routes: Callable[[web.Application], None] | None = None,
+) -> web.Application:
+    """The app; ``herder_routes`` adds the endpoints that change the cluster (and
+    replaces the read-only offsets endpoint)."""
+    app = web.Application(middlewares=[errors_as_json])
+    if herder_routes is not None:
+        herder_routes(app)
+    if view is not None:
+        connectors = ConnectorResource(view, plugins)
+        app.router.add_get("/connectors", connectors.list)
+        app.router.add_get("/connectors/{connector}", connectors.info)
+        app.router.add_get("/connectors/{connector}/config", connectors.config)
+        app.router.add_get("/connectors/{connector}/tasks", connectors.tasks)
+        app.router.add_get("/connectors/{connector}/status", connectors.status)
+        app.router.add_get("/connectors/{connector}/tasks/{task}/status", connectors.task_status)
+        app.router.add_get("/connectors/{connector}/topics", connectors.topics)
+        if herder_routes is None:
+            app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
+    resource = PluginResource(plugins, override_policy, exactly_once_source)
+    app.router.add_get("/connector-plugins", resource.list)
+    app.router.add_get("/connector-plugins/{plugin}/config", resource.config)
+    app.router.add_put("/connector-plugins/{plugin}/config/validate", resource.validate)
+
+    async def openapi_json(request: web.Request) -> web.Response:
+        spec = openapi(connectors=view is not None, herder=herder_routes is not None)
+        return web.json_response(spec)
+
+    async def root(request: web.Request) -> web.Response:
+        return web.json_response({"version": VERSION, "commit": "", "kafka_cluster_id": ""})
+
+    app.router.add_get("/", root)
+    app.router.add_get("/openapi.json", openapi_json)
+    return app

@@ -1,0 +1,364 @@
+"""The loop that runs one source task with exactly-once delivery (KIP-618).
+
+It reuses the at-least-once loop's polling and conversion (``worker_source_task``)
+and replaces its commit: every record goes to Kafka inside a producer transaction of
+the task's transactional producer (``transactional.id = ${groupId}-${connector}-${taskId}``),
+and when the transaction ends, the source offsets of its records are written to the
+offsets topic *inside the same transaction*, which is then committed. Offsets are
+therefore committed if and only if their records are.
+
+Transaction boundaries (``transaction.boundary``):
+
+- ``poll``: one transaction per non-empty batch returned by ``SourceTask.poll``;
+- ``interval``: a commit every ``transaction.boundary.interval.ms`` (by default the
+  worker's ``offset.flush.interval.ms``);
+- ``connector``: where the task asks through its ``TransactionContext`` (after a
+  record or after the next batch, commit or abort).
+
+``commit_record`` and ``commit`` are called only after a commit succeeded. A failed
+commit (a timed-out transaction, a producer fenced out by a newer instance of the
+task) fails the task, with remedies in the message. At shutdown the open transaction
+is committed, except with connector-defined boundaries, where it is aborted: only the
+task knows where a transaction may end.
+
+Startup: the producer is created and ``init_transactions`` fences older instances of
+the same transactional id (and completes their last transaction); then
+``before_first_poll`` (the worker's hook for the zombie-fencing checks of KIP-618's
+startup steps 5-7) runs; then the offsets are read to the end (``load_offsets``), and
+the task starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from oncelog.connect.api.connector import RecordMetadata, SourceRecord, SourceTask, partition_key
+from oncelog.connect.api.converters import Converter
+from oncelog.connect.api.errors import ConnectException, RetriableException
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.error_handling import NO_TOLERANCE, ErrorPolicy
+from oncelog.connect.runtime.task_context import BasicSourceTaskContext, WorkerTransactionContext
+from oncelog.connect.runtime.transformation_chain import TransformationChain
+from oncelog.connect.runtime.worker_source_task import OffsetCopier, RecordSender, WorkerSourceTask
+from oncelog.connect.storage.offset_records import OffsetRecord
+from oncelog.connect.storage.offset_records import encode as encode_offset
+from oncelog.connect.storage.offsets import MemoryOffsetStore
+
+log = logging.getLogger(__name__)
+
+POLL = "poll"
+INTERVAL = "interval"
+CONNECTOR = "connector"
+
+# A commit may take as long as it needs (KIP-618 ignores offset.flush.timeout.ms);
+# the producer's own delivery and transaction timeouts bound it.
+_NO_DEADLINE_S = 24 * 3600.0
+
+REMEDIES = (
+    "If the transaction timed out, you can: tune the connector's producer for higher "
+    "throughput (producer.override.* settings such as batch.size and linger.ms), increase "
+    "the transaction timeout of its producer (producer.override.transaction.timeout.ms), "
+    "decrease the transaction interval (transaction.boundary.interval.ms, or the worker's "
+    "offset.flush.interval.ms) if it uses interval boundaries, or set transaction.boundary "
+    "to poll."
+)
+
+
+class TransactionalSender(RecordSender, Protocol):
+    """The task's transactional producer."""
+
+    def init_transactions(self, timeout_s: float) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Produce keyed records into the open transaction (no waiting)."""
+
+    def commit_transaction(self, timeout_s: float) -> None: ...
+
+    def abort_transaction(self, timeout_s: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class TransactionSizes:
+    """``transaction-size-min`` / ``-max`` / ``-avg``: records per committed transaction."""
+
+    count: int = 0
+    total: int = 0
+    min: int | None = None
+    max: int | None = None
+
+    def record(self, size: int) -> None:
+        self.count += 1
+        self.total += size
+        self.min = size if self.min is None else min(self.min, size)
+        self.max = size if self.max is None else max(self.max, size)
+
+    @property
+    def avg(self) -> float | None:
+        return None if self.count == 0 else self.total / self.count
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "transaction-size-min": self.min,
+            "transaction-size-max": self.max,
+            "transaction-size-avg": self.avg,
+            "transactions-committed": self.count,
+        }
+
+
+class _UnusedOffsetWriter:
+    # Offsets go into the transaction; the at-least-once writer path is never taken.
+    def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None:
+        raise AssertionError("exactly-once tasks write offsets inside their transactions")
+
+
+class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        task: SourceTask,
+        task_config: dict[str, str],
+        *,
+        key_converter: Converter,
+        value_converter: Converter,
+        chain: TransformationChain,
+        sender: TransactionalSender,
+        offsets: MemoryOffsetStore,
+        offsets_topic: str,
+        load_offsets: Callable[[], MemoryOffsetStore] | None = None,
+        boundary: str = POLL,
+        boundary_interval_ms: int = 60_000,
+        global_copier: OffsetCopier | None = None,
+        before_first_poll: Callable[[], None] | None = None,
+        errors: ErrorPolicy = NO_TOLERANCE,
+        init_timeout_ms: int = 60_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            task_id,
+            task,
+            task_config,
+            key_converter=key_converter,
+            value_converter=value_converter,
+            chain=chain,
+            sender=sender,
+            offset_writer=_UnusedOffsetWriter(),
+            offsets=offsets,
+            errors=errors,
+            offset_flush_interval_ms=boundary_interval_ms,
+            clock=clock,
+        )
+        if boundary not in (POLL, INTERVAL, CONNECTOR):
+            raise ConnectException(f"Unknown transaction boundary {boundary!r}")
+        self.txn_sender = sender
+        self.offsets_topic = offsets_topic
+        self.boundary = boundary
+        self.global_copier = global_copier
+        self.before_first_poll = before_first_poll
+        self.load_offsets = load_offsets
+        self.init_timeout_s = init_timeout_ms / 1000
+        self.transaction_context = WorkerTransactionContext() if boundary == CONNECTOR else None
+        self.transactions = TransactionSizes()
+        self.aborted_transactions = 0
+        self._open = False
+        self._txn_records: list[SourceRecord] = []
+        self._txn_meta: dict[int, RecordMetadata | None] = {}
+        self._txn_offsets: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self.txn_sender.init_transactions(self.init_timeout_s)
+            if self.before_first_poll is not None:
+                self.before_first_poll()
+            if self.load_offsets is not None:
+                # Only now: a predecessor's last transaction is complete once ours is initialized.
+                self.offsets = self.load_offsets()
+        except BaseException:
+            # The task never started: release the producer (and its transactional id).
+            self.txn_sender.close()
+            if self.global_copier is not None:
+                self.global_copier.close(0)
+            raise
+        self.task.initialize(
+            BasicSourceTaskContext(self.task_config, self.offsets, self.transaction_context)
+        )
+        self.task.start(self.task_config)
+        self._next_commit = self.clock() + self.flush_interval_s
+
+    def iterate(self) -> int:
+        self._check_send_error()
+        try:
+            records = self.task.poll() or []
+        except RetriableException as exc:
+            log.warning("%s: retriable error from poll(), will retry: %s", self.id, exc)
+            records = []
+        self.metrics.polled += len(records)
+        context = self.transaction_context
+        for record in records:
+            self._send(record)
+            if context is not None:
+                self._end_transaction(context.take_record_request(record))
+        self.sender.poll(0)
+        if context is not None:
+            self._end_transaction(context.take_batch_request())
+        elif self.boundary == POLL:
+            if records:
+                self.commit_transaction()
+        elif self.clock() >= self._next_commit:
+            self.commit_transaction()
+        return len(records)
+
+    def close(self) -> bool:
+        try:
+            if self.boundary == CONNECTOR:
+                self.abort_transaction()
+            else:
+                self.commit_transaction()
+        finally:
+            self.chain.close()
+            self.txn_sender.close()
+            if self.global_copier is not None:
+                self.global_copier.close(5.0)
+        return True
+
+    # -- records -------------------------------------------------------------------------
+
+    def _send(self, record: SourceRecord) -> None:
+        out = self._convert(record)
+        if out is None:
+            self._track_dropped(record)
+            return
+        if out.topic == self.offsets_topic:
+            # Reading offsets (read_committed) would wait for the task's own open transaction.
+            raise ConnectException(
+                f"Task {self.id} tried to write a record to topic '{out.topic}', which is the "
+                "offsets topic this connector uses. With exactly-once source support a task may "
+                "not produce to its own offsets topic: its records and offsets share a "
+                "transaction, and reading the offsets topic would wait for that transaction. "
+                "Write the records to another topic, or give the connector a separate "
+                "offsets.storage.topic."
+            )
+        self._txn_records.append(record)
+        self._txn_offset(record)
+        slot = len(self._txn_records) - 1
+        try:
+            self._begin()
+            self.sender.send(
+                out.topic,
+                out.key,
+                out.value,
+                partition=out.partition,
+                timestamp=out.timestamp,
+                headers=out.headers,
+                on_delivery=lambda err, meta: self._acknowledged(slot, err, meta),
+            )
+        except ConnectException as exc:
+            raise ConnectException(
+                f"{self.id}: failed to send a record of its producer transaction: {exc}. {REMEDIES}"
+            ) from exc
+        self.metrics.sent += 1
+
+    def _track_dropped(self, record: SourceRecord) -> None:
+        # Its offset is committed with the transaction it was dropped in.
+        self._txn_offset(record)
+
+    def _txn_offset(self, record: SourceRecord) -> None:
+        if record.source_partition is None or record.source_offset is None:
+            return
+        key = partition_key(record.source_partition)
+        self._txn_offsets[key] = (dict(record.source_partition), dict(record.source_offset))
+
+    def _acknowledged(
+        self, slot: int, error: Exception | None, meta: RecordMetadata | None
+    ) -> None:
+        if error is not None:
+            self._send_error = error
+            return
+        self.metrics.acked += 1
+        self._txn_meta[slot] = meta
+
+    def _check_send_error(self) -> None:
+        if self._send_error is not None:
+            raise ConnectException(
+                f"{self.id}: a record of the current transaction could not be sent: "
+                f"{self._send_error}. {REMEDIES}"
+            )
+
+    # -- transactions --------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        if not self._open:
+            self.txn_sender.begin_transaction()
+            self._open = True
+
+    def _end_transaction(self, request: str | None) -> None:
+        if request == "commit":
+            self.commit_transaction()
+        elif request == "abort":
+            self.abort_transaction()
+
+    def commit_offsets(self) -> bool:
+        self.commit_transaction()
+        return True
+
+    def commit_transaction(self) -> None:
+        """Write the transaction's offsets into it and commit; then tell the task."""
+        self._next_commit = self.clock() + self.flush_interval_s
+        if not self._txn_records and not self._txn_offsets:
+            self._reset()
+            return
+        self._begin()
+        offsets = [
+            encode_offset(OffsetRecord(self.id.connector, partition, offset))
+            for partition, offset in self._txn_offsets.values()
+        ]
+        try:
+            if self.sender.flush(_NO_DEADLINE_S):
+                raise ConnectException("records of the transaction are still outstanding")
+            self._check_send_error()
+            self.txn_sender.write(self.offsets_topic, offsets)
+            self.txn_sender.commit_transaction(_NO_DEADLINE_S)
+        except ConnectException as exc:
+            self.metrics.offset_commit_failures += 1
+            raise ConnectException(
+                f"{self.id}: failed to commit its producer transaction: {exc}. {REMEDIES}"
+            ) from exc
+        self.metrics.offset_commits += 1
+        self.transactions.record(len(self._txn_records))
+        self.offsets.commit({key: offset for key, (_, offset) in self._txn_offsets.items()})
+        if self.global_copier is not None and offsets:
+            self.global_copier.copy(offsets)
+        committed = [(r, self._txn_meta.get(i)) for i, r in enumerate(self._txn_records)]
+        self._reset()
+        for record, meta in committed:
+            self.task.commit_record(record, meta)
+        self.task.commit()
+
+    def abort_transaction(self) -> None:
+        """Discard the transaction's records and offsets."""
+        if self._open:
+            self.sender.flush(_NO_DEADLINE_S)  # sent records must reach the broker aborted
+            try:
+                self.txn_sender.abort_transaction(_NO_DEADLINE_S)
+            except ConnectException as exc:
+                raise ConnectException(
+                    f"{self.id}: failed to abort its producer transaction: {exc}"
+                ) from exc
+            self.aborted_transactions += 1
+        self._send_error = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._open = False
+        self._txn_records = []
+        self._txn_meta = {}
+        self._txn_offsets = {}

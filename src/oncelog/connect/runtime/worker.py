@@ -1,0 +1,474 @@
+"""The worker: runs connector instances and task loops on threads, and reports their
+statuses. The herder decides what runs here (``worker_plan``); the worker carries it
+out.
+
+A task's converters come from the connector config (``key.converter`` and its
+``key.converter.*`` settings) or else the worker config, as in Kafka. Its clients
+come from a :class:`ClientFactory`, which the client layer implements. Each task runs
+its loop on its own thread:
+
+- it reports RUNNING once started;
+- it reports PAUSED while its target state is PAUSED, and then no records move;
+- it reports FAILED with the error's traceback when the loop raises;
+- it reports UNASSIGNED when it is stopped.
+
+Stopping waits up to ``task.shutdown.graceful.timeout.ms`` and abandons a task that
+does not stop in time, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from oncelog.connect.api.connector import Config, SinkTask, SourceTask, partition_key
+from oncelog.connect.api.converters import Converter, configure_converter
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.target_state import TargetState
+from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.connector_config import (
+    TRANSACTION_BOUNDARY,
+    TRANSACTION_BOUNDARY_INTERVAL_MS,
+)
+from oncelog.connect.runtime.error_handling import ErrorPolicy
+from oncelog.connect.runtime.exactly_once_source_task import (
+    ExactlyOnceWorkerSourceTask,
+    TransactionalSender,
+)
+from oncelog.connect.runtime.offsets_topics import offsets_topic
+from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.transformation_chain import TransformationChain, build_chain
+from oncelog.connect.runtime.worker_config import (
+    OFFSET_FLUSH_INTERVAL_MS,
+    OFFSET_FLUSH_TIMEOUT_MS,
+    TASK_SHUTDOWN_TIMEOUT_MS,
+    WorkerConfig,
+)
+from oncelog.connect.runtime.worker_connector import TASK_CLASS_CONFIG, WorkerConnector
+from oncelog.connect.runtime.worker_sink_task import (
+    DeadLetterSender,
+    SinkRecordSource,
+    WorkerSinkTask,
+)
+from oncelog.connect.runtime.worker_source_task import (
+    CopyingOffsetWriter,
+    OffsetCopier,
+    OffsetWriter,
+    RecordSender,
+    WorkerSourceTask,
+)
+from oncelog.connect.storage.internal_log import LogRecord
+from oncelog.connect.storage.offset_records import decode as decode_offset
+from oncelog.connect.storage.offsets import LayeredOffsetStore, MemoryOffsetStore, OffsetsView
+from oncelog.connect.storage.status_records import ConnectorStatus, State, StatusRecord, TaskStatus
+
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+READ_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
+class ClientFactory(Protocol):
+    def record_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> RecordSender: ...
+
+    def offset_writer(self, connector: str) -> OffsetWriter: ...
+
+    def sink_source(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> SinkRecordSource: ...
+
+    def dead_letter_sender(self, connector: str, topic: str) -> DeadLetterSender: ...
+
+    # Exactly-once sources and separate offsets topics (KIP-618).
+    def transactional_sender(
+        self, connector: str, task: int, connector_config: Mapping[str, str]
+    ) -> TransactionalSender: ...
+
+    def separate_offset_writer(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> OffsetWriter: ...
+
+    def global_offset_copier(self) -> OffsetCopier: ...
+
+    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None: ...
+
+    def separate_offsets(
+        self, connector: str, topic: str, connector_config: Mapping[str, str]
+    ) -> SeparateOffsets: ...
+
+
+class SeparateOffsets(Protocol):
+    """A connector's separate offsets topic."""
+
+    def ensure(self) -> None:
+        """Create it (compacted) if missing."""
+
+    def read(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+        """Apply every record up to its end (read_committed)."""
+
+
+@dataclass
+class _TaskRunner:
+    id: ConnectorTaskId
+    loop: WorkerSourceTask | WorkerSinkTask
+    target: TargetState
+    thread: threading.Thread | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    state_changed: threading.Event = field(default_factory=threading.Event)
+    failure: str | None = None
+    # Guards ``target`` and ``started`` so the thread's first status and a concurrent
+    # transition cannot be reported out of order.
+    status_lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
+
+
+class Worker:
+    def __init__(
+        self,
+        worker_id: str,
+        config: WorkerConfig,
+        plugins: PluginRegistry,
+        clients: ClientFactory,
+        offsets: OffsetsView,
+        on_status: Callable[[StatusRecord], None],
+        generation: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.worker_id = worker_id
+        self.config = config
+        self.plugins = plugins
+        self.clients = clients
+        self.offsets = offsets
+        self.on_status = on_status
+        self.generation = generation
+        self.connectors: dict[str, WorkerConnector] = {}
+        self.tasks: dict[ConnectorTaskId, _TaskRunner] = {}
+        # Called for an exactly-once source task once its transactional producer is
+        # initialized and before the task starts (KIP-618 startup steps 5-7: re-read
+        # the config topic, abandon the task if a newer task generation exists by
+        # raising). The herder sets it.
+        self.before_first_poll: Callable[[ConnectorTaskId], None] | None = None
+
+    # -- connectors ------------------------------------------------------------------------
+
+    def start_connector(
+        self, name: str, connector_config: Mapping[str, str], target: TargetState
+    ) -> bool:
+        """Start (STARTED/PAUSED) or register as stopped (STOPPED) a connector instance."""
+        connector_cls = self.plugins.connector_class(connector_config["connector.class"])
+        instance = WorkerConnector(name, connector_cls())
+        self.connectors[name] = instance
+        if target is TargetState.STOPPED:
+            self._connector_status(name, State.STOPPED)
+            return True
+        if not instance.start(connector_config):
+            self._connector_status(name, State.FAILED, _trace(instance.failure))
+            return False
+        self._connector_status(name, _status_of(target))
+        return True
+
+    def connector_task_configs(self, name: str, max_tasks: int) -> list[Config]:
+        return self.connectors[name].task_configs(max_tasks)
+
+    def transition_connector(self, name: str, target: TargetState) -> None:
+        """PAUSED <-> STARTED: the connector instance keeps running, as in Kafka."""
+        self._connector_status(name, _status_of(target))
+
+    def stop_connector(self, name: str) -> None:
+        instance = self.connectors.pop(name, None)
+        if instance is not None:
+            instance.stop()
+            self._connector_status(name, State.UNASSIGNED)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def converters(self, connector_config: Mapping[str, str]) -> tuple[Converter, Converter]:
+        """Key and value converters: the connector's if it names them, else the worker's."""
+        out = []
+        for is_key, key in ((True, "key.converter"), (False, "value.converter")):
+            source: Mapping[str, Any] = (
+                connector_config if connector_config.get(key) else self.config.originals
+            )
+            converter = self.plugins.converter_class(str(source[key]), key)()
+            out.append(configure_converter(converter, source, is_key))
+        return out[0], out[1]
+
+    def start_task(
+        self,
+        task_id: ConnectorTaskId,
+        connector_config: Mapping[str, str],
+        task_config: Config,
+        target: TargetState,
+    ) -> bool:
+        """Build the task's loop and start its thread; False (status FAILED) if it cannot
+        be built (unknown class, bad converter). The task's own start runs on its thread,
+        as in Kafka: an exactly-once task's producer initialization can wait for its
+        predecessor's transaction, which must not hold the herder."""
+        try:
+            loop = self._build_loop(task_id, connector_config, task_config)
+        except Exception as exc:
+            self._task_status(task_id, State.FAILED, _trace(exc))
+            return False
+        runner = _TaskRunner(task_id, loop, target)
+        self.tasks[task_id] = runner
+        runner.thread = threading.Thread(
+            target=self._run, args=(runner,), name=f"task-{task_id}", daemon=True
+        )
+        runner.thread.start()
+        return True
+
+    def _build_loop(
+        self, task_id: ConnectorTaskId, connector_config: Mapping[str, str], task_config: Config
+    ) -> WorkerSourceTask | WorkerSinkTask:
+        task_cls = self.plugins.task_class(task_config[TASK_CLASS_CONFIG])
+        key_converter, value_converter = self.converters(connector_config)
+        chain = build_chain(connector_config, self.plugins)
+        errors = ErrorPolicy.from_config(connector_config)
+        if issubclass(task_cls, SourceTask):
+            return self._source_loop(
+                task_id, task_cls(), connector_config, task_config,
+                key_converter, value_converter, chain, errors,
+            )  # fmt: skip
+        if issubclass(task_cls, SinkTask):
+            dlq = connector_config.get(DLQ_TOPIC, "").strip()
+            return WorkerSinkTask(
+                task_id,
+                task_cls(),
+                task_config,
+                key_converter=key_converter,
+                value_converter=value_converter,
+                chain=chain,
+                source=self.clients.sink_source(task_id.connector, task_id.task, connector_config),
+                errors=errors,
+                dead_letters=self.clients.dead_letter_sender(task_id.connector, dlq)
+                if dlq
+                else None,
+                offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
+            )
+        raise ConnectException(
+            f"{task_config[TASK_CLASS_CONFIG]} is neither a SourceTask nor a SinkTask"
+        )
+
+    def _source_loop(
+        self,
+        task_id: ConnectorTaskId,
+        task: SourceTask,
+        connector_config: Mapping[str, str],
+        task_config: Config,
+        key_converter: Converter,
+        value_converter: Converter,
+        chain: TransformationChain,
+        errors: ErrorPolicy,
+    ) -> WorkerSourceTask:
+        """The exactly-once loop when the worker's support is ``enabled``, else the
+        at-least-once one; either reads and writes the connector's offsets topic."""
+        connector = task_id.connector
+        topic = offsets_topic(self.config, connector_config)
+        flush_interval = self.config.get_int(OFFSET_FLUSH_INTERVAL_MS)
+        if self.config.exactly_once_source_enabled():
+            interval = connector_config.get(TRANSACTION_BOUNDARY_INTERVAL_MS) or flush_interval
+            hook = self.before_first_poll
+            return ExactlyOnceWorkerSourceTask(
+                task_id,
+                task,
+                task_config,
+                key_converter=key_converter,
+                value_converter=value_converter,
+                chain=chain,
+                sender=self.clients.transactional_sender(connector, task_id.task, connector_config),
+                offsets=MemoryOffsetStore(),
+                load_offsets=lambda: self._exactly_once_offsets(
+                    connector, topic.topic, topic.separate, connector_config
+                ),
+                offsets_topic=topic.topic,
+                boundary=connector_config.get(TRANSACTION_BOUNDARY, "poll").lower(),
+                boundary_interval_ms=int(interval),
+                global_copier=self.clients.global_offset_copier() if topic.separate else None,
+                before_first_poll=None if hook is None else (lambda: hook(task_id)),
+                errors=errors,
+            )
+        offsets = self._source_offsets(connector, topic.topic, topic.separate, connector_config)
+        writer: OffsetWriter = self.clients.offset_writer(connector)
+        if topic.separate:
+            writer = CopyingOffsetWriter(
+                self.clients.separate_offset_writer(connector, topic.topic, connector_config),
+                self.clients.global_offset_copier(),
+            )
+        return WorkerSourceTask(
+            task_id,
+            task,
+            task_config,
+            key_converter=key_converter,
+            value_converter=value_converter,
+            chain=chain,
+            sender=self.clients.record_sender(connector, task_id.task, connector_config),
+            offset_writer=writer,
+            offsets=offsets,
+            errors=errors,
+            offset_flush_interval_ms=flush_interval,
+            offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
+        )
+
+    def _source_offsets(
+        self, connector: str, topic: str, separate: bool, connector_config: Mapping[str, str]
+    ) -> MemoryOffsetStore:
+        """What the task reads: the global view, or its separate topic (created on
+        demand, read to its end now) layered over the global view."""
+        if not separate:
+            return self.offsets.reader(connector)
+        store = LayeredOffsetStore(self.offsets.reader(connector))
+        own = self.clients.separate_offsets(connector, topic, connector_config)
+        own.ensure()
+        own.read(_offsets_of(connector, store), READ_TIMEOUT_S)
+        return store
+
+    def _exactly_once_offsets(
+        self, connector: str, topic: str, separate: bool, connector_config: Mapping[str, str]
+    ) -> MemoryOffsetStore:
+        """An exactly-once task's offsets, read once its producer has fenced its
+        predecessors: its own copy of the topic read to the end (high watermarks
+        consumed read_committed), so a transaction its predecessor committed is seen
+        even when the markers were still being written."""
+        if separate:
+            return self._source_offsets(connector, topic, separate, connector_config)
+        store = MemoryOffsetStore()
+        self.clients.read_global_offsets(_offsets_of(connector, store), READ_TIMEOUT_S)
+        return store
+
+    def task_metrics(self, task_id: ConnectorTaskId) -> dict[str, Any] | None:
+        """The metrics of a task running here (None if it does not run here)."""
+        runner = self.tasks.get(task_id)
+        if runner is None:
+            return None
+        loop = runner.loop
+        out: dict[str, Any] = dict(vars(loop.metrics))
+        if isinstance(loop, ExactlyOnceWorkerSourceTask):
+            out.update(loop.transactions.as_dict())
+            out["transactions-aborted"] = loop.aborted_transactions
+        return out
+
+    def _close_failed(self, runner: _TaskRunner) -> None:
+        """Close a failed task's loop as Kafka's WorkerTask does (its ``finally``): a sink
+        task's consumer leaves the group (else it kept its partitions from the restarted
+        task until max.poll.interval.ms), acknowledged offsets are committed, the task is
+        stopped. The first failure is the one reported."""
+        try:
+            runner.loop.close()
+        except Exception:
+            log.warning("%s: closing the failed task failed", runner.id, exc_info=True)
+
+    def _run(self, runner: _TaskRunner) -> None:
+        try:
+            runner.loop.start()
+        except Exception as exc:
+            if not runner.stopping.is_set():  # a start cut short by a stop is no failure
+                runner.failure = _trace(exc)
+                self._task_status(runner.id, State.FAILED, runner.failure)
+            self._close_failed(runner)
+            return
+        with runner.status_lock:
+            runner.started = True
+            if not runner.stopping.is_set():  # a stop during start() reports UNASSIGNED
+                self._task_status(runner.id, _status_of(runner.target))
+        try:
+            while not runner.stopping.is_set():
+                paused = runner.target is TargetState.PAUSED
+                if isinstance(runner.loop, WorkerSinkTask):
+                    # A paused sink keeps polling (with its partitions paused) to stay in its group.
+                    runner.loop.paused_by_target = paused
+                    runner.loop.iterate()
+                elif paused:
+                    runner.state_changed.wait(0.5)
+                    runner.state_changed.clear()
+                else:
+                    runner.loop.iterate()
+        except Exception as exc:
+            runner.failure = _trace(exc)
+            self._task_status(runner.id, State.FAILED, runner.failure)
+            self._close_failed(runner)
+            return
+        try:
+            runner.loop.close()
+        except Exception as exc:
+            runner.failure = _trace(exc)
+            self._task_status(runner.id, State.FAILED, runner.failure)
+
+    def transition_task(self, task_id: ConnectorTaskId, target: TargetState) -> None:
+        runner = self.tasks[task_id]
+        with runner.status_lock:
+            runner.target = target
+            if runner.started:  # else the thread reports it once the task has started
+                self._task_status(task_id, _status_of(target))
+        runner.state_changed.set()
+
+    def stop_task(self, task_id: ConnectorTaskId) -> bool:
+        """Stop a task and wait for it up to the graceful timeout; False if abandoned."""
+        return self.stop_tasks([task_id])
+
+    def stop_tasks(self, task_ids: Iterable[ConnectorTaskId]) -> bool:
+        """Stop tasks together, waiting for all of them within one graceful timeout (as
+        Kafka does); False if any was abandoned."""
+        runners = [r for r in (self.tasks.pop(t, None) for t in task_ids) if r is not None]
+        for runner in runners:
+            runner.stopping.set()
+            runner.state_changed.set()
+            runner.loop.stop()
+        deadline = time.monotonic() + self.config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        stopped = True
+        for runner in runners:
+            assert runner.thread is not None
+            runner.thread.join(max(0.0, deadline - time.monotonic()))
+            stopped = stopped and not runner.thread.is_alive()
+            if runner.failure is None:
+                self._task_status(runner.id, State.UNASSIGNED)
+        return stopped
+
+    def task_failure(self, task_id: ConnectorTaskId) -> str | None:
+        runner = self.tasks.get(task_id)
+        return None if runner is None else runner.failure
+
+    # -- statuses --------------------------------------------------------------------------
+
+    def _connector_status(self, name: str, state: State, trace: str | None = None) -> None:
+        self.on_status(ConnectorStatus(name, state, self.worker_id, self.generation(), trace))
+
+    def _task_status(
+        self, task_id: ConnectorTaskId, state: State, trace: str | None = None
+    ) -> None:
+        self.on_status(
+            TaskStatus(
+                task_id.connector, task_id.task, state, self.worker_id, self.generation(), trace
+            )
+        )
+
+
+def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
+    """Applies the offsets records of ``connector`` to ``store`` (others are skipped)."""
+
+    def apply(record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            decoded = decode_offset(record.key, record.value)
+        except ConnectException:
+            return
+        if decoded.connector == connector:
+            store.commit({partition_key(decoded.partition): decoded.offset})
+
+    return apply
+
+
+def _status_of(target: TargetState) -> State:
+    return State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+
+
+def _trace(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    return "".join(traceback.format_exception(error))

@@ -1,0 +1,89 @@
+"""Source offsets held in memory, keyed as Kafka Connect keys them.
+
+:class:`MemoryOffsetStore` is the in-process view a worker builds by reading the
+offsets topic (and what tests and direct task runs use). Partitions are JSON maps,
+so they are stored under :func:`~oncelog.connect.api.connector.partition_key`.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from oncelog.connect.api.connector import OffsetStorageReader, partition_key
+from oncelog.connect.storage.offset_records import OffsetRecord
+
+
+class MemoryOffsetStore(OffsetStorageReader):
+    """Committed offsets per source partition of one connector."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[Any, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+        with self._lock:
+            out = {}
+            for partition in partitions:
+                key = partition_key(partition)
+                if key in self._offsets:
+                    out[key] = copy.deepcopy(self._offsets[key])
+            return out
+
+    def commit(self, offsets: Mapping[Any, Mapping[str, Any] | None]) -> None:
+        """Store offsets by partition map or partition key; a None offset erases (a tombstone)."""
+        with self._lock:
+            for partition, offset in offsets.items():
+                key = partition if isinstance(partition, tuple) else partition_key(partition)
+                if offset is None:
+                    self._offsets.pop(key, None)
+                else:
+                    self._offsets[key] = copy.deepcopy(dict(offset))
+
+    def snapshot(self) -> dict[Any, dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self._offsets)
+
+
+class OffsetsView:
+    """Every connector's offsets as read from an offsets topic (last write wins; a
+    tombstone erases). ``reader(connector)`` is what that connector's tasks see."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, MemoryOffsetStore] = {}
+
+    def apply(self, record: OffsetRecord) -> None:
+        self.reader(record.connector).commit({partition_key(record.partition): record.offset})
+
+    def reader(self, connector: str) -> MemoryOffsetStore:
+        return self._stores.setdefault(connector, MemoryOffsetStore())
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(partition, offset) pairs, as ``GET /connectors/{c}/offsets`` lists them."""
+        store = self._stores.get(connector)
+        if store is None:
+            return []
+        return [(_thaw(key), offset) for key, offset in store.snapshot().items()]
+
+
+def _thaw(key: Any) -> dict[str, Any]:
+    # Partition maps hold primitive values only (offset_records.validate_format).
+    return dict(key)
+
+
+class LayeredOffsetStore(MemoryOffsetStore):
+    """A connector's view with a separate offsets topic (KIP-618 "smooth migration"):
+    its own offsets first, then the worker's global ones for partitions it has none for.
+    Commits go to its own layer only; the global topic receives copies separately."""
+
+    def __init__(self, fallback: MemoryOffsetStore) -> None:
+        super().__init__()
+        self.fallback = fallback
+
+    def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+        wanted = list(partitions)
+        merged = self.fallback.offsets(wanted)
+        merged.update(super().offsets(wanted))
+        return merged
