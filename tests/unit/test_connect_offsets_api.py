@@ -10,7 +10,7 @@ from oncelog.connect.api import partition_key
 from oncelog.connect.api.errors import BadRequestException
 from oncelog.connect.api.records import TopicPartition
 from oncelog.connect.api.target_state import TargetState
-from oncelog.connect.rest.offsets import (
+from oncelog.connect.runtime.connector_offsets import (
     parse_sink_offsets,
     parse_source_offsets,
     require_stopped,

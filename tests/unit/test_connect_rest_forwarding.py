@@ -8,38 +8,39 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from oncelog.connect.distributed.herder import NotLeaderError, RebalanceInProgress
+from oncelog.connect.distributed.errors import NotLeaderError
+from oncelog.connect.distributed.requests import GroupView, Kind, RequestQueue
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.herder_resource import HerderResource
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.storage.cluster_view import ClusterState
+from oncelog.connect.storage.config_records import ConnectorConfigRecord, encode
 
 
 class StaleFollower:
-    """A herder that is not the leader and names ``leader_url`` as the leader."""
+    """Operations of a worker that is not the leader and names ``leader_url`` as the
+    leader (only what this test calls)."""
 
     def __init__(self) -> None:
-        self.state = ClusterState()
+        self.cluster = ClusterState()
+        key, value = encode(ConnectorConfigRecord("x", {"connector.class": "FileStreamSource"}))
+        self.cluster.apply_config(0, key, value)
         self.leader_url: str | None = None
-        self.rebalancing = False
 
-    def submit(
-        self, fn: Callable[[], Any], *, leader_only: bool = True
-    ) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        future.set_exception(
-            RebalanceInProgress() if self.rebalancing else NotLeaderError(self.leader_url)
-        )
+    def view(self) -> ClusterState:
+        return self.cluster
+
+    def delete_connector(self, name: str) -> concurrent.futures.Future[None]:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        future.set_exception(NotLeaderError(self.leader_url))
         return future
 
 
-async def _scenario(rebalancing: bool) -> tuple[int, dict[str, Any], list[tuple[str, str | None]]]:
+async def _scenario() -> tuple[int, dict[str, Any], list[tuple[str, str | None]]]:
     seen: list[tuple[str, str | None]] = []
     runners, urls, herders = [], [], []
     for name in "ABC":
@@ -52,8 +53,11 @@ async def _scenario(rebalancing: bool) -> tuple[int, dict[str, Any], list[tuple[
             seen.append((name, request.query.get("forward")))
             return await handler(request)
 
-        resource = HerderResource(herder, PluginRegistry.with_builtins(), "All")  # type: ignore[arg-type]
-        app = create_app(PluginRegistry.with_builtins(), herder_routes=resource.register)
+        app = create_app(
+            PluginRegistry.with_builtins(),
+            view=herder.cluster,
+            operations=herder,  # type: ignore[arg-type]
+        )
         app.middlewares.insert(0, record)
         runner = web.AppRunner(app)
         await runner.setup()
@@ -65,10 +69,9 @@ async def _scenario(rebalancing: bool) -> tuple[int, dict[str, Any], list[tuple[
         urls.append(f"http://127.0.0.1:{port}/")
     for i, herder in enumerate(herders):
         herder.leader_url = urls[(i + 1) % 3]
-        herder.rebalancing = rebalancing
     try:
         async with aiohttp.ClientSession() as session:
-            async with session.put(f"{urls[0]}connectors/x/pause") as response:
+            async with session.delete(f"{urls[0]}connectors/x") as response:
                 return response.status, await response.json(), seen
     finally:
         for runner in runners:
@@ -76,7 +79,7 @@ async def _scenario(rebalancing: bool) -> tuple[int, dict[str, Any], list[tuple[
 
 
 def test_a_request_is_forwarded_at_most_twice() -> None:
-    status, body, seen = asyncio.run(_scenario(rebalancing=False))
+    status, body, seen = asyncio.run(_scenario())
     assert seen == [("A", None), ("B", "true"), ("C", "false")]
     assert status == 409
     assert body == {
@@ -85,7 +88,44 @@ def test_a_request_is_forwarded_at_most_twice() -> None:
     }
 
 
-def test_a_rebalance_in_progress_answers_409_without_forwarding() -> None:
-    status, body, seen = asyncio.run(_scenario(rebalancing=True))
-    assert seen == [("A", None)]
-    assert (status, body["error_code"]) == (409, 409)
+def _group(**changes: Any) -> GroupView:
+    settled = {
+        "rebalancing": False,
+        "rebalance_due": False,
+        "leader_url": "http://l/",
+        "is_leader": True,
+    }
+    return GroupView(**{**settled, **changes})
+
+
+def test_writes_wait_for_a_rebalance_instead_of_failing() -> None:
+    """``DistributedHerder`` queues writes while the group rebalances (no 409)."""
+    queue = RequestQueue()
+    write = queue.submit(lambda: "written", Kind.WRITE)
+    local = queue.submit(lambda: "read", Kind.LOCAL)
+    queue.serve(_group(rebalancing=True))
+    assert local.result(0) == "read"
+    assert not write.done()
+    queue.serve(_group(rebalance_due=True))
+    assert not write.done()
+    queue.serve(_group())
+    assert write.result(0) == "written"
+
+
+def test_settled_requests_get_409_only_when_a_rebalance_is_due() -> None:
+    queue = RequestQueue()
+    restart = queue.submit(lambda: "restarted", Kind.SETTLED)
+    queue.serve(_group(rebalancing=True))  # under way: wait for it
+    assert not restart.done()
+    queue.serve(_group(rebalance_due=True))  # due, not started: checkRebalanceNeeded
+    assert restart.exception(0).status == 409  # type: ignore[union-attr]
+
+
+def test_a_follower_fails_writes_with_the_leader_url_and_drops_cancelled_ones() -> None:
+    queue = RequestQueue()
+    write = queue.submit(lambda: "written", Kind.WRITE)
+    cancelled = queue.submit(lambda: (_ for _ in ()).throw(AssertionError("ran")), Kind.WRITE)
+    assert cancelled.cancel()
+    queue.serve(_group(is_leader=False))
+    error = write.exception(0)
+    assert isinstance(error, NotLeaderError) and error.leader_url == "http://l/"

@@ -104,6 +104,14 @@ class Admin:
             raise from_kafka_error(exc, what) from exc
 
     # -- metadata --------------------------------------------------------------------------
+    def cluster_id(self) -> str:
+        """The cluster's id (DescribeCluster, KIP-700)."""
+        return str(
+            self.policy.call(
+                lambda: self.await_result(self.client.describe_cluster(), "DescribeCluster")
+            ).cluster_id
+        )
+
     def describe_topics(self) -> dict[str, TopicInfo]:
         """Metadata of every topic (listing all: naming one could auto-create it)."""
         from confluent_kafka import KafkaException

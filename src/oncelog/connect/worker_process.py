@@ -1,10 +1,11 @@
-"""The ``oncelog connect worker`` process: creates the internal topics, serves the
-REST API, runs the herder, announces readiness and stops on SIGTERM/SIGINT.
+"""The ``oncelog connect worker`` process (Kafka's ``ConnectDistributed``): the one place
+where the distributed worker is put together; every collaborator is built here and
+injected.
 
 Order of start-up, as in Kafka:
 
 1. the internal topics are created when missing (compacted, Kafka's partition
-   counts) and refused when not compacted;
+   counts) and refused when not compacted; the Kafka cluster's id is looked up;
 2. the REST listener binds (port 0 picks a free port); it also serves Prometheus metrics
    at ``/metrics`` (docs/metrics.md);
 3. the herder reads the internal topics and joins the group;
@@ -20,25 +21,54 @@ import asyncio
 import logging
 import signal
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from oncelog.connect.distributed.herder import Herder
-from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
-from oncelog.connect.kafka_io.settings import check_worker_client_settings, check_worker_connection
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.distributed import zombie_fencing
+from oncelog.connect.distributed.connect_protocol import ConnectProtocolVersion
+from oncelog.connect.distributed.herder import READ_TIMEOUT_S, Herder
+from oncelog.connect.distributed.membership import ConnectGroupMember
+from oncelog.connect.distributed.operations import DistributedOperations
+from oncelog.connect.kafka_io.internal_topics import (
+    InternalTopicAdmin,
+    TopicLogConsumer,
+    TopicWriter,
+    TransactionalTopicWriter,
+)
+from oncelog.connect.kafka_io.settings import (
+    check_worker_client_settings,
+    check_worker_connection,
+    client_config,
+)
+from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.herder_resource import HerderResource
 from oncelog.connect.rest.metrics import add_metrics_route
+from oncelog.connect.runtime import client_configs
+from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
+    CONNECT_PROTOCOL,
     EXACTLY_ONCE_SOURCE_SUPPORT,
+    GROUP_ID,
+    REBALANCE_TIMEOUT_MS,
     REST_ADVERTISED_HOST,
     REST_ADVERTISED_PORT,
+    SESSION_TIMEOUT_MS,
     TASK_SHUTDOWN_TIMEOUT_MS,
+    TOPIC_TRACKING_ALLOW_RESET,
+    TOPIC_TRACKING_ENABLE,
     WorkerConfig,
 )
+from oncelog.connect.storage.cluster_view import ClusterState
+from oncelog.connect.storage.config_store import ConfigStore
+from oncelog.connect.storage.config_writer import PrivilegedLogWriter
+from oncelog.connect.storage.offset_store import OffsetStore
+from oncelog.connect.storage.status_store import StatusStore
 
 log = logging.getLogger(__name__)
 READY = "oncelog connect worker ready on http://{host}:{port}"
@@ -47,7 +77,7 @@ READY = "oncelog connect worker ready on http://{host}:{port}"
 REACH_TIMEOUT_S = 30.0
 
 
-def _bind(listener: str) -> socket.socket:
+def bind(listener: str) -> socket.socket:
     parts = urlsplit(listener)
     host = parts.hostname or "0.0.0.0"
     port = parts.port if parts.port is not None else 8083
@@ -67,25 +97,122 @@ def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
     return f"http://{adv_host}:{adv_port}/"
 
 
+def build_herder(
+    config: WorkerConfig, plugins: PluginRegistry, url: str, cluster: ClusterState | None = None
+) -> Herder:
+    """The distributed herder and everything it drives."""
+    cluster = cluster or ClusterState()
+    shared = config.shared_client_config()
+    topics = config.internal_topics()
+    config_topic, offsets_topic, status_topic = (
+        topics["config"][0],
+        topics["offsets"][0],
+        topics["status"][0],
+    )
+    protocol = ConnectProtocolVersion.from_config(str(config.get(CONNECT_PROTOCOL)))
+    if protocol is ConnectProtocolVersion.EAGER:
+        raise ConnectException(
+            "connect.protocol=eager is not supported: this runtime rebalances incrementally "
+            "(use compatible or sessioned)"
+        )
+    group_id = str(config.get(GROUP_ID))
+    worker_id = url.split("://", 1)[-1].rstrip("/")
+    support = zombie_fencing.exactly_once_source_support(config)
+    privileged: Callable[[], PrivilegedLogWriter] | None = None
+    if support.transactional_leader:
+        leader_id = zombie_fencing.leader_transactional_id(group_id)
+        privileged = lambda: TransactionalTopicWriter(shared, config_topic, leader_id)  # noqa: E731
+    configs = ConfigStore(
+        TopicLogConsumer(shared),
+        config_topic,
+        cluster,
+        TopicWriter(shared, config_topic),
+        privileged,
+        timeout_s=READ_TIMEOUT_S,
+    )
+    statuses = StatusStore(
+        TopicLogConsumer(shared),
+        status_topic,
+        TopicWriter(shared, status_topic),
+        cluster.status,
+        cluster.lock,
+        timeout_s=READ_TIMEOUT_S,
+    )
+    offsets = OffsetStore(
+        TopicLogConsumer(shared),
+        offsets_topic,
+        cluster,
+        TopicWriter(shared, offsets_topic),
+        timeout_s=READ_TIMEOUT_S,
+    )
+    member = ConnectGroupMember(
+        client_config(shared),
+        group_id,
+        session_timeout_ms=config.get_int(SESSION_TIMEOUT_MS),
+        rebalance_timeout_ms=config.get_int(REBALANCE_TIMEOUT_MS),
+        client_id=f"connect-{worker_id}",
+    )
+    worker = Worker(
+        worker_id,
+        config,
+        plugins,
+        TaskClients(config, offsets_topic),
+        cluster.offsets_view,
+        statuses,
+        generation=lambda: member.generation,
+        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
+        clock=time.time,
+    )
+
+    def fence_producers(
+        connector: str, connector_config: Mapping[str, str], ids: Sequence[str]
+    ) -> None:
+        admin = client_configs.connector_admin_config(config, connector, connector_config)
+        ProducerFencer(admin).fence(ids)
+
+    return Herder(
+        config,
+        plugins,
+        url,
+        protocol=protocol,
+        member=member,
+        configs=configs,
+        statuses=statuses,
+        offsets=offsets,
+        worker=worker,
+        fence_producers=fence_producers,
+        exactly_once=support.enabled,
+        group_id=group_id,
+        loggers=Loggers(),
+    )
+
+
 async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     check_worker_client_settings(config)
     await asyncio.to_thread(check_worker_connection, config, REACH_TIMEOUT_S)
     plugins = PluginRegistry.discover(config.plugin_path())
     admin_config = {**config.shared_client_config(), **config.originals_with_prefix("admin.")}
     admin_config.pop("listeners", None)
-    await asyncio.to_thread(InternalTopicAdmin(admin_config).ensure, config.internal_topics())
-    sock = _bind(config.listener_urls()[0])
+    admin = InternalTopicAdmin(admin_config)
+    await asyncio.to_thread(admin.ensure, config.internal_topics())
+    cluster_id = await asyncio.to_thread(admin.cluster_id)
+    sock = bind(config.listener_urls()[0])
     host, port = sock.getsockname()[:2]
-    herder = Herder(config, plugins, advertised_url(config, host, port))
-    resource = HerderResource(herder, plugins, config.override_policy())
+    cluster = ClusterState()
+    herder = build_herder(config, plugins, advertised_url(config, host, port), cluster)
+    operations = DistributedOperations(herder, cluster)
     app = create_app(
         plugins,
         override_policy=config.override_policy(),
         exactly_once_source=str(config.get(EXACTLY_ONCE_SOURCE_SUPPORT)),
-        view=herder.state,
-        herder_routes=resource.register,
+        view=cluster,
+        operations=operations,
+        loggers=herder.loggers,
+        kafka_cluster_id=cluster_id,
+        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
+        topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
     )
-    add_metrics_route(app, herder.worker, herder.state)
+    add_metrics_route(app, herder.worker, cluster)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock).start()

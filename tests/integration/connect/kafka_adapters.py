@@ -175,3 +175,22 @@ def read_to_end(
         return out
     finally:
         consumer.close()
+
+
+class StatusList(list):  # type: ignore[type-arg]
+    """A Worker's status sink that keeps every status reported, in order, and the
+    active topics (KIP-558) recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.topics: list[tuple[str, int, str]] = []
+
+    def put(self, status: object) -> None:
+        self.append(status)
+
+    def put_safe(self, status: object) -> None:
+        self.append(status)
+
+    def record_active_topic(self, connector: str, task: int, topic: str, now_ms: int) -> None:
+        if (connector, task, topic) not in self.topics:
+            self.topics.append((connector, task, topic))

@@ -17,6 +17,7 @@ from oncelog.connect.distributed.herder import Herder
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.worker_process import build_herder
 from oncelog.embedded import EmbeddedBroker
 
 from .workers import worker_settings
@@ -46,7 +47,7 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
         config = WorkerConfig(worker_settings(broker.bootstrap, GROUP))
         assert config.get_int("worker.unsync.backoff.ms") == 300_000  # Kafka's default
         InternalTopicAdmin(config.shared_client_config()).ensure(config.internal_topics())
-        herder = Herder(config, PluginRegistry.discover(config.plugin_path()), "http://h:1/")
+        herder = build_herder(config, PluginRegistry.discover(config.plugin_path()), "http://h:1/")
         herder.start()
         assert herder.joined.wait(60)
         first = _joins(caplog)

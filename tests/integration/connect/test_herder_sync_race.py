@@ -19,11 +19,11 @@ from oncelog.connect.distributed.connect_protocol import (
     WorkerState,
     join_protocols,
 )
-from oncelog.connect.distributed.herder import Herder
 from oncelog.connect.distributed.membership import ConnectGroupMember
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.worker_process import build_herder
 from oncelog.embedded import EmbeddedBroker
 
 from .workers import worker_settings
@@ -38,7 +38,7 @@ def test_a_sync_refused_by_a_new_join_is_followed_by_an_immediate_rejoin(
     with EmbeddedBroker(tmp_path / "data") as broker:
         config = WorkerConfig(worker_settings(broker.bootstrap, GROUP))
         InternalTopicAdmin(config.shared_client_config()).ensure(config.internal_topics())
-        herder = Herder(config, PluginRegistry.discover(config.plugin_path()), "http://h:1/")
+        herder = build_herder(config, PluginRegistry.discover(config.plugin_path()), "http://h:1/")
         intruder = ConnectGroupMember(broker.bootstrap, GROUP, session_timeout_ms=6_000)
         real_sync = herder.member.sync
         intruded = threading.Event()

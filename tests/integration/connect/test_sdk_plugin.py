@@ -17,10 +17,10 @@ from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.connect.storage.offsets import OffsetsView
-from oncelog.connect.storage.status_records import State, StatusRecord, TaskStatus
+from oncelog.connect.storage.status_records import State, TaskStatus
 from oncelog.embedded import EmbeddedBroker
 
-from .kafka_adapters import ConfluentClients, consume_all
+from .kafka_adapters import ConfluentClients, StatusList, consume_all
 
 PLUGIN = '''
 """A counter source written against the SDK only."""
@@ -95,14 +95,14 @@ def test_plugin_from_plugin_path_runs_on_the_worker(broker: EmbeddedBroker, tmp_
         assert "counter_plugin.CounterConnector" in [
             p["class"] for p in registry.connector_plugins()
         ]
-        statuses: list[StatusRecord] = []
+        statuses = StatusList()
         worker = Worker(
             "w",
             config,
             registry,
             ConfluentClients(broker.bootstrap, "connect-offsets"),
             OffsetsView(),
-            statuses.append,
+            statuses,
         )
         connector_config = {
             "name": "counter",

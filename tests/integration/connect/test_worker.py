@@ -18,10 +18,10 @@ from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.connect.storage.offsets import OffsetsView
-from oncelog.connect.storage.status_records import State, StatusRecord, TaskStatus
+from oncelog.connect.storage.status_records import State, TaskStatus
 from oncelog.embedded import EmbeddedBroker
 
-from .kafka_adapters import ConfluentClients, consume_all
+from .kafka_adapters import ConfluentClients, StatusList, consume_all
 
 
 class BoomTask(SourceTask):
@@ -79,7 +79,7 @@ class SlowStartConnector(BoomConnector):
         return SlowStartTask
 
 
-def _worker(broker: EmbeddedBroker, statuses: list[StatusRecord]) -> Worker:
+def _worker(broker: EmbeddedBroker, statuses: StatusList) -> Worker:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topics = [
         NewTopic("verify", 1, 1),
@@ -103,7 +103,7 @@ def _worker(broker: EmbeddedBroker, statuses: list[StatusRecord]) -> Worker:
         }
     )
     return Worker("w1:8083", config, PluginRegistry.with_builtins(), ConfluentClients(broker.bootstrap, "connect-offsets"),
-                  OffsetsView(), statuses.append, generation=lambda: 3)  # fmt: skip
+                  OffsetsView(), statuses, generation=lambda: 3)  # fmt: skip
 
 
 def _seqno(worker: Worker, task: int) -> int:
@@ -121,7 +121,7 @@ def _wait(predicate: object, timeout_s: float = 20) -> None:
 
 
 def test_worker_runs_pauses_resumes_and_stops_tasks(broker: EmbeddedBroker) -> None:
-    statuses: list[StatusRecord] = []
+    statuses = StatusList()
     worker = _worker(broker, statuses)
     config = {
         "name": "v",
@@ -180,7 +180,7 @@ def test_worker_runs_pauses_resumes_and_stops_tasks(broker: EmbeddedBroker) -> N
 
 
 def test_failing_task_reports_its_trace(broker: EmbeddedBroker) -> None:
-    statuses: list[StatusRecord] = []
+    statuses = StatusList()
     worker = _worker(broker, statuses)
     config = {"name": "b", "connector.class": f"{__name__}.BoomConnector"}
     assert worker.start_connector("b", config, TargetState.STARTED)
@@ -210,7 +210,7 @@ def test_task_start_runs_on_the_task_thread(broker: EmbeddedBroker) -> None:
     task on its own thread: the herder must not wait for it). RUNNING is reported once
     start() returned, a pause meanwhile is reported as PAUSED, a failing start is FAILED
     with its trace, and a task stopped during start() is not reported FAILED."""
-    statuses: list[StatusRecord] = []
+    statuses = StatusList()
     worker = _worker(broker, statuses)
     config = {"name": "slow", "connector.class": f"{__name__}.SlowStartConnector"}
     assert worker.start_connector("slow", config, TargetState.STARTED)

@@ -20,14 +20,8 @@ from dataclasses import dataclass, field
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.distributed.assignor import Work
+from oncelog.connect.runtime.worker import RunningTask
 from oncelog.connect.storage.config_state import ClusterConfigSnapshot
-
-
-@dataclass(frozen=True)
-class RunningTask:
-    state: TargetState
-    config: Mapping[str, str]
-    generation: int | None = None  # the task-config generation it runs, when it matters
 
 
 @dataclass(frozen=True)

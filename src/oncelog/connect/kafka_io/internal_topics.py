@@ -261,6 +261,10 @@ class InternalTopicAdmin:
         self.layer = Admin(client_config(config))
         self.admin = self.layer.client
 
+    def cluster_id(self) -> str:
+        """For ``GET /`` (Kafka's ``ConnectUtils.lookupKafkaClusterId``)."""
+        return self.layer.cluster_id()
+
     def ensure(self, topics: Mapping[str, tuple[str, int, int]], timeout_s: float = 30) -> None:
         """Create each (topic, partitions, replication factor) that is missing, with
         ``cleanup.policy=compact``; fail on an existing one that is not compacted only."""

@@ -13,23 +13,23 @@ The endpoints that change state join once the herder exists.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 
 from oncelog.connect.api.config import convert_to_string
-from oncelog.connect.api.connector import SinkConnector, SourceConnector
 from oncelog.connect.api.errors import ConfigException, ConnectException, ConnectRestException
-from oncelog.connect.api.version import VERSION
-from oncelog.connect.rest import views as rest_views
-from oncelog.connect.rest.offsets import source_offsets_json
+from oncelog.connect.api.version import COMMIT, VERSION
+from oncelog.connect.rest.connectors_resource import ConnectorsResource
+from oncelog.connect.rest.internal_resource import InternalResource
+from oncelog.connect.rest.json_bodies import json_body
+from oncelog.connect.rest.loggers_resource import LoggersResource
+from oncelog.connect.rest.offsets_resource import OffsetsResource
+from oncelog.connect.rest.operations import ClusterView, ConnectOperations
 from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
-from oncelog.connect.storage.config_state import ClusterConfigSnapshot
-from oncelog.connect.storage.offsets import OffsetsView
-from oncelog.connect.storage.status_state import StatusState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -52,13 +52,6 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except ConnectException as exc:
         # Kafka answers 500 with the message for failures it does not classify.
         return error_response(500, str(exc))
-
-
-async def json_body(request: web.Request) -> Any:
-    try:
-        return json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConnectRestException(400, f"Malformed JSON: {exc}") from None
 
 
 class PluginResource:
@@ -139,91 +132,6 @@ class PluginResource:
         except ConfigException as exc:
             raise ConnectRestException(400, str(exc)) from None
         return web.json_response(result)
-
-
-class ClusterView(Protocol):
-    """What the worker has read from its internal topics."""
-
-    def snapshot(self) -> ClusterConfigSnapshot: ...
-
-    def statuses(self) -> StatusState: ...
-
-    def offsets(self) -> OffsetsView: ...
-
-
-class ConnectorResource:
-    """The read-only ``/connectors`` endpoints."""
-
-    def __init__(self, view: ClusterView, plugins: PluginRegistry) -> None:
-        self.view = view
-        self.plugins = plugins
-
-    def connector_type(self, connector: str) -> str | None:
-        config = self.view.snapshot().connector_configs.get(connector, {})
-        try:
-            cls = self.plugins.connector_class(config.get("connector.class", ""))
-        except ConfigException:
-            return None
-        return (
-            "sink"
-            if issubclass(cls, SinkConnector)
-            else "source"
-            if issubclass(cls, SourceConnector)
-            else None
-        )
-
-    async def list(self, request: web.Request) -> web.Response:
-        expand = request.query.getall("expand", [])
-        body = rest_views.list_connectors(
-            self.view.snapshot(), self.view.statuses(), expand, self.connector_type
-        )
-        return web.json_response(body)
-
-    async def info(self, request: web.Request) -> web.Response:
-        name = request.match_info["connector"]
-        return web.json_response(
-            rest_views.connector_info(self.view.snapshot(), name, self.connector_type)
-        )
-
-    async def config(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            rest_views.connector_config(self.view.snapshot(), request.match_info["connector"])
-        )
-
-    async def tasks(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            rest_views.task_configs(self.view.snapshot(), request.match_info["connector"])
-        )
-
-    async def status(self, request: web.Request) -> web.Response:
-        name = request.match_info["connector"]
-        return web.json_response(
-            rest_views.connector_status(
-                self.view.snapshot(), self.view.statuses(), name, self.connector_type
-            )
-        )
-
-    async def task_status(self, request: web.Request) -> web.Response:
-        name, task = request.match_info["connector"], request.match_info["task"]
-        if not task.isdigit():
-            raise ConnectRestException(404, f"Task {task} not found")
-        return web.json_response(
-            rest_views.task_status(self.view.snapshot(), self.view.statuses(), name, int(task))
-        )
-
-    async def topics(self, request: web.Request) -> web.Response:
-        name = request.match_info["connector"]
-        rest_views.connector_config(self.view.snapshot(), name)  # 404 for unknown connectors
-        return web.json_response(self.view.statuses().active_topics_json(name))
-
-    async def offsets(self, request: web.Request) -> web.Response:
-        name = request.match_info["connector"]
-        rest_views.connector_config(self.view.snapshot(), name)
-        if self.connector_type(name) == "sink":
-            raise ConnectRestException(
-                501, "Reading sink connector offsets needs the worker's admin client"
-            )
-        return web.json_response(source_offsets_json(self.view.offsets().connector_offsets(name)))
 
 
 def openapi(connectors: bool = True, herder: bool = False) -> dict[str, Any]:
@@ -385,35 +293,59 @@ def create_app(
     override_policy: str = "All",
     exactly_once_source: str = "disabled",
     view: ClusterView | None = None,
-    herder_routes: Callable[[web.Application], None] | None = None,
+    operations: ConnectOperations | None = None,
+    loggers: Loggers | None = None,
+    kafka_cluster_id: str = "",
+    topic_tracking: bool = True,
+    topic_tracking_reset: bool = True,
 ) -> web.Application:
-    """The app; ``herder_routes`` adds the endpoints that change the cluster (and
-    replaces the read-only offsets endpoint)."""
+    """The app. With a ``view``: the read-only ``/connectors`` endpoints; with
+    ``operations`` too: every endpoint of a worker (writes, internal endpoints, health,
+    offsets changes, cluster-wide log levels)."""
     app = web.Application(middlewares=[errors_as_json])
-    if herder_routes is not None:
-        herder_routes(app)
     if view is not None:
-        connectors = ConnectorResource(view, plugins)
-        app.router.add_get("/connectors", connectors.list)
-        app.router.add_get("/connectors/{connector}", connectors.info)
-        app.router.add_get("/connectors/{connector}/config", connectors.config)
-        app.router.add_get("/connectors/{connector}/tasks", connectors.tasks)
-        app.router.add_get("/connectors/{connector}/status", connectors.status)
-        app.router.add_get("/connectors/{connector}/tasks/{task}/status", connectors.task_status)
-        app.router.add_get("/connectors/{connector}/topics", connectors.topics)
-        if herder_routes is None:
-            app.router.add_get("/connectors/{connector}/offsets", connectors.offsets)
+        ConnectorsResource(
+            view,
+            plugins,
+            operations,
+            override_policy=override_policy,
+            exactly_once_source=exactly_once_source,
+            topic_tracking=topic_tracking,
+            topic_tracking_reset=topic_tracking_reset,
+        ).register(app)
+        OffsetsResource(view, plugins, operations).register(app)
+    if operations is not None:
+        InternalResource(operations).register(app)
+        ops = operations
+
+        async def health(request: web.Request) -> web.Response:
+            if ops.ready():
+                return web.json_response(
+                    {
+                        "status": "healthy",
+                        "message": "Worker has completed startup and is ready to handle requests.",
+                    }
+                )
+            return web.json_response(
+                {"status": "starting", "message": "Worker is still starting up."}, status=503
+            )
+
+        app.router.add_get("/health", health)
+    LoggersResource(loggers or Loggers(), operations).register(app)
     resource = PluginResource(plugins, override_policy, exactly_once_source)
     app.router.add_get("/connector-plugins", resource.list)
     app.router.add_get("/connector-plugins/{plugin}/config", resource.config)
     app.router.add_put("/connector-plugins/{plugin}/config/validate", resource.validate)
 
     async def openapi_json(request: web.Request) -> web.Response:
-        spec = openapi(connectors=view is not None, herder=herder_routes is not None)
+        spec = openapi(connectors=view is not None, herder=operations is not None)
         return web.json_response(spec)
 
     async def root(request: web.Request) -> web.Response:
-        return web.json_response({"version": VERSION, "commit": "", "kafka_cluster_id": ""})
+        """``GET /``: version, commit and the Kafka cluster's id (``RootResource``)."""
+        return web.json_response(
+            {"version": VERSION, "commit": COMMIT, "kafka_cluster_id": kafka_cluster_id}
+        )
 
     app.router.add_get("/", root)
     app.router.add_get("/openapi.json", openapi_json)

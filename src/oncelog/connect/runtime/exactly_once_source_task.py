@@ -140,6 +140,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         errors: ErrorPolicy = NO_TOLERANCE,
         init_timeout_ms: int = 60_000,
         clock: Callable[[], float] = time.monotonic,
+        active_topics: Callable[[str], None] = lambda topic: None,
     ) -> None:
         super().__init__(
             task_id,
@@ -154,6 +155,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             errors=errors,
             offset_flush_interval_ms=boundary_interval_ms,
             clock=clock,
+            active_topics=active_topics,
         )
         if boundary not in (POLL, INTERVAL, CONNECTOR):
             raise ConnectException(f"Unknown transaction boundary {boundary!r}")
@@ -285,6 +287,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             return
         self.metrics.acked += 1
         self._txn_meta[slot] = meta
+        if meta is not None:
+            self.active_topics(meta.topic)
 
     def _check_send_error(self) -> None:
         if self._send_error is not None:

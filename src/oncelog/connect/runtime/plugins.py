@@ -23,7 +23,7 @@ import importlib.util
 import inspect
 import pkgutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -258,6 +258,16 @@ class PluginRegistry:
         return cast(
             "type[Connector]", self._resolve_as(name, Connector, "connector", "connector.class")
         )
+
+    def connector_type(self, connector_config: Mapping[str, str]) -> str | None:
+        """``source``, ``sink`` or None (no such plugin), as the REST API reports it."""
+        try:
+            cls = self.connector_class(connector_config.get("connector.class", ""))
+        except ConfigException:
+            return None
+        if issubclass(cls, SinkConnector):
+            return "sink"
+        return "source" if issubclass(cls, SourceConnector) else None
 
     def converter_class(self, name: str, config_key: str = "value.converter") -> type[Converter]:
         return cast("type[Converter]", self._resolve_as(name, Converter, "converter", config_key))

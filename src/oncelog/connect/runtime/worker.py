@@ -65,7 +65,7 @@ from oncelog.connect.runtime.worker_source_task import (
 from oncelog.connect.storage.internal_log import LogRecord
 from oncelog.connect.storage.offset_records import decode as decode_offset
 from oncelog.connect.storage.offsets import LayeredOffsetStore, MemoryOffsetStore, OffsetsView
-from oncelog.connect.storage.status_records import ConnectorStatus, State, StatusRecord, TaskStatus
+from oncelog.connect.storage.status_records import ConnectorStatus, State, TaskStatus
 
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 READ_TIMEOUT_S = 30.0
@@ -104,6 +104,29 @@ class ClientFactory(Protocol):
     ) -> SeparateOffsets: ...
 
 
+class StatusSink(Protocol):
+    """Where the worker reports statuses (the status backing store). As Kafka's
+    ``AbstractHerder`` listeners: a start, pause or resume is ``put``; a failure or a
+    shutdown is ``put_safe``, so a worker that lost the task cannot overwrite its new
+    owner's status."""
+
+    def put(self, status: ConnectorStatus | TaskStatus) -> None: ...
+
+    def put_safe(self, status: ConnectorStatus | TaskStatus) -> None: ...
+
+    def record_active_topic(self, connector: str, task: int, topic: str, now_ms: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunningTask:
+    """What a task runs with: its target state, its config and (exactly-once source
+    tasks, KIP-618) the task-config generation it was started for."""
+
+    state: TargetState
+    config: Mapping[str, str]
+    generation: int | None = None
+
+
 class SeparateOffsets(Protocol):
     """A connector's separate offsets topic."""
 
@@ -119,6 +142,8 @@ class _TaskRunner:
     id: ConnectorTaskId
     loop: WorkerSourceTask | WorkerSinkTask
     target: TargetState
+    config: Config
+    generation: int | None
     thread: threading.Thread | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     state_changed: threading.Event = field(default_factory=threading.Event)
@@ -137,17 +162,25 @@ class Worker:
         plugins: PluginRegistry,
         clients: ClientFactory,
         offsets: OffsetsView,
-        on_status: Callable[[StatusRecord], None],
+        statuses: StatusSink,
         generation: Callable[[], int] = lambda: 0,
+        *,
+        topic_tracking: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.worker_id = worker_id
         self.config = config
         self.plugins = plugins
         self.clients = clients
         self.offsets = offsets
-        self.on_status = on_status
+        self.statuses = statuses
         self.generation = generation
+        self.topic_tracking = topic_tracking
+        self.clock = clock
+        # The one record of what runs here: connector instances with their target
+        # states and configs, and task runners with theirs.
         self.connectors: dict[str, WorkerConnector] = {}
+        self._connector_targets: dict[str, TargetState] = {}
         self.tasks: dict[ConnectorTaskId, _TaskRunner] = {}
         # Called for an exactly-once source task once its transactional producer is
         # initialized and before the task starts (KIP-618 startup steps 5-7: re-read
@@ -163,7 +196,9 @@ class Worker:
         """Start (STARTED/PAUSED) or register as stopped (STOPPED) a connector instance."""
         connector_cls = self.plugins.connector_class(connector_config["connector.class"])
         instance = WorkerConnector(name, connector_cls())
+        instance.config = dict(connector_config)
         self.connectors[name] = instance
+        self._connector_targets[name] = target
         if target is TargetState.STOPPED:
             self._connector_status(name, State.STOPPED)
             return True
@@ -178,13 +213,26 @@ class Worker:
 
     def transition_connector(self, name: str, target: TargetState) -> None:
         """PAUSED <-> STARTED: the connector instance keeps running, as in Kafka."""
+        self._connector_targets[name] = target
         self._connector_status(name, _status_of(target))
 
     def stop_connector(self, name: str) -> None:
         instance = self.connectors.pop(name, None)
+        self._connector_targets.pop(name, None)
         if instance is not None:
             instance.stop()
             self._connector_status(name, State.UNASSIGNED)
+
+    def connector_targets(self) -> dict[str, TargetState]:
+        """The connectors on this worker (running, paused or stopped) and their targets."""
+        return dict(self._connector_targets)
+
+    def connector_config(self, name: str) -> dict[str, str] | None:
+        instance = self.connectors.get(name)
+        return None if instance is None else dict(instance.config)
+
+    def running_tasks(self) -> dict[ConnectorTaskId, RunningTask]:
+        return {t: RunningTask(r.target, r.config, r.generation) for t, r in self.tasks.items()}
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -205,6 +253,7 @@ class Worker:
         connector_config: Mapping[str, str],
         task_config: Config,
         target: TargetState,
+        generation: int | None = None,
     ) -> bool:
         """Build the task's loop and start its thread; False (status FAILED) if it cannot
         be built (unknown class, bad converter). The task's own start runs on its thread,
@@ -215,7 +264,7 @@ class Worker:
         except Exception as exc:
             self._task_status(task_id, State.FAILED, _trace(exc))
             return False
-        runner = _TaskRunner(task_id, loop, target)
+        runner = _TaskRunner(task_id, loop, target, dict(task_config), generation)
         self.tasks[task_id] = runner
         runner.thread = threading.Thread(
             target=self._run, args=(runner,), name=f"task-{task_id}", daemon=True
@@ -250,6 +299,7 @@ class Worker:
                 if dlq
                 else None,
                 offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
+                active_topics=self._topic_tracker(task_id),
             )
         raise ConnectException(
             f"{task_config[TASK_CLASS_CONFIG]} is neither a SourceTask nor a SinkTask"
@@ -292,6 +342,7 @@ class Worker:
                 global_copier=self.clients.global_offset_copier() if topic.separate else None,
                 before_first_poll=None if hook is None else (lambda: hook(task_id)),
                 errors=errors,
+                active_topics=self._topic_tracker(task_id),
             )
         offsets = self._source_offsets(connector, topic.topic, topic.separate, connector_config)
         writer: OffsetWriter = self.clients.offset_writer(connector)
@@ -313,6 +364,17 @@ class Worker:
             errors=errors,
             offset_flush_interval_ms=flush_interval,
             offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
+            active_topics=self._topic_tracker(task_id),
+        )
+
+    def _topic_tracker(self, task_id: ConnectorTaskId) -> Callable[[str], None]:
+        """KIP-558: what a task calls with each topic it writes or reads (nothing when
+        ``topic.tracking.enable=false``)."""
+        if not self.topic_tracking:
+            return lambda topic: None
+        statuses, clock = self.statuses, self.clock
+        return lambda topic: statuses.record_active_topic(
+            task_id.connector, task_id.task, topic, int(clock() * 1000)
         )
 
     def _source_offsets(
@@ -436,16 +498,26 @@ class Worker:
     # -- statuses --------------------------------------------------------------------------
 
     def _connector_status(self, name: str, state: State, trace: str | None = None) -> None:
-        self.on_status(ConnectorStatus(name, state, self.worker_id, self.generation(), trace))
+        self._report(ConnectorStatus(name, state, self.worker_id, self.generation(), trace))
 
     def _task_status(
         self, task_id: ConnectorTaskId, state: State, trace: str | None = None
     ) -> None:
-        self.on_status(
+        self._report(
             TaskStatus(
                 task_id.connector, task_id.task, state, self.worker_id, self.generation(), trace
             )
         )
+
+    def report_failure(self, status: ConnectorStatus | TaskStatus) -> None:
+        """A failure found outside a running loop (a failed start, a failed fencing)."""
+        self._report(status)
+
+    def _report(self, status: ConnectorStatus | TaskStatus) -> None:
+        if status.state in (State.FAILED, State.UNASSIGNED):
+            self.statuses.put_safe(status)
+        else:
+            self.statuses.put(status)
 
 
 def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:

@@ -62,6 +62,8 @@ PLUGIN_PATH = "plugin.path"
 OVERRIDE_POLICY = "connector.client.config.override.policy"
 EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
 TOPIC_CREATION_ENABLE = "topic.creation.enable"
+TOPIC_TRACKING_ENABLE = "topic.tracking.enable"
+TOPIC_TRACKING_ALLOW_RESET = "topic.tracking.allow.reset"
 
 # Partition counts Kafka Connect creates its internal topics with (the config topic
 # must have exactly one partition, so it has no setting).
@@ -260,6 +262,24 @@ def worker_config_def() -> ConfigDef:
         Importance.LOW,
         "Replication factor of the status topic (-1: broker default).",
         group=storage,
+    )
+    d.define(
+        TOPIC_TRACKING_ENABLE,
+        ConfigType.BOOLEAN,
+        True,
+        None,
+        Importance.LOW,
+        "Record the topics each connector uses in the status topic (KIP-558).",
+        group=common,
+    )
+    d.define(
+        TOPIC_TRACKING_ALLOW_RESET,
+        ConfigType.BOOLEAN,
+        True,
+        None,
+        Importance.LOW,
+        "Allow PUT /connectors/{c}/topics/reset (KIP-558).",
+        group=common,
     )
     d.define(
         TOPIC_CREATION_ENABLE,

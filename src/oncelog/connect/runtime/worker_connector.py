@@ -75,6 +75,7 @@ class WorkerConnector:
         self.name = name
         self.connector = connector
         self.on_reconfiguration = on_reconfiguration
+        self.config: dict[str, str] = {}
         self.failure: BaseException | None = None
         self.running = False
         self._reconfiguration_requested = threading.Event()

@@ -117,8 +117,11 @@ class WorkerSinkTask:
         max_poll_records: int = 500,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        active_topics: Callable[[str], None] = lambda topic: None,
     ) -> None:
         self.id = task_id
+        # KIP-558: told the topic of every consumed record (``WorkerTask.recordActiveTopic``).
+        self.active_topics = active_topics
         self.task = task
         self.task_config = dict(task_config)
         self.key_converter = key_converter
@@ -257,6 +260,7 @@ class WorkerSinkTask:
 
     def _to_sink_record(self, raw: ConsumedRecord) -> SinkRecord | None:
         """Convert and transform one record (None: a transform dropped it)."""
+        self.active_topics(raw.topic)
         key = self.errors.retrying(lambda: self.key_converter.to_connect_data(raw.topic, raw.key))
         value = self.errors.retrying(
             lambda: self.value_converter.to_connect_data(raw.topic, raw.value)

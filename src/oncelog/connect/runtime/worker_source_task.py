@@ -145,8 +145,11 @@ class WorkerSourceTask:
         offset_flush_interval_ms: int = 60_000,
         offset_flush_timeout_ms: int = 5_000,
         clock: Callable[[], float] = time.monotonic,
+        active_topics: Callable[[str], None] = lambda topic: None,
     ) -> None:
         self.id = task_id
+        # KIP-558: told the topic of every acknowledged record (``WorkerTask.recordActiveTopic``).
+        self.active_topics = active_topics
         self.task = task
         self.task_config = dict(task_config)
         self.key_converter = key_converter
@@ -276,6 +279,8 @@ class WorkerSourceTask:
         self.metrics.acked += 1
         self.submitted.ack(handle)
         self._acked_since_commit.append((record, meta))
+        if meta is not None:
+            self.active_topics(meta.topic)
 
     # -- offsets -------------------------------------------------------------------------
 

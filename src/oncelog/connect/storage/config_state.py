@@ -62,8 +62,21 @@ class RestartRequested:
     request: RestartRequestRecord
 
 
+@dataclass(frozen=True)
+class LoggerLevelChanged:
+    """A cluster-wide log level (KIP-976), written after this worker caught up."""
+
+    namespace: str
+    level: str
+
+
 ConfigEvent = (
-    ConnectorChanged | TasksChanged | TargetStateChanged | SessionKeyChanged | RestartRequested
+    ConnectorChanged
+    | TasksChanged
+    | TargetStateChanged
+    | SessionKeyChanged
+    | RestartRequested
+    | LoggerLevelChanged
 )
 
 
@@ -144,6 +157,7 @@ class ConfigState:
             return [RestartRequested(record)] if self.caught_up else []
         if isinstance(record, LoggerLevelRecord):
             self.logger_levels[record.namespace] = record.level
+            return [LoggerLevelChanged(record.namespace, record.level)] if self.caught_up else []
         return []
 
     def _connector(self, record: ConnectorConfigRecord) -> list[ConfigEvent]:

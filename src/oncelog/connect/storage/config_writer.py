@@ -140,6 +140,12 @@ class ConfigWriter:
                 ) from exc
         self.read_back()
 
+    def write_unprivileged(self, records: list[ConfigRecord]) -> None:
+        """Records any worker may write, with no claim and no read-back: target states
+        on pause and resume, cluster-wide logger levels (Kafka's ``putTargetState`` and
+        ``putLoggerLevel`` are not privileged writes)."""
+        self.plain.write([config_records.encode(r) for r in records], self.timeout_s)
+
     def put_connector(
         self, name: str, config: Mapping[str, str], target: TargetState | None = None
     ) -> None:
