@@ -10,14 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import (
-    EMPTY,
-    AssignorState,
-    MemberAssignment,
-    Work,
-    assign,
-    configured_work,
-)
+from oncelog.connect.distributed.assignor import AssignorState, MemberAssignment, assign
+from oncelog.connect.runtime.work import EMPTY, Work, configured_work
 
 MAX_DELAY = 300_000
 

@@ -7,7 +7,6 @@ import struct
 import pytest
 
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import Work
 from oncelog.connect.distributed.connect_protocol import (
     ConnectAssignment,
     ConnectProtocolVersion,
@@ -18,6 +17,7 @@ from oncelog.connect.distributed.connect_protocol import (
     encode_metadata,
     join_protocols,
 )
+from oncelog.connect.runtime.work import Work
 
 
 def _s(text: str) -> bytes:

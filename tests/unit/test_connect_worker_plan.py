@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import Work
-from oncelog.connect.distributed.worker_plan import LocalState, Plan, RunningTask, plan
+from oncelog.connect.runtime.work import Work
+from oncelog.connect.runtime.worker_plan import LocalState, Plan, RunningTask, plan
 from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
     TargetStateRecord,

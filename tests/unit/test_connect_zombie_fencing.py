@@ -9,8 +9,6 @@ import pytest
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.distributed import request_signing
-from oncelog.connect.distributed.assignor import Work
-from oncelog.connect.distributed.worker_plan import LocalState, RunningTask, plan
 from oncelog.connect.distributed.zombie_fencing import (
     STALE_CONFIGURATION,
     ExactlyOnceSourceSupport,
@@ -22,7 +20,9 @@ from oncelog.connect.distributed.zombie_fencing import (
     restart_refusal,
     task_transactional_id,
 )
+from oncelog.connect.runtime.work import Work
 from oncelog.connect.runtime.worker_config import WorkerConfig
+from oncelog.connect.runtime.worker_plan import LocalState, RunningTask, plan
 from oncelog.connect.storage.config_records import (
     ConnectorConfigRecord,
     TaskCountRecord,

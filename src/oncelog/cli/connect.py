@@ -40,3 +40,36 @@ def worker(
     except ConnectException as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+@app.command()
+def standalone(
+    worker_properties: Annotated[Path, typer.Argument(help="The worker's properties file.")],
+    connector_files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Connector configs: .properties files, or .json ({name, config})."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a worker config: key=value (repeatable)."),
+    ] = None,
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "text",
+) -> None:
+    """Run a standalone worker, as Kafka's connect-standalone: the connectors given,
+    offsets in offset.storage.file.filename, the same REST API; prints one ready line."""
+    from oncelog.connect.api.errors import ConnectException
+    from oncelog.connect.runtime.worker_config import StandaloneConfig
+    from oncelog.connect.standalone_process import run_standalone
+
+    configure_logging(log_level, log_format)
+    try:
+        cfg = StandaloneConfig.load(worker_properties, set_ or [])
+    except ConnectException as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        run_standalone(cfg, [str(f) for f in connector_files or []], lambda line: typer.echo(line))
+    except ConnectException as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -46,6 +44,7 @@ from oncelog.connect.kafka_io.settings import (
 )
 from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.rest.app import create_app
+from oncelog.connect.rest.listener import advertised_url, bind
 from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime import client_configs
 from oncelog.connect.runtime.loggers import Loggers
@@ -56,8 +55,6 @@ from oncelog.connect.runtime.worker_config import (
     EXACTLY_ONCE_SOURCE_SUPPORT,
     GROUP_ID,
     REBALANCE_TIMEOUT_MS,
-    REST_ADVERTISED_HOST,
-    REST_ADVERTISED_PORT,
     SESSION_TIMEOUT_MS,
     TASK_SHUTDOWN_TIMEOUT_MS,
     TOPIC_TRACKING_ALLOW_RESET,
@@ -75,26 +72,6 @@ READY = "oncelog connect worker ready on http://{host}:{port}"
 # How long a starting worker waits for an unreachable cluster (a refused TLS/SASL handshake
 # fails at once).
 REACH_TIMEOUT_S = 30.0
-
-
-def bind(listener: str) -> socket.socket:
-    parts = urlsplit(listener)
-    host = parts.hostname or "0.0.0.0"
-    port = parts.port if parts.port is not None else 8083
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
-    adv_host = config.get(REST_ADVERTISED_HOST) or (
-        socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-    )
-    adv_port = config.get(REST_ADVERTISED_PORT) or port
-    return f"http://{adv_host}:{adv_port}/"
 
 
 def build_herder(

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.connect.distributed.assignor import AssignorState, Work, assign, configured_work
+from oncelog.connect.distributed.assignor import AssignorState, assign
 from oncelog.connect.distributed.connect_protocol import (
     NO_ERROR,
     ConnectAssignment,
@@ -21,6 +21,7 @@ from oncelog.connect.distributed.connect_protocol import (
     join_protocols,
 )
 from oncelog.connect.distributed.membership import ConnectGroupMember, JoinResult
+from oncelog.connect.runtime.work import Work, configured_work
 from oncelog.embedded import EmbeddedBroker
 
 MAX_DELAY = 60_000

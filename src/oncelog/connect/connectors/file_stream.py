@@ -247,6 +247,9 @@ class FileStreamSinkTask(SinkTask):
     def put(self, records: list[SinkRecord]) -> None:
         for record in records:
             self._out.write(render_value(record.value) + "\n")
+        # Lines reach the file as they are put, as Kafka's sink (a PrintStream over an
+        # unbuffered file stream) writes them; flush() makes them durable at commit.
+        self._out.flush()
 
     def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
         self._out.flush()

@@ -26,36 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from oncelog.connect.api.task_id import ConnectorTaskId
-
-
-@dataclass(frozen=True)
-class Work:
-    """A set of connectors and tasks."""
-
-    connectors: frozenset[str] = frozenset()
-    tasks: frozenset[ConnectorTaskId] = frozenset()
-
-    @classmethod
-    def of(cls, connectors: Iterable[str] = (), tasks: Iterable[ConnectorTaskId] = ()) -> Work:
-        return cls(frozenset(connectors), frozenset(tasks))
-
-    def __or__(self, other: Work) -> Work:
-        return Work(self.connectors | other.connectors, self.tasks | other.tasks)
-
-    def __sub__(self, other: Work) -> Work:
-        return Work(self.connectors - other.connectors, self.tasks - other.tasks)
-
-    def __and__(self, other: Work) -> Work:
-        return Work(self.connectors & other.connectors, self.tasks & other.tasks)
-
-    def __bool__(self) -> bool:
-        return bool(self.connectors or self.tasks)
-
-    def __len__(self) -> int:
-        return len(self.connectors) + len(self.tasks)
-
-
-EMPTY = Work()
+from oncelog.connect.runtime.work import EMPTY, Work
 
 
 @dataclass(frozen=True)
@@ -79,13 +50,6 @@ class AssignorState:
     scheduled_rebalance_ms: int = 0  # 0: no delayed reassignment pending
     delay_ms: int = 0
     candidates: frozenset[str] = frozenset()
-
-
-def configured_work(task_counts: Mapping[str, int]) -> Work:
-    """All connectors and their tasks, from connector name -> committed task count."""
-    return Work.of(
-        task_counts, (ConnectorTaskId(c, i) for c, n in task_counts.items() for i in range(n))
-    )
 
 
 @dataclass

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import EMPTY, Work
+from oncelog.connect.runtime.work import EMPTY, Work
 
 PROTOCOL_TYPE = "connect"
 CONNECTOR_TASK = -1

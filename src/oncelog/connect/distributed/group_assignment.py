@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oncelog.connect.distributed.assignor import EMPTY, AssignorState, Work, assign
+from oncelog.connect.distributed.assignor import AssignorState, assign
 from oncelog.connect.distributed.connect_protocol import (
     CONFIG_MISMATCH,
     ConnectAssignment,
@@ -19,6 +19,7 @@ from oncelog.connect.distributed.connect_protocol import (
     decode_metadata,
     encode_assignment,
 )
+from oncelog.connect.runtime.work import EMPTY, Work
 
 
 def leader_assignments(

@@ -42,7 +42,7 @@ from oncelog.connect.api.errors import (
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.distributed import internal_requests, request_signing
-from oncelog.connect.distributed.assignor import EMPTY, AssignorState, Work, configured_work
+from oncelog.connect.distributed.assignor import AssignorState
 from oncelog.connect.distributed.connect_protocol import (
     CONFIG_MISMATCH,
     ConnectAssignment,
@@ -65,9 +65,9 @@ from oncelog.connect.distributed.membership import (
 from oncelog.connect.distributed.requests import GroupView, Kind, RequestQueue
 from oncelog.connect.distributed.restarts import Restarts
 from oncelog.connect.distributed.task_config_sender import TaskConfigSender
-from oncelog.connect.distributed.worker_plan import LocalState, plan
 from oncelog.connect.runtime.loggers import Loggers, parse_level
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.work import EMPTY, Work, configured_work
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
     HEARTBEAT_INTERVAL_MS,
@@ -77,6 +77,7 @@ from oncelog.connect.runtime.worker_config import (
     WorkerConfig,
 )
 from oncelog.connect.runtime.worker_connector import task_configs_changed
+from oncelog.connect.runtime.worker_plan import LocalState, plan
 from oncelog.connect.storage.config_state import (
     ConnectorChanged,
     LoggerLevelChanged,

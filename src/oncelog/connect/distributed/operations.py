@@ -14,8 +14,8 @@ Kafka's ``DistributedHerder`` serves them:
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from oncelog.connect.api.connector import partition_key
 from oncelog.connect.api.errors import ConnectRestException
@@ -38,6 +38,7 @@ from oncelog.connect.storage.config_records import (
 )
 
 READ_TIMEOUT_S = 30.0
+T = TypeVar("T")
 
 
 def _not_found(name: str) -> ConnectRestException:
@@ -48,6 +49,9 @@ class DistributedOperations:
     def __init__(self, herder: Herder, cluster: ClusterState) -> None:
         self.herder = herder
         self.cluster = cluster
+        # Pause and resume write the target state on the receiving worker, off the
+        # event loop and off the herder thread (which may be in a rebalance).
+        self._writes = concurrent.futures.ThreadPoolExecutor(1, "target-state-writer")
 
     @property
     def url(self) -> str:
@@ -71,6 +75,39 @@ class DistributedOperations:
 
     def _write(self, fn: Any, kind: Kind = Kind.WRITE) -> concurrent.futures.Future[Any]:
         return self.herder.submit(fn, kind)
+
+    def _after_known(
+        self, name: str, then: Callable[[], concurrent.futures.Future[T]]
+    ) -> concurrent.futures.Future[T]:
+        """``then()`` once ``name`` is known here; 404 otherwise, whatever the group is
+        doing. A connector this worker has not read yet (created a moment ago through
+        another worker) is looked up again after reading the config topic to its end."""
+        if self.herder.configs.snapshot().contains(name):
+            return then()
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def chain(checked: concurrent.futures.Future[None]) -> None:
+            error = checked.exception()
+            if error is not None:
+                done.set_exception(error)
+                return
+            try:
+                inner = then()
+            except Exception as exc:
+                done.set_exception(exc)
+                return
+            inner.add_done_callback(
+                lambda r: (
+                    done.set_exception(e) if (e := r.exception()) else done.set_result(r.result())
+                )
+            )
+
+        def look_up() -> None:
+            self.herder.configs.read_to_end()
+            self._config(name)
+
+        self._write(look_up, Kind.LOCAL).add_done_callback(chain)
+        return done
 
     # -- connectors ------------------------------------------------------------------------
 
@@ -104,15 +141,20 @@ class DistributedOperations:
 
         return self._write(delete)
 
-    def _set_target(self, name: str, target: TargetState) -> None:
-        self._config(name)
-        self.herder.configs.writer.write_unprivileged([TargetStateRecord(name, target)])
+    def _set_target(self, name: str, target: TargetState) -> concurrent.futures.Future[None]:
+        writer = self.herder.configs.writer
+        return self._after_known(
+            name,
+            lambda: self._writes.submit(
+                writer.write_unprivileged, [TargetStateRecord(name, target)]
+            ),
+        )
 
-    def pause_connector(self, name: str) -> None:
-        self._set_target(name, TargetState.PAUSED)
+    def pause_connector(self, name: str) -> concurrent.futures.Future[None]:
+        return self._set_target(name, TargetState.PAUSED)
 
-    def resume_connector(self, name: str) -> None:
-        self._set_target(name, TargetState.STARTED)
+    def resume_connector(self, name: str) -> concurrent.futures.Future[None]:
+        return self._set_target(name, TargetState.STARTED)
 
     def stop_connector(self, name: str) -> concurrent.futures.Future[None]:
         def stop() -> None:
@@ -136,10 +178,9 @@ class DistributedOperations:
             )
             return plan
 
-        return self._write(restart, Kind.SETTLED)
+        return self._after_known(name, lambda: self._write(restart, Kind.SETTLED))
 
     def restart_task(self, task: ConnectorTaskId) -> concurrent.futures.Future[None]:
-        self._config(task.connector)
         return self._write(lambda: self.herder.restarts.restart_task(task), Kind.LOCAL)
 
     def task_metrics(self, task: ConnectorTaskId) -> dict[str, Any] | None:
@@ -185,7 +226,7 @@ class DistributedOperations:
                 self.herder.offsets.write(name, offsets)
             return confirmed
 
-        return self._write(alter, Kind.SETTLED)
+        return self._after_known(name, lambda: self._write(alter, Kind.SETTLED))
 
     def reset_connector_offsets(self, name: str) -> concurrent.futures.Future[bool]:
         def reset() -> bool:
@@ -205,7 +246,7 @@ class DistributedOperations:
             self.herder.offsets.write(name, erased)
             return confirmed
 
-        return self._write(reset, Kind.SETTLED)
+        return self._after_known(name, lambda: self._write(reset, Kind.SETTLED))
 
     # -- internal endpoints ----------------------------------------------------------------
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from oncelog.connect.api.errors import ConnectRestException
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import Work, configured_work
 from oncelog.connect.runtime.client_configs import transactional_id
+from oncelog.connect.runtime.work import Work, configured_work
 from oncelog.connect.runtime.worker_config import (  # noqa: F401 - re-exported for callers
     ExactlyOnceSourceSupport,
     exactly_once_source_support,

@@ -245,11 +245,11 @@ class ConnectorsResource:
 
     async def pause(self, request: web.Request) -> web.StreamResponse:
         """202, served by this worker (``AbstractHerder.pauseConnector``)."""
-        await asyncio.to_thread(self._operations.pause_connector, request.match_info["connector"])
+        await wait_for(self._operations.pause_connector(request.match_info["connector"]))
         return web.Response(status=202)
 
     async def resume(self, request: web.Request) -> web.StreamResponse:
-        await asyncio.to_thread(self._operations.resume_connector, request.match_info["connector"])
+        await wait_for(self._operations.resume_connector(request.match_info["connector"]))
         return web.Response(status=202)
 
     async def stop(self, request: web.Request) -> web.StreamResponse:

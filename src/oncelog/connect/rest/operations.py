@@ -63,10 +63,10 @@ class ConnectOperations(Protocol):
 
     def delete_connector(self, name: str) -> Future[None]: ...
 
-    def pause_connector(self, name: str) -> None:
-        """Served by the receiving worker (it writes the target state): blocking."""
+    def pause_connector(self, name: str) -> Future[None]:
+        """Served by the receiving worker (it writes the target state)."""
 
-    def resume_connector(self, name: str) -> None: ...
+    def resume_connector(self, name: str) -> Future[None]: ...
 
     def stop_connector(self, name: str) -> Future[None]: ...
 

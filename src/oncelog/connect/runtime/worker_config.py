@@ -14,7 +14,7 @@ import difflib
 import enum
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import javaproperties
@@ -612,7 +612,7 @@ class WorkerConfig(AbstractConfig):
         super().__init__(definition, props)
 
     @classmethod
-    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> WorkerConfig:
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
         """Read ``path`` (Java properties) and apply ``key=value`` overrides (``--set``)."""
         props: dict[str, str] = {}
         if path is not None:
@@ -669,6 +669,44 @@ class WorkerConfig(AbstractConfig):
         name = policy_name(self.get_str(OVERRIDE_POLICY))
         assert name is not None
         return name
+
+
+OFFSET_STORAGE_FILE = "offset.storage.file.filename"
+# Settings of a distributed worker that a standalone worker has no use for.
+DISTRIBUTED_ONLY = (GROUP_ID, CONFIG_TOPIC, OFFSET_TOPIC, STATUS_TOPIC)
+
+
+class StandaloneConfig(WorkerConfig):
+    """A standalone worker's configuration (Kafka's ``StandaloneConfig``): the worker
+    settings without a group or internal topics, plus ``offset.storage.file.filename``
+    (required). Exactly-once source support is a distributed-mode feature (KIP-618)."""
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        props = dict(props)
+        offsets_file = props.pop(OFFSET_STORAGE_FILE, "").strip()
+        if not offsets_file:
+            raise ConfigException(
+                f'Missing required configuration "{OFFSET_STORAGE_FILE}" which has no default value.'
+            )
+        support = props.get(EXACTLY_ONCE_SOURCE_SUPPORT, "disabled").strip().lower()
+        if support != "disabled":
+            raise ConfigException(
+                EXACTLY_ONCE_SOURCE_SUPPORT,
+                support,
+                "Exactly-once source support is only available in distributed mode",
+            )
+        for key in DISTRIBUTED_ONLY:
+            props.pop(key, None)  # unused in standalone mode, as in Kafka
+        super().__init__(
+            {
+                **props,
+                GROUP_ID: "connect-standalone",
+                CONFIG_TOPIC: "unused-in-standalone-mode",
+                OFFSET_TOPIC: "unused-in-standalone-mode",
+                STATUS_TOPIC: "unused-in-standalone-mode",
+            }
+        )
+        self.offsets_file = offsets_file
 
 
 def check_known_keys(props: Mapping[str, Any], definition: ConfigDef) -> None:

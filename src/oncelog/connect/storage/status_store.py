@@ -49,14 +49,14 @@ class StatusStore:
         self,
         consumer: LogConsumer | None,
         topic: str,
-        writer: StatusWriter,
+        writer: StatusWriter | None,
         state: StatusState,
         lock: threading.Lock | None = None,
         *,
         timeout_s: float = 30.0,
     ) -> None:
-        """``consumer`` None: no topic to read (standalone mode keeps statuses in memory;
-        the writer applies them directly)."""
+        """``consumer`` and ``writer`` None: no topic (standalone mode keeps statuses in
+        memory, as Kafka's ``MemoryStatusBackingStore``: a write is applied at once)."""
         self.topic = topic
         self.writer = writer
         self.state = state
@@ -128,14 +128,21 @@ class StatusStore:
 
     def write(self, records: Iterable[StatusRecord], timeout_s: float) -> None:
         encoded = [status_records.encode(r) for r in records]
-        if encoded:
+        if self.writer is None:
+            for key, value in encoded:
+                self.apply(key, value)
+        elif encoded:
             self.writer.write(encoded, timeout_s)
 
     def _send(self, record: StatusRecord) -> None:
-        self.writer.send(*status_records.encode(record))
+        if self.writer is None:
+            self.apply(*status_records.encode(record))
+        else:
+            self.writer.send(*status_records.encode(record))
 
     def flush(self, timeout_s: float) -> None:
-        self.writer.flush(timeout_s)
+        if self.writer is not None:
+            self.writer.flush(timeout_s)
 
     # -- the leader's clean-up ----------------------------------------------------------------
 

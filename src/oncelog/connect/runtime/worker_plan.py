@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed.assignor import Work
+from oncelog.connect.runtime.work import Work
 from oncelog.connect.runtime.worker import RunningTask
 from oncelog.connect.storage.config_state import ClusterConfigSnapshot
 

@@ -1,0 +1,33 @@
+"""The REST listener's socket and the URL other workers reach this one at
+(``listeners``, ``rest.advertised.host.name``, ``rest.advertised.port``)."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlsplit
+
+from oncelog.connect.runtime.worker_config import (
+    REST_ADVERTISED_HOST,
+    REST_ADVERTISED_PORT,
+    WorkerConfig,
+)
+
+
+def bind(listener: str) -> socket.socket:
+    parts = urlsplit(listener)
+    host = parts.hostname or "0.0.0.0"
+    port = parts.port if parts.port is not None else 8083
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
+    adv_host = config.get(REST_ADVERTISED_HOST) or (
+        socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+    )
+    adv_port = config.get(REST_ADVERTISED_PORT) or port
+    return f"http://{adv_host}:{adv_port}/"
