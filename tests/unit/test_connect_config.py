@@ -11,11 +11,10 @@ from oncelog.connect.api.config import (
     ConfigType,
     Importance,
     Password,
-    Range,
-    ValidString,
     config_infos,
     parse_type,
 )
+from oncelog.connect.api.config_validators import Range, ValidString
 from oncelog.connect.api.errors import ConfigException
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from oncelog.connect.api.errors import ConfigException
-from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.plugins import PluginRegistry
 
 REGISTRY = PluginRegistry.with_builtins()

@@ -20,7 +20,7 @@ from oncelog.connect.runtime.client_configs import (
     exactly_once_producer_config,
     offsets_consumer_config,
 )
-from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.exactly_once_source_task import (
     REMEDIES,
     ExactlyOnceWorkerSourceTask,

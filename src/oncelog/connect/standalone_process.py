@@ -34,7 +34,7 @@ from oncelog.connect.kafka_io.task_clients import TaskClients
 from oncelog.connect.rest.app import create_app
 from oncelog.connect.rest.listener import advertised_url, bind
 from oncelog.connect.rest.metrics import add_metrics_route
-from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker import Worker

@@ -58,7 +58,7 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
         if connection == "dropped":
             with herder.member._lock:
                 herder.member._drop_connection()
-        herder._need_rejoin = True
+        herder.group.need_rejoin = True
         time.sleep(4)
         # The herder has tried to join the stopped broker (and failed) before it returns.
         deadline = time.monotonic() + 30

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, ValidString
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config_validators import ValidString
 from oncelog.connect.api.data import (
     DATE_NAME,
     DECIMAL_NAME,

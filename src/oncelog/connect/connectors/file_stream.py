@@ -16,7 +16,8 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, Range, non_empty_string
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config_validators import Range, non_empty_string
 from oncelog.connect.api.connector import (
     Config,
     ConnectorTransactionBoundaries,

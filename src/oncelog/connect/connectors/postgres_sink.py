@@ -17,14 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.api.config import (
-    ConfigDef,
-    ConfigType,
-    ConfigValue,
-    Importance,
-    Range,
-    ValidString,
-)
+from oncelog.connect.api.config import ConfigDef, ConfigType, ConfigValue, Importance
+from oncelog.connect.api.config_validators import Range, ValidString
 from oncelog.connect.api.connector import (
     Config,
     SinkConnector,

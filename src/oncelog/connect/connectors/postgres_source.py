@@ -29,15 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oncelog.connect.api.config import (
-    ConfigDef,
-    ConfigType,
-    ConfigValue,
-    Importance,
-    Range,
-    ValidString,
-    non_empty_string,
-)
+from oncelog.connect.api.config import ConfigDef, ConfigType, ConfigValue, Importance
+from oncelog.connect.api.config_validators import Range, ValidString, non_empty_string
 from oncelog.connect.api.connector import (
     Config,
     ExactlyOnceSupport,

@@ -23,7 +23,6 @@ starts are in ``fenced_task_starts``, the leader's fencing rounds in ``leader_fe
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import threading
 import time
@@ -32,51 +31,33 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from oncelog.client.retry import is_retriable
-from oncelog.connect.api.connector import SourceConnector
-from oncelog.connect.api.errors import (
-    ConfigException,
-    ConnectException,
-    ConnectRestException,
-    RetriableException,
-)
+from oncelog.connect.api.errors import ConnectRestException, RetriableException
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
-from oncelog.connect.distributed import internal_requests, request_signing
-from oncelog.connect.distributed.assignor import AssignorState
-from oncelog.connect.distributed.connect_protocol import (
-    CONFIG_MISMATCH,
-    ConnectAssignment,
-    ConnectProtocolVersion,
-    WorkerState,
-    decode_assignment,
-    join_protocols,
-)
-from oncelog.connect.distributed.errors import NotLeaderError
+from oncelog.connect.distributed.connect_protocol import ConnectProtocolVersion
 from oncelog.connect.distributed.fenced_task_starts import FencedTaskStarts, FencingHooks
-from oncelog.connect.distributed.group_assignment import leader_assignments
+from oncelog.connect.distributed.fencing_requests import FencingRequests
+from oncelog.connect.distributed.group import WorkerGroup
 from oncelog.connect.distributed.leader import Leader
-from oncelog.connect.distributed.leader_fencing import Fencer, LeaderFencing
+from oncelog.connect.distributed.leader_fencing import Fencer
 from oncelog.connect.distributed.membership import (
     COORDINATOR_ERRORS,
     REJOIN_ERRORS,
     ConnectGroupMember,
     MembershipError,
 )
-from oncelog.connect.distributed.requests import GroupView, Kind, RequestQueue
+from oncelog.connect.distributed.requests import Kind, RequestQueue
 from oncelog.connect.distributed.restarts import Restarts
-from oncelog.connect.distributed.task_config_sender import TaskConfigSender
+from oncelog.connect.distributed.task_reconfiguration import TaskReconfiguration
 from oncelog.connect.runtime.loggers import Loggers, parse_level
 from oncelog.connect.runtime.plugins import PluginRegistry
-from oncelog.connect.runtime.work import EMPTY, Work, configured_work
+from oncelog.connect.runtime.work import Work
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
     HEARTBEAT_INTERVAL_MS,
-    SCHEDULED_REBALANCE_MAX_DELAY_MS,
-    WORKER_SYNC_TIMEOUT_MS,
     WORKER_UNSYNC_BACKOFF_MS,
     WorkerConfig,
 )
-from oncelog.connect.runtime.worker_connector import task_configs_changed
 from oncelog.connect.runtime.worker_plan import LocalState, plan
 from oncelog.connect.storage.config_state import (
     ConnectorChanged,
@@ -93,8 +74,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
-VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
 READ_TIMEOUT_S = 30.0
 
 
@@ -150,35 +129,16 @@ class Herder:
         self.stopped = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        # Group state.
-        self.owned: Work = EMPTY
-        self.leader_id: str | None = None
-        self.leader_url: str | None = None
-        self.rebalancing = True
-        self._need_rejoin = True
-        self._rejoin_at: float | None = None
-        self._last_generation = -1
-        self._assignor = AssignorState()
-        self._configured_at_assignment: Work = EMPTY
-        # Connectors whose task configs are to be generated and stored.
-        self._reconfigure: set[str] = set()
-        self.task_configs = TaskConfigSender(self._send_task_configs)
+        self.group = WorkerGroup(member, protocol, url, config, configs, clock)
+        self.reconfiguration = TaskReconfiguration(self)
         self.leader = Leader(config, protocol, configs.writer, statuses, configs.snapshot, clock)
-        self.fencing = LeaderFencing(
-            group_id,
-            configs.snapshot,
-            configs.read_to_end,
-            configs.writer.write_task_count,
-            lambda fn: self.submit(fn, Kind.LOCAL),
-            fence_producers,
-            self._require_leader,
-        )
+        self.fencing = FencingRequests(self, group_id, fence_producers)
         self.fenced_starts = FencedTaskStarts(
             FencingHooks(
                 snapshot=configs.snapshot,
                 read_config_to_end=configs.read_to_end,
-                owned_tasks=lambda: self.owned.tasks,
-                request_fencing=self._request_fencing,
+                owned_tasks=lambda: self.group.owned.tasks,
+                request_fencing=self.fencing.request_fencing,
                 start_task=self._start_fenced_task,
                 task_failed=self._task_failed,
                 generation_of=self._generation_of,
@@ -204,7 +164,7 @@ class Herder:
         interval_s = self.config.get_int(HEARTBEAT_INTERVAL_MS) / 1000
         while not self._stopping.wait(interval_s):
             generation = self.member.generation
-            if self.rebalancing or self._need_rejoin or generation < 0:
+            if self.group.rebalancing or self.group.need_rejoin or generation < 0:
                 continue
             try:
                 code = self.member.heartbeat()
@@ -214,17 +174,13 @@ class Herder:
             # A reply for a generation already replaced says nothing about the new one.
             if code.value != 0 and self.member.generation == generation:
                 log.info("heartbeat: %s; rejoining", code.name)
-                self._need_rejoin = True
+                self.group.need_rejoin = True
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop tasks and connectors (each within the graceful timeout) and leave the group."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id is not None and self.leader_id == self.member.member_id
 
     def _run(self) -> None:
         try:
@@ -238,8 +194,8 @@ class Herder:
                     self.tick()
                     retry_s = first_retry_s
                 except Exception as exc:
-                    self._need_rejoin = True
-                    self.rebalancing = True
+                    self.group.need_rejoin = True
+                    self.group.rebalancing = True
                     if _transient(exc):
                         # The coordinator is restarting, moving or unreachable: Kafka's
                         # worker coordinator retries after retry.backoff.ms, doubling up to
@@ -258,7 +214,7 @@ class Herder:
             self.stopped.set()
 
     def _shutdown(self) -> None:
-        self.task_configs.close()
+        self.reconfiguration.close()
         self.worker.stop_tasks(sorted(self.worker.tasks))
         for name in sorted(self.worker.connector_targets()):
             self.worker.stop_connector(name)
@@ -283,24 +239,13 @@ class Herder:
             return
         self.submit(fn, Kind.LOCAL).result(READ_TIMEOUT_S * 2)
 
-    def _group_view(self) -> GroupView:
-        return GroupView(
-            rebalancing=self.rebalancing,
-            rebalance_due=self._need_rejoin,
-            leader_url=self.leader_url,
-            is_leader=self.is_leader,
-        )
-
     # -- the loop --------------------------------------------------------------------------
 
     def tick(self) -> None:
-        now = time.monotonic()
-        if self._rejoin_at is not None and now >= self._rejoin_at:
-            self._rejoin_at = None
-            self._need_rejoin = True
+        self.group.check_schedule()
         if self.configs.take_write_failure():
-            self._need_rejoin = True  # fenced by a newer leader: learn who leads
-        if self._need_rejoin:
+            self.group.need_rejoin = True  # fenced by a newer leader: learn who leads
+        if self.group.need_rejoin:
             self._rebalance()
         self.statuses.poll(0)
         self.offsets.poll(0)
@@ -308,10 +253,10 @@ class Herder:
         self._handle_events()
         if self.fenced_starts.start_fenced():
             self._apply_plan()
-        if self.is_leader and not self._need_rejoin:
+        if self.group.is_leader and not self.group.need_rejoin:
             self.leader.tick()
-        self._reconfigure_connectors()
-        self.requests.serve(self._group_view())
+        self.reconfiguration.run()
+        self.requests.serve(self.group.view())
         self._handle_events()
 
     def read_config_to_end(self) -> None:
@@ -320,91 +265,10 @@ class Herder:
     # -- rebalancing -----------------------------------------------------------------------
 
     def _rebalance(self) -> None:
-        self.rebalancing = True
-        log.info("joining the group (generation %d)", self.member.generation)
-        snapshot = self.configs.snapshot()
-        current = ConnectAssignment(
-            int(self.protocol),
-            0,
-            self.leader_id or "",
-            self.leader_url or "",
-            snapshot.offset,
-            self.owned,
-        )
-        result = self.member.join(
-            join_protocols(WorkerState(self.url, snapshot.offset, current), self.protocol)
-        )
-        version = ConnectProtocolVersion.from_name(result.protocol)
-        assignments: dict[str, bytes] | None = None
-        if result.is_leader:
-            self.configs.read_to_end()
-            snapshot = self.configs.snapshot()
-            assignments, self._assignor = leader_assignments(
-                version,
-                result.leader_id,
-                result.members,
-                snapshot.offset,
-                configured_work(snapshot.task_counts_by_connector()),
-                self._assignor,
-                now_ms=int(self.clock() * 1000),
-                max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
-                generation=result.generation,
-                last_completed_generation=self._last_generation,
-            )
-        try:
-            raw_assignment = self.member.sync(assignments)
-        except MembershipError as exc:
-            if exc.code not in REJOIN_ERRORS and exc.code not in COORDINATOR_ERRORS:
-                raise
-            # Another member joined (or the generation moved on) between our join and
-            # sync: join again at once, as Kafka's coordinator does. Treating it as a
-            # failed tick would wait out worker.unsync.backoff.ms (5 minutes).
-            log.info("SyncGroup: %s; joining again", exc.code.name)
-            self._need_rejoin = True
+        if not self.group.rebalance(self._stop_revoked):
             return
-        assignment = decode_assignment(raw_assignment)
-        log.info(
-            "generation %d: assigned %s, revoked %s, delay %d ms, config offset %d",
-            result.generation,
-            sorted(map(str, assignment.assigned.tasks)),
-            sorted(map(str, assignment.revoked.tasks)),
-            assignment.delay_ms,
-            assignment.config_offset,
-        )
-        self.leader_id, self.leader_url = assignment.leader, assignment.leader_url
-        self._need_rejoin = False
-        if assignment.error == CONFIG_MISMATCH:
-            self.configs.read_to_end()
-            self._need_rejoin = True
-            return
-        deadline = time.monotonic() + self.config.get_int(WORKER_SYNC_TIMEOUT_MS) / 1000
-        while self.configs.snapshot().offset < assignment.config_offset:
-            if time.monotonic() > deadline:
-                self._need_rejoin = True  # could not catch up: leave the work, rejoin
-                return
-            self.configs.poll(0.2)
-        self.configs.read_to_end()
-        self._stop_revoked(assignment.revoked)
-        self.owned = (self.owned - assignment.revoked) | assignment.assigned
-        self._last_generation = result.generation
-        self._configured_at_assignment = configured_work(
-            self.configs.snapshot().task_counts_by_connector()
-        )
-        if assignment.revoked:
-            self._need_rejoin = True  # the follow-up round hands out what was revoked
-        if assignment.delay_ms > 0:
-            self._rejoin_at = time.monotonic() + assignment.delay_ms / 1000
-        self.configs.drop_events()
-        self.rebalancing = False
-        log.info(
-            "joined generation %d as %s (leader %s): owns %d connectors, %d tasks",
-            result.generation,
-            "leader" if self.is_leader else "follower",
-            self.leader_url,
-            len(self.owned.connectors),
-            len(self.owned.tasks),
-        )
-        if self.is_leader:
+        self.configs.drop_events()  # the plan below covers them
+        if self.group.is_leader:
             self.leader.elected()
         else:
             self.leader.demoted()
@@ -429,7 +293,7 @@ class Herder:
 
     def _apply_plan(self) -> None:
         snapshot = self.configs.snapshot()
-        steps = plan(self.owned, snapshot, self._local_state())
+        steps = plan(self.group.owned, snapshot, self._local_state())
         if steps.is_empty():
             return
         self.worker.stop_tasks([t for t in steps.stop_tasks if t in self.worker.tasks])
@@ -461,15 +325,14 @@ class Herder:
             started = self.worker.start_connector(name, config, target)
         except Exception as exc:
             log.warning("connector %s failed to start: %s", name, exc)
-            self._connector_failed(name, exc)
+            self.connector_failed(name, exc)
             return
         if started and target is TargetState.STARTED:
-            self._reconfigure.add(name)
+            self.reconfiguration.request(name)
 
     def _stop_connector(self, name: str) -> None:
         self.worker.stop_connector(name)
-        self._reconfigure.discard(name)
-        self.task_configs.cancel(name)
+        self.reconfiguration.forget(name)
 
     def _transition_connector(
         self, name: str, config: Mapping[str, str], target: TargetState
@@ -481,7 +344,7 @@ class Herder:
             return
         self.worker.transition_connector(name, target)
         if target is TargetState.STARTED:
-            self._reconfigure.add(name)
+            self.reconfiguration.request(name)
 
     def _start_task(
         self,
@@ -510,11 +373,7 @@ class Herder:
         return None if running is None else running.generation
 
     def _is_source(self, connector_config: Mapping[str, str]) -> bool:
-        try:
-            cls = self.plugins.connector_class(connector_config.get("connector.class", ""))
-        except ConfigException:
-            return False
-        return issubclass(cls, SourceConnector)
+        return self.plugins.connector_type(connector_config) == "source"
 
     def _handle_events(self) -> None:
         events = self.configs.take_events()
@@ -524,7 +383,7 @@ class Herder:
         restarts = []
         for event in events:
             if isinstance(event, TasksChanged):
-                self.fencing.cancel(event.connector)
+                self.fencing.rounds.cancel(event.connector)
             if isinstance(event, ConnectorChanged):
                 name = event.connector
                 new_config = snapshot.connector_configs.get(name)
@@ -543,123 +402,15 @@ class Herder:
         self._apply_plan()
         for request in restarts:
             self.restarts.carry_out(request)
-        configured = configured_work(snapshot.task_counts_by_connector())
-        if configured != self._configured_at_assignment:
+        if self.group.configuration_changed():
             log.info("the configured connectors or tasks changed; rejoining")
-            self._need_rejoin = True
-
-    # -- task configs ----------------------------------------------------------------------
-
-    def _reconfigure_connectors(self) -> None:
-        for name in self.task_configs.completed():
-            self._reconfigure.discard(name)
-        for name, running in self.worker.connectors.items():
-            if running.take_reconfiguration_request():
-                self._reconfigure.add(name)
-        if self.rebalancing or self.leader_id is None:
-            return
-        targets = self.worker.connector_targets()
-        for name in sorted(self._reconfigure):
-            instance = self.worker.connectors.get(name)
-            snapshot = self.configs.snapshot()
-            config = snapshot.connector_configs.get(name)
-            if (
-                targets.get(name) is not TargetState.STARTED
-                or instance is None
-                or not instance.running
-                or config is None
-            ):
-                self._reconfigure.discard(name)
-                continue
-            if self.task_configs.busy(name):
-                continue
-            try:
-                configs = self.worker.connector_task_configs(
-                    name, int(config.get("tasks.max", "1"))
-                )
-            except Exception as exc:
-                log.warning("connector %s failed to generate task configs: %s", name, exc)
-                self._connector_failed(name, exc)
-                self._reconfigure.discard(name)
-                continue
-            stored = [dict(snapshot.task_configs[t]) for t in snapshot.tasks(name)]
-            if name not in snapshot.inconsistent and not task_configs_changed(stored, configs):
-                self._reconfigure.discard(name)
-                continue
-            if not self.is_leader:
-                self.task_configs.send(name, configs)  # off this thread; retried with backoff
-                continue
-            try:
-                self.configs.writer.write_task_configs(name, configs)
-                self._reconfigure.discard(name)
-            except Exception as exc:
-                log.warning("task configs of %s not written yet: %s", name, exc)
-
-    def _send_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        """On the sender's thread: the leader's internal ``PUT /connectors/{c}/tasks``."""
-        key = self.configs.snapshot().session_key
-        leader_url = self.leader_url
-        if leader_url is None or key is None:
-            raise ConnectException("no leader or session key yet")
-        internal_requests.put_signed(
-            f"{leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false",
-            json.dumps(configs).encode(),
-            key.key,
-            str(self.config.get(SIGNATURE_ALGORITHM)),
-            timeout_s=30,
-        )
+            self.group.need_rejoin = True
 
     def check_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:
-        """Refuse an internal request (``/tasks``, ``/fence``) that is not signed with the
-        current session key, with Kafka's status codes (``request_signing.refusal``).
-        Only the ``sessioned`` protocol distributes keys; without it Kafka checks nothing."""
-        if self.protocol is not ConnectProtocolVersion.SESSIONED:
-            return
-        key = self.configs.snapshot().session_key
-        refused = request_signing.refusal(
-            None if key is None else key.key,
-            body,
-            headers,
-            self.config.get_list(VERIFICATION_ALGORITHMS),
-        )
-        if refused is not None:
-            raise ConnectRestException(*refused)
-
-    # -- zombie fencing (KIP-618) ----------------------------------------------------------
+        self.fencing.check_internal_request(body, headers)
 
     def fence_zombies(self, name: str) -> concurrent.futures.Future[None]:
-        """Leader, on the herder thread (``PUT /connectors/{c}/fence``): make sure the
-        connector's previous task generation is fenced out and a task-count record follows
-        its latest task configs (``leader_fencing``). Returns the round's future."""
-        self._require_leader()
-        snapshot = self.configs.snapshot()
-        if not snapshot.contains(name):
-            raise ConnectRestException(404, f"Connector {name} not found")
-        config = snapshot.connector_configs[name]
-        if not self._is_source(config):
-            raise ConnectRestException(400, f"Connector {name} is not a source connector")
-        return self.fencing.fence_zombies(name, config)
-
-    def _require_leader(self) -> None:
-        if not self.is_leader:
-            raise NotLeaderError(self.leader_url)
-
-    def _request_fencing(self, name: str) -> concurrent.futures.Future[None]:
-        """Startup step 2: ask the leader for a round of fencing of ``name``."""
-        if self.is_leader:
-            try:
-                return self.fence_zombies(name)
-            except Exception as exc:
-                failed: concurrent.futures.Future[None] = concurrent.futures.Future()
-                failed.set_exception(exc)
-                return failed
-        key = self.configs.snapshot().session_key
-        return internal_requests.request_fencing(
-            self.leader_url,
-            name,
-            b"" if key is None else key.key,
-            str(self.config.get(SIGNATURE_ALGORITHM)),
-        )
+        return self.fencing.fence_zombies(name)
 
     # -- statuses --------------------------------------------------------------------------
 
@@ -672,7 +423,7 @@ class Herder:
             )
         )  # fmt: skip
 
-    def _connector_failed(self, name: str, error: BaseException) -> None:
+    def connector_failed(self, name: str, error: BaseException) -> None:
         trace = "".join(traceback.format_exception(error))
         self.worker.report_failure(
             ConnectorStatus(name, State.FAILED, self.worker_id, self.member.generation, trace)

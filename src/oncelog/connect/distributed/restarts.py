@@ -101,7 +101,7 @@ class Restarts:
             ) from exc
         snapshot = herder.configs.snapshot()
         refused = zombie_fencing.restart_refusal(
-            snapshot, task, herder._configured_at_assignment, herder._need_rejoin
+            snapshot, task, herder.group.configured_at_assignment, herder.group.need_rejoin
         )
         if refused is not None:
             raise refused

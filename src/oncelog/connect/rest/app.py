@@ -27,7 +27,7 @@ from oncelog.connect.rest.json_bodies import json_body
 from oncelog.connect.rest.loggers_resource import LoggersResource
 from oncelog.connect.rest.offsets_resource import OffsetsResource
 from oncelog.connect.rest.operations import ClusterView, ConnectOperations
-from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
 

@@ -24,7 +24,7 @@ from oncelog.connect.rest import views
 from oncelog.connect.rest.forwarding import empty_response, forward, serve_or_forward, wait_for
 from oncelog.connect.rest.json_bodies import json_body, string_map
 from oncelog.connect.rest.operations import ClusterView, ConnectOperations
-from oncelog.connect.runtime.connector_config import validate_connector_config
+from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.plugins import PluginRegistry
 
 INITIAL_STATES = {

@@ -19,15 +19,8 @@ from urllib.parse import urlsplit
 
 import javaproperties
 
-from oncelog.connect.api.config import (
-    AbstractConfig,
-    ConfigDef,
-    ConfigType,
-    Importance,
-    Range,
-    ValidString,
-    non_empty_string,
-)
+from oncelog.connect.api.config import AbstractConfig, ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config_validators import Range, ValidString, non_empty_string
 from oncelog.connect.api.errors import ConfigException
 
 # Keys of the distributed worker (WorkerConfig + DistributedConfig).

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.api.config import ConfigDef, ConfigType, Importance, non_empty_string, non_null
+from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
+from oncelog.connect.api.config_validators import non_empty_string, non_null
 from oncelog.connect.api.records import ConnectRecord
 from oncelog.connect.api.transforms import Predicate
 from oncelog.connect.transforms.routers import compile_regex
