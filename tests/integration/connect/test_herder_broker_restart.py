@@ -39,7 +39,7 @@ def test_the_herder_rejoins_promptly_after_a_broker_restart(
     """``dropped``: the join starts with FindCoordinator, which the stopped broker refuses
     (it once failed the tick for worker.unsync.backoff.ms); ``kept``: the join is refused on
     the coordinator's old connection."""
-    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed.herder")
+    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed")
     caplog.set_level(logging.INFO, logger="oncelog.connect.clients")
     broker = EmbeddedBroker(tmp_path / "data").start(timeout=60)
     herder: Herder | None = None

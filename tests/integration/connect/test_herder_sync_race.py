@@ -34,7 +34,7 @@ GROUP = "sync-race"
 def test_a_sync_refused_by_a_new_join_is_followed_by_an_immediate_rejoin(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed.herder")
+    caplog.set_level(logging.INFO, logger="oncelog.connect.distributed")
     with EmbeddedBroker(tmp_path / "data") as broker:
         config = WorkerConfig(worker_settings(broker.bootstrap, GROUP))
         InternalTopicAdmin(config.shared_client_config()).ensure(config.internal_topics())

@@ -37,9 +37,9 @@ from oncelog.connect.kafka_io.settings import (
     transaction_error,
 )
 from oncelog.connect.runtime import client_configs
+from oncelog.connect.runtime.abstract_source_task import DeliveryCallback
 from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.connect.runtime.worker_sink_task import ConsumedRecord
-from oncelog.connect.runtime.worker_source_task import DeliveryCallback
 from oncelog.connect.storage.internal_log import LogRecord
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from oncelog.connect.runtime.abstract_source_task import SourceTaskMetrics
 from oncelog.connect.runtime.worker import Worker
-from oncelog.connect.runtime.worker_source_task import SourceTaskMetrics
 from oncelog.connect.storage.status_state import StatusState
 
 PREFIX = "oncelog_connect_"

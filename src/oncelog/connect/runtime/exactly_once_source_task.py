@@ -1,7 +1,7 @@
 """The loop that runs one source task with exactly-once delivery (KIP-618).
 
-It reuses the at-least-once loop's polling and conversion (``worker_source_task``)
-and replaces its commit: every record goes to Kafka inside a producer transaction of
+It implements the hooks of the base source loop (``abstract_source_task``): every
+record goes to Kafka inside a producer transaction of
 the task's transactional producer (``transactional.id = ${groupId}-${connector}-${taskId}``),
 and when the transaction ends, the source offsets of its records are written to the
 offsets topic *inside the same transaction*, which is then committed. Offsets are
@@ -38,12 +38,18 @@ from typing import Any, Protocol
 
 from oncelog.connect.api.connector import RecordMetadata, SourceRecord, SourceTask, partition_key
 from oncelog.connect.api.converters import Converter
-from oncelog.connect.api.errors import ConnectException, RetriableException
+from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.abstract_source_task import (
+    AbstractWorkerSourceTask,
+    DeliveryCallback,
+    OutgoingRecord,
+    RecordSender,
+)
 from oncelog.connect.runtime.error_handling import NO_TOLERANCE, ErrorPolicy
-from oncelog.connect.runtime.task_context import BasicSourceTaskContext, WorkerTransactionContext
+from oncelog.connect.runtime.task_context import WorkerTransactionContext
 from oncelog.connect.runtime.transformation_chain import TransformationChain
-from oncelog.connect.runtime.worker_source_task import OffsetCopier, RecordSender, WorkerSourceTask
+from oncelog.connect.runtime.worker_source_task import OffsetCopier
 from oncelog.connect.storage.offset_records import OffsetRecord
 from oncelog.connect.storage.offset_records import encode as encode_offset
 from oncelog.connect.storage.offsets import MemoryOffsetStore
@@ -113,13 +119,7 @@ class TransactionSizes:
         }
 
 
-class _UnusedOffsetWriter:
-    # Offsets go into the transaction; the at-least-once writer path is never taken.
-    def write(self, records: Sequence[tuple[bytes, bytes | None]], timeout_s: float) -> None:
-        raise AssertionError("exactly-once tasks write offsets inside their transactions")
-
-
-class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
+class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
     def __init__(
         self,
         task_id: ConnectorTaskId,
@@ -150,10 +150,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             value_converter=value_converter,
             chain=chain,
             sender=sender,
-            offset_writer=_UnusedOffsetWriter(),
             offsets=offsets,
             errors=errors,
-            offset_flush_interval_ms=boundary_interval_ms,
+            commit_interval_ms=boundary_interval_ms,
             clock=clock,
             active_topics=active_topics,
         )
@@ -190,55 +189,28 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             if self.global_copier is not None:
                 self.global_copier.close(0)
             raise
-        self.task.initialize(
-            BasicSourceTaskContext(self.task_config, self.offsets, self.transaction_context)
-        )
-        self.task.start(self.task_config)
-        self._next_commit = self.clock() + self.flush_interval_s
+        super().start()
 
-    def iterate(self) -> int:
-        self._check_send_error()
-        try:
-            records = self.task.poll() or []
-        except RetriableException as exc:
-            log.warning("%s: retriable error from poll(), will retry: %s", self.id, exc)
-            records = []
-        self.metrics.polled += len(records)
-        context = self.transaction_context
-        for record in records:
-            self._send(record)
-            if context is not None:
-                self._end_transaction(context.take_record_request(record))
-        self.sender.poll(0)
-        if context is not None:
-            self._end_transaction(context.take_batch_request())
-        elif self.boundary == POLL:
-            if records:
-                self.commit_transaction()
-        elif self.clock() >= self._next_commit:
+    def context(self) -> WorkerTransactionContext | None:
+        return self.transaction_context
+
+    def final_offset_commit(self) -> bool:
+        """Commit the open transaction; with connector-defined boundaries abort it (only
+        the task knows where a transaction may end)."""
+        if self.boundary == CONNECTOR:
+            self.abort_transaction()
+        else:
             self.commit_transaction()
-        return len(records)
-
-    def close(self) -> bool:
-        try:
-            if self.boundary == CONNECTOR:
-                self.abort_transaction()
-            else:
-                self.commit_transaction()
-        finally:
-            self.chain.close()
-            self.txn_sender.close()
-            if self.global_copier is not None:
-                self.global_copier.close(5.0)
         return True
+
+    def release(self) -> None:
+        self.txn_sender.close()
+        if self.global_copier is not None:
+            self.global_copier.close(5.0)
 
     # -- records -------------------------------------------------------------------------
 
-    def _send(self, record: SourceRecord) -> None:
-        out = self._convert(record)
-        if out is None:
-            self._track_dropped(record)
-            return
+    def prepare_to_send_record(self, record: SourceRecord, out: OutgoingRecord) -> int:
         if out.topic == self.offsets_topic:
             # Reading offsets (read_committed) would wait for the task's own open transaction.
             raise ConnectException(
@@ -251,51 +223,53 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             )
         self._txn_records.append(record)
         self._txn_offset(record)
-        slot = len(self._txn_records) - 1
         try:
             self._begin()
-            self.sender.send(
-                out.topic,
-                out.key,
-                out.value,
-                partition=out.partition,
-                timestamp=out.timestamp,
-                headers=out.headers,
-                on_delivery=lambda err, meta: self._acknowledged(slot, err, meta),
-            )
         except ConnectException as exc:
-            raise ConnectException(
-                f"{self.id}: failed to send a record of its producer transaction: {exc}. {REMEDIES}"
-            ) from exc
-        self.metrics.sent += 1
+            raise self._send_failed(exc) from exc
+        return len(self._txn_records) - 1
 
-    def _track_dropped(self, record: SourceRecord) -> None:
+    def dispatch(self, out: OutgoingRecord, on_delivery: DeliveryCallback) -> None:
+        try:
+            super().dispatch(out, on_delivery)
+        except ConnectException as exc:
+            raise self._send_failed(exc) from exc
+
+    def _send_failed(self, exc: ConnectException) -> ConnectException:
+        return ConnectException(
+            f"{self.id}: failed to send a record of its producer transaction: {exc}. {REMEDIES}"
+        )
+
+    def record_sent(self, record: SourceRecord, slot: int, meta: RecordMetadata | None) -> None:
+        self._txn_meta[slot] = meta
+
+    def record_dropped(self, record: SourceRecord) -> None:
         # Its offset is committed with the transaction it was dropped in.
         self._txn_offset(record)
+
+    def record_dispatched(self, record: SourceRecord) -> None:
+        if self.transaction_context is not None:
+            self._end_transaction(self.transaction_context.take_record_request(record))
+
+    def batch_dispatched(self, records: Sequence[SourceRecord]) -> None:
+        if self.transaction_context is not None:
+            self._end_transaction(self.transaction_context.take_batch_request())
+        elif self.boundary == POLL:
+            if records:
+                self.commit_transaction()
+        elif self.clock() >= self._next_commit:
+            self.commit_transaction()
+
+    def send_error(self, error: Exception) -> Exception:
+        return ConnectException(
+            f"{self.id}: a record of the current transaction could not be sent: {error}. {REMEDIES}"
+        )
 
     def _txn_offset(self, record: SourceRecord) -> None:
         if record.source_partition is None or record.source_offset is None:
             return
         key = partition_key(record.source_partition)
         self._txn_offsets[key] = (dict(record.source_partition), dict(record.source_offset))
-
-    def _acknowledged(
-        self, slot: int, error: Exception | None, meta: RecordMetadata | None
-    ) -> None:
-        if error is not None:
-            self._send_error = error
-            return
-        self.metrics.acked += 1
-        self._txn_meta[slot] = meta
-        if meta is not None:
-            self.active_topics(meta.topic)
-
-    def _check_send_error(self) -> None:
-        if self._send_error is not None:
-            raise ConnectException(
-                f"{self.id}: a record of the current transaction could not be sent: "
-                f"{self._send_error}. {REMEDIES}"
-            )
 
     # -- transactions --------------------------------------------------------------------
 
@@ -328,7 +302,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         try:
             if self.sender.flush(_NO_DEADLINE_S):
                 raise ConnectException("records of the transaction are still outstanding")
-            self._check_send_error()
+            if self._send_error is not None:
+                raise self.send_error(self._send_error)
             self.txn_sender.write(self.offsets_topic, offsets)
             self.txn_sender.commit_transaction(_NO_DEADLINE_S)
         except ConnectException as exc:

@@ -14,6 +14,7 @@ from oncelog.connect.api.connector import Config, SinkTask, SourceTask, partitio
 from oncelog.connect.api.converters import Converter, configure_converter
 from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.abstract_source_task import AbstractWorkerSourceTask
 from oncelog.connect.runtime.connector_config import (
     TRANSACTION_BOUNDARY,
     TRANSACTION_BOUNDARY_INTERVAL_MS,
@@ -84,7 +85,7 @@ class TaskLoops:
         connector_config: Mapping[str, str],
         task_config: Config,
         before_first_poll: Callable[[ConnectorTaskId], None] | None = None,
-    ) -> WorkerSourceTask | WorkerSinkTask:
+    ) -> AbstractWorkerSourceTask | WorkerSinkTask:
         """The loop of one task: source (exactly-once or at-least-once) or sink."""
         task_cls = self.plugins.task_class(task_config[TASK_CLASS_CONFIG])
         key_converter, value_converter = self.converters(connector_config)
@@ -127,7 +128,7 @@ class TaskLoops:
         chain: TransformationChain,
         errors: ErrorPolicy,
         before_first_poll: Callable[[ConnectorTaskId], None] | None,
-    ) -> WorkerSourceTask:
+    ) -> AbstractWorkerSourceTask:
         """The exactly-once loop when the worker's support is ``enabled``, else the
         at-least-once one; either reads and writes the connector's offsets topic."""
         connector = task_id.connector

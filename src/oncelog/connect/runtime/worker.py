@@ -29,6 +29,7 @@ from typing import Any
 from oncelog.connect.api.connector import Config
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
+from oncelog.connect.runtime.abstract_source_task import AbstractWorkerSourceTask
 from oncelog.connect.runtime.exactly_once_source_task import (
     ExactlyOnceWorkerSourceTask,
 )
@@ -42,9 +43,6 @@ from oncelog.connect.runtime.worker_connector import WorkerConnector
 from oncelog.connect.runtime.worker_services import ClientFactory, StatusSink
 from oncelog.connect.runtime.worker_sink_task import (
     WorkerSinkTask,
-)
-from oncelog.connect.runtime.worker_source_task import (
-    WorkerSourceTask,
 )
 from oncelog.connect.storage.offsets import OffsetsView
 from oncelog.connect.storage.status_records import ConnectorStatus, State, TaskStatus
@@ -65,7 +63,7 @@ class RunningTask:
 @dataclass
 class _TaskRunner:
     id: ConnectorTaskId
-    loop: WorkerSourceTask | WorkerSinkTask
+    loop: AbstractWorkerSourceTask | WorkerSinkTask
     target: TargetState
     config: Config
     generation: int | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from oncelog.connect.runtime.abstract_source_task import RecordSender
 from oncelog.connect.runtime.exactly_once_source_task import (
     TransactionalSender,
 )
@@ -14,11 +15,7 @@ from oncelog.connect.runtime.worker_sink_task import (
     DeadLetterSender,
     SinkRecordSource,
 )
-from oncelog.connect.runtime.worker_source_task import (
-    OffsetCopier,
-    OffsetWriter,
-    RecordSender,
-)
+from oncelog.connect.runtime.worker_source_task import OffsetCopier, OffsetWriter
 from oncelog.connect.storage.internal_log import LogRecord
 from oncelog.connect.storage.status_records import ConnectorStatus, TaskStatus
 
