@@ -349,16 +349,76 @@ def test_connector_boundary_commits_and_aborts_on_request() -> None:
     loop.start()
     loop.iterate()
     loop.iterate()
-    assert [e for e in sender.log if e in ("commit", "abort")] == ["commit", "abort"]
-    # Record 3 was in the aborted transaction with 4 and 5: only 2 is committed.
-    assert loop.offsets.offset({"p": 0}) == {"o": 2}
-    assert task.events == ["start", ("record", 1), ("record", 2), "commit"]
+    # An abort, then the aborted records' offsets in a new transaction (Kafka's
+    # connector boundary manager): record 3 was in the aborted transaction with 4 and 5,
+    # none is visible, and none is polled again after a restart.
+    assert [e for e in sender.log if e in ("commit", "abort")] == ["commit", "abort", "commit"]
+    assert sender.log[-3:] == ["begin", ("offset", "offsets", 0, {"o": 5}), "commit"]
+    assert loop.offsets.offset({"p": 0}) == {"o": 5}
+    assert task.events == [
+        "start", ("record", 1), ("record", 2), "commit",
+        ("record", 3), ("record", 4), ("record", 5), "commit",
+    ]  # fmt: skip
     assert loop.aborted_transactions == 1
+    # The abort counts as a transaction of 0 records (Kafka's metrics).
+    assert (loop.transactions.count, loop.transactions.min) == (2, 0)
     task.batches = [[_record(6)]]
+    task.on_batch = None  # no request for this batch
     loop.iterate()
     loop.close()  # the open transaction is aborted: only the task knows where it may end
     assert sender.log[-2:] == ["abort", "close"]
-    assert loop.offsets.offset({"p": 0}) == {"o": 2}
+    assert loop.offsets.offset({"p": 0}) == {"o": 5}
+
+
+def test_a_task_failing_mid_batch_commits_nothing_of_it() -> None:
+    """Kafka never commits on the failure path: of [1, unconvertible, 3] nothing is
+    committed, no offset, no commit_record; the open transaction is aborted."""
+    sender = MemorySender()
+    bad = SourceRecord.create({"p": 0}, {"o": 2}, "out", object())  # JSON cannot encode it
+    task = ScriptedTask([[_record(1), bad, _record(3)]])
+    loop = _loop(task, sender, "poll")
+    loop.start()
+    with pytest.raises(ConnectException, match="Tolerance exceeded"):
+        loop.iterate()
+    assert loop.close(failed=True) is False
+    assert sender.log == ["init", "begin", ("send", "out", b"1"), "abort", "close"]
+    assert task.events == ["start"]
+    assert loop.offsets.offset({"p": 0}) is None
+
+
+def test_a_pause_commits_the_open_transaction_and_a_resume_restarts_the_interval() -> None:
+    now = [0.0]
+    sender = MemorySender()
+    task = ScriptedTask([[_record(1)], [_record(2)]])
+    loop = _loop(task, sender, "interval", clock=lambda: now[0])
+    loop.start()
+    loop.iterate()
+    assert "commit" not in sender.log
+    loop.on_pause()  # Kafka's onPause: nothing stays open while paused
+    assert sender.log[-2:] == [("offset", "offsets", 0, {"o": 1}), "commit"]
+    now[0] = 30.0
+    loop.on_resume()
+    loop.iterate()
+    assert sender.log.count("commit") == 1  # a new interval started at the resume
+    now[0] = 31.0
+    loop.iterate()
+    assert sender.log.count("commit") == 2
+
+
+def test_dropped_records_are_committed_with_their_transaction() -> None:
+    """commit_record for a record a transform dropped comes after its transaction
+    commits, in order; after an abort it comes with the offsets' commit."""
+    from oncelog.connect.runtime.transformation_chain import Stage
+    from oncelog.connect.transforms.filter import Filter
+
+    sender = MemorySender()
+    task = ScriptedTask([[_record(1), _record(2)]])
+    loop = _loop(task, sender, "poll")
+    loop.chain = TransformationChain([Stage("drop", Filter())])
+    loop.start()
+    loop.iterate()
+    assert task.events == ["start", ("record", 1), ("record", 2), "commit"]
+    assert sender.log[-2:] == [("offset", "offsets", 0, {"o": 2}), "commit"]
 
 
 def test_failed_commit_fails_the_task_with_remedies() -> None:

@@ -159,24 +159,30 @@ class AbstractWorkerSourceTask(abc.ABC):
         """Ask the task to stop (from another thread); ``iterate`` returns soon."""
         self.task.stop()
 
-    def close(self) -> bool:
-        """After the loop ended: the final commit, then the loop's resources go."""
+    def close(self, failed: bool = False) -> bool:
+        """After the loop ended (``failed``: by an error): the final commit, then the
+        loop's resources go."""
         try:
-            return self.final_offset_commit()
+            return self.final_offset_commit(failed)
         finally:
             self.chain.close()
             self.release()
 
+    def on_pause(self) -> None:  # noqa: B027 - optional hook
+        """The connector was paused (on the task's thread; no poll until resumed)."""
+
+    def on_resume(self) -> None:  # noqa: B027 - optional hook
+        """The connector was resumed."""
+
     # -- records -------------------------------------------------------------------------
 
     def _convert(self, record: SourceRecord) -> OutgoingRecord | None:
-        """Transform and convert ``record``; None when a transform filtered it (then
-        ``commit_record`` is called at once) or error tolerance skipped it."""
+        """Transform and convert ``record``; None when a transform filtered it or error
+        tolerance skipped it (both go to :meth:`record_dropped`, as in Kafka)."""
         try:
             transformed = self.errors.retrying(lambda: self.chain.apply(record))
             if transformed is None:
                 self.metrics.filtered += 1
-                self.task.commit_record(record, None)
                 return None
             out = transformed
             key = self.errors.retrying(
@@ -257,8 +263,8 @@ class AbstractWorkerSourceTask(abc.ABC):
         """What fails the task when a send failed for good."""
 
     @abc.abstractmethod
-    def final_offset_commit(self) -> bool:
-        """When the loop ends: what is committed, if anything."""
+    def final_offset_commit(self, failed: bool) -> bool:
+        """When the loop ends (``failed``: by an error): what is committed, if anything."""
 
     def release(self) -> None:  # noqa: B027 - optional hook
         """The loop's own resources, after the final commit."""

@@ -169,7 +169,8 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
         self.transactions = TransactionSizes()
         self.aborted_transactions = 0
         self._open = False
-        self._txn_records: list[SourceRecord] = []
+        self._txn_records: list[SourceRecord] = []  # sent or dropped, in order
+        self._txn_size = 0  # records sent in the open transaction
         self._txn_meta: dict[int, RecordMetadata | None] = {}
         self._txn_offsets: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
 
@@ -194,14 +195,43 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
     def context(self) -> WorkerTransactionContext | None:
         return self.transaction_context
 
-    def final_offset_commit(self) -> bool:
-        """Commit the open transaction; with connector-defined boundaries abort it (only
-        the task knows where a transaction may end)."""
-        if self.boundary == CONNECTOR:
+    def final_offset_commit(self, failed: bool) -> bool:
+        """Never on the failure path (Kafka's ``finalOffsetCommit``): nothing of the
+        failed batch becomes visible, and its offsets are not committed. Kafka leaves the
+        open transaction to its successor or to the timeout; here it is aborted at once,
+        so it holds back no read_committed consumer meanwhile. Otherwise the final
+        transaction ends as the boundary says (``maybeCommitFinalTransaction``); with
+        connector-defined boundaries a transaction the task did not end is aborted."""
+        if failed:
+            self._abort_quietly()
+            return False
+        if not self._commit_final_transaction() and self.boundary == CONNECTOR:
             self.abort_transaction()
-        else:
-            self.commit_transaction()
         return True
+
+    def on_pause(self) -> None:
+        """Commit now, so a pause longer than the transaction timeout neither fences the
+        task nor holds back read_committed consumers (Kafka's ``onPause``). With
+        connector-defined boundaries only what the task asked for is done."""
+        self._commit_final_transaction()
+
+    def on_resume(self) -> None:
+        self._next_commit = self.clock() + self.flush_interval_s
+
+    def _commit_final_transaction(self) -> bool:
+        """Kafka's ``maybeCommitFinalTransaction``; True if the transaction ended."""
+        if self.transaction_context is None:
+            self.commit_transaction()
+            return True
+        request = self.transaction_context.take_batch_request()
+        self._end_transaction(request)
+        return request is not None
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort_transaction()
+        except ConnectException as exc:
+            log.warning("%s: aborting the failed task's transaction failed: %s", self.id, exc)
 
     def release(self) -> None:
         self.txn_sender.close()
@@ -223,6 +253,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
             )
         self._txn_records.append(record)
         self._txn_offset(record)
+        self._txn_size += 1
         try:
             self._begin()
         except ConnectException as exc:
@@ -244,8 +275,10 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
         self._txn_meta[slot] = meta
 
     def record_dropped(self, record: SourceRecord) -> None:
-        # Its offset is committed with the transaction it was dropped in.
+        # Its offset is committed with the transaction it was dropped in, and the task
+        # hears of it once that commits (Kafka keeps it among the committable records).
         self._txn_offset(record)
+        self._txn_records.append(record)
 
     def record_dispatched(self, record: SourceRecord) -> None:
         if self.transaction_context is not None:
@@ -283,6 +316,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
             self.commit_transaction()
         elif request == "abort":
             self.abort_transaction()
+            self.commit_transaction()  # the aborted records' offsets, in a new transaction
 
     def commit_offsets(self) -> bool:
         self.commit_transaction()
@@ -312,7 +346,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
                 f"{self.id}: failed to commit its producer transaction: {exc}. {REMEDIES}"
             ) from exc
         self.metrics.offset_commits += 1
-        self.transactions.record(len(self._txn_records))
+        self.transactions.record(self._txn_size)
         self.offsets.commit({key: offset for key, (_, offset) in self._txn_offsets.items()})
         if self.global_copier is not None and offsets:
             self.global_copier.copy(offsets)
@@ -323,7 +357,9 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
         self.task.commit()
 
     def abort_transaction(self) -> None:
-        """Discard the transaction's records and offsets."""
+        """Discard the transaction's records. Their source offsets stay, to be committed
+        by the next commit: an aborted record is not polled again (Kafka's connector
+        boundary manager aborts, then commits the offsets in a new transaction)."""
         if self._open:
             self.sender.flush(_NO_DEADLINE_S)  # sent records must reach the broker aborted
             try:
@@ -333,11 +369,15 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
                     f"{self.id}: failed to abort its producer transaction: {exc}"
                 ) from exc
             self.aborted_transactions += 1
+        else:
+            log.warning("%s: ignoring the task's request to abort an empty transaction", self.id)
         self._send_error = None
-        self._reset()
+        self._open = False
+        self._txn_size = 0
 
     def _reset(self) -> None:
         self._open = False
+        self._txn_size = 0
         self._txn_records = []
         self._txn_meta = {}
         self._txn_offsets = {}

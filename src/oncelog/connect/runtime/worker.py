@@ -200,10 +200,12 @@ class Worker:
     def _close_failed(self, runner: _TaskRunner) -> None:
         """Close a failed task's loop as Kafka's WorkerTask does (its ``finally``): a sink
         task's consumer leaves the group (else it kept its partitions from the restarted
-        task until max.poll.interval.ms), acknowledged offsets are committed, the task is
-        stopped. The first failure is the one reported."""
+        task until max.poll.interval.ms); an at-least-once source commits the offsets of
+        acknowledged records; an exactly-once source commits nothing (its open
+        transaction is aborted); the task is stopped. The first failure is the one
+        reported."""
         try:
-            runner.loop.close()
+            runner.loop.close(failed=True)
         except Exception:
             log.warning("%s: closing the failed task failed", runner.id, exc_info=True)
 
@@ -221,13 +223,19 @@ class Worker:
             if not runner.stopping.is_set():  # a stop during start() reports UNASSIGNED
                 self._task_status(runner.id, _status_of(runner.target))
         try:
+            was_paused = False
             while not runner.stopping.is_set():
                 paused = runner.target is TargetState.PAUSED
                 if isinstance(runner.loop, WorkerSinkTask):
                     # A paused sink keeps polling (with its partitions paused) to stay in its group.
                     runner.loop.paused_by_target = paused
                     runner.loop.iterate()
-                elif paused:
+                    continue
+                if paused != was_paused:
+                    # On the task's thread, as Kafka's WorkerTask calls onPause/onResume.
+                    runner.loop.on_pause() if paused else runner.loop.on_resume()
+                    was_paused = paused
+                if paused:
                     runner.state_changed.wait(0.5)
                     runner.state_changed.clear()
                 else:

@@ -162,7 +162,7 @@ class WorkerSinkTask:
         :meth:`close`, on the loop's thread, as Kafka does: a sink task may still be in
         ``put`` or ``flush`` when the stop is requested."""
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         try:
             assigned = sorted(self.context.assignment())
             if assigned:

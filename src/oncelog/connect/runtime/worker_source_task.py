@@ -126,8 +126,10 @@ class WorkerSourceTask(AbstractWorkerSourceTask):
         self._acked_since_commit.append((record, meta))
 
     def record_dropped(self, record: SourceRecord) -> None:
-        # A dropped record's offset may be committed once earlier records are acknowledged.
+        # A dropped record's offset may be committed once earlier records are acknowledged;
+        # the task hears of it at once (Kafka's WorkerSourceTask.recordDropped).
         self.submitted.ack(self.submitted.submit(record.source_partition, record.source_offset))
+        self.task.commit_record(record, None)
 
     def batch_dispatched(self, records: Sequence[SourceRecord]) -> None:
         if self.clock() >= self._next_commit:
@@ -136,8 +138,10 @@ class WorkerSourceTask(AbstractWorkerSourceTask):
     def send_error(self, error: Exception) -> Exception:
         return ConnectException(f"Unrecoverable exception from producer send callback: {error}")
 
-    def final_offset_commit(self) -> bool:
-        """Wait for outstanding sends and commit what was acknowledged."""
+    def final_offset_commit(self, failed: bool) -> bool:
+        """Wait for outstanding sends and commit what was acknowledged, also after a
+        failure: only acknowledged records' offsets are ever committed (Kafka's
+        ``WorkerSourceTask.finalOffsetCommit``)."""
         self.sender.flush(self.flush_timeout_s)
         return self.commit_offsets()
 
