@@ -294,6 +294,43 @@ def test_interval_boundary_and_metrics(cluster) -> None:
     assert metrics["transaction-size-max"] >= metrics["transaction-size-avg"] > 100
 
 
+def test_a_pause_longer_than_the_transaction_timeout_keeps_the_task_running(cluster) -> None:
+    """Interval boundaries (1 s) and a 4 s transaction timeout, paused for 10 s: the
+    open transaction is committed on pause (Kafka's onPause), so read_committed
+    readers see everything sent so far while paused, and the task is RUNNING after the
+    resume (not fenced by the coordinator's abort of a timed-out transaction). Nothing
+    is lost or duplicated."""
+    broker, eos, _ = cluster
+    topic = _topic(broker, "pause-out")
+    config = {
+        "connector.class": "VerifiableSource",
+        "topic": topic,
+        "throughput": "200",
+        "tasks.max": "1",
+        "transaction.boundary": "interval",
+        "transaction.boundary.interval.ms": "1000",
+        "producer.override.transaction.timeout.ms": "4000",
+    }
+    _create(eos, "pausing", config)
+    wait_for(lambda: len(_visible(broker.bootstrap, topic)) > 100, 60, "records flowing")
+    assert eos.call("PUT", "/connectors/pausing/pause") == (202, None)
+    wait_for(lambda: _task_state(eos, "pausing")[0] == "PAUSED", 30, "paused")
+    time.sleep(1)
+    # Nothing hangs while paused: read_committed sees what read_uncommitted sees.
+    committed = _visible(broker.bootstrap, topic)
+    assert len(committed) == len(_visible(broker.bootstrap, topic, "read_uncommitted"))
+    time.sleep(10)  # past the transaction timeout
+    assert eos.call("PUT", "/connectors/pausing/resume") == (202, None)
+    wait_for(lambda: len(_visible(broker.bootstrap, topic)) > len(committed) + 100, 60, "resumed")
+    state, trace = _task_state(eos, "pausing")
+    assert state == "RUNNING", trace
+    assert eos.call("PUT", "/connectors/pausing/stop")[0] == 204
+    wait_for(lambda: _task_state(eos, "pausing")[0] == "NONE", 30, "stopped")
+    seqnos = [r["seqno"] for r in _visible(broker.bootstrap, topic)]
+    assert seqnos == list(range(len(seqnos))), "gap or duplicate"
+    assert eos.call("DELETE", "/connectors/pausing")[0] == 204
+
+
 def test_connector_boundary_fibonacci_aborts_even_sizes(cluster) -> None:
     broker, eos, _ = cluster
     topic = _topic(broker, "fib-out")
