@@ -192,6 +192,12 @@ def test_preflight_on_builtin_connectors() -> None:
         )
         == {}
     )
+    # Kafka's SourceConnectorConfig: offsets.storage.topic is a NonEmptyString.
+    assert _errors({**verifiable, "offsets.storage.topic": ""}, "enabled") == {
+        "offsets.storage.topic": [
+            "Invalid value  for configuration offsets.storage.topic: String must be non-empty"
+        ]
+    }
     # Sink connectors have none of these keys.
     sink = {"connector.class": "VerifiableSink", "name": "s", "topics": "t", **required}
     result = validate_connector_config(sink, PluginRegistry.with_builtins(), "All", "enabled")
@@ -463,3 +469,13 @@ def test_separate_offsets_clients_target_the_producers_cluster() -> None:
     assert offsets_consumer_config(worker, "c", away)["bootstrap.servers"] == "x:9092"
     assert offsets_admin_config(worker, "c", away)["bootstrap.servers"] == "x:9092"
     assert offsets_admin_config(worker, "c", {})["bootstrap.servers"] == "a:9092,b:9092"
+
+
+def test_a_worker_transactional_id_is_ignored_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KIP-618: the leader's config-topic producer always uses connect-cluster-<group>."""
+    with caplog.at_level(logging.WARNING, logger="oncelog.connect.runtime.worker_config"):
+        config = _worker(**{"transactional.id": "mine"})
+    assert "transactional.id" not in config.originals
+    assert "is ignored" in caplog.text and "'mine'" in caplog.text

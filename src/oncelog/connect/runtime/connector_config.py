@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from oncelog.connect.api.config import ConfigDef, ConfigType, Importance
-from oncelog.connect.api.config_validators import Range, ValidString, unique_list
+from oncelog.connect.api.config_validators import Range, ValidString, non_empty_string, unique_list
 from oncelog.connect.api.errors import ConfigException
 
 log = logging.getLogger(__name__)
@@ -343,7 +343,7 @@ def source_connector_config_def() -> ConfigDef:
         OFFSETS_STORAGE_TOPIC,
         ConfigType.STRING,
         None,
-        None,
+        non_empty_string,  # Kafka's SourceConnectorConfig: NonEmptyString
         Importance.LOW,
         "The name of a separate offsets topic to use for this connector. If empty or not "
         "specified, the worker's global offsets topic name will be used. If specified, the "

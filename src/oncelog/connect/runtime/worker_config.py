@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self
@@ -55,6 +56,7 @@ PLUGIN_PATH = "plugin.path"
 OVERRIDE_POLICY = "connector.client.config.override.policy"
 EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
 TOPIC_CREATION_ENABLE = "topic.creation.enable"
+TRANSACTIONAL_ID = "transactional.id"  # ignored with a warning (KIP-618)
 TOPIC_TRACKING_ENABLE = "topic.tracking.enable"
 TOPIC_TRACKING_ALLOW_RESET = "topic.tracking.allow.reset"
 
@@ -95,6 +97,9 @@ SHARED_CLIENT_KEYS = frozenset(
         "client.id",
     }
 )
+
+
+log = logging.getLogger(__name__)
 
 
 def _replication_factor(name: str, value: Any) -> None:
@@ -601,6 +606,16 @@ class WorkerConfig(AbstractConfig):
 
     def __init__(self, props: Mapping[str, str]) -> None:
         definition = worker_config_def()
+        if TRANSACTIONAL_ID in props:
+            # KIP-618: the leader's config-topic producer always uses
+            # connect-cluster-${group.id}; a user value is ignored with a warning.
+            log.warning(
+                "The worker's %s (%r) is ignored: the leader writes the config topic with "
+                "the transactional id connect-cluster-<group.id>",
+                TRANSACTIONAL_ID,
+                props[TRANSACTIONAL_ID],
+            )
+            props = {k: v for k, v in props.items() if k != TRANSACTIONAL_ID}
         check_known_keys(props, definition)
         super().__init__(definition, props)
 
