@@ -155,3 +155,63 @@ def test_producers_fence_cli_errors_are_one_line(tmp_path) -> None:  # type: ign
     assert out.stderr.startswith(f"error: --command-config {bad}: ") and out.stderr.count("\n") == 1
     out = cli("producers", "fence")
     assert out.returncode == 2  # a transactional id is required
+
+
+def test_fence_producers_attempts_every_id_and_names_each_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """As Kafka's ``FenceProducersResult``: one outcome per id. A principal allowed to
+    fence ``ok-*`` but not ``denied`` fences both ``ok`` ids and names ``denied``."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from oncelog.client.admin import FenceProducersError
+
+    from .security import PLAIN_USERS, confluent_sasl, plain_jaas
+
+    settings = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "transaction.state.log.num.partitions": "4",
+    }
+    with EmbeddedBroker(tmp_path / "data", settings=settings) as broker:
+        bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
+        admin = AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                **confluent_sasl("SASL_PLAINTEXT", "PLAIN", "admin", PLAIN_USERS["admin"]),
+            }
+        )
+        acls = [
+            AclBinding(ResourceType.TRANSACTIONAL_ID, "ok-", ResourcePatternType.PREFIXED, "User:bob",
+                       "*", op, AclPermissionType.ALLOW)
+            for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+        ]  # fmt: skip
+        for future in admin.create_acls(acls).values():
+            future.result(15)
+        bob = ClientConfig.of(
+            bootstrap,
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": "bob", "sasl.password": PLAIN_USERS["bob"]},
+        )  # fmt: skip
+        with Admin(bob, policy=RetryPolicy(deadline_s=20.0)) as fencer:
+            with pytest.raises(FenceProducersError) as info:
+                fencer.fence_producers(["ok-2", "denied", "ok-1"])
+        failure = info.value
+        assert sorted(failure.fenced) == ["ok-1", "ok-2"]
+        assert sorted(failure.failed) == ["denied"]
+        assert failure.error_code == ErrorCode.transactional_id_authorization_failed
+        assert "'denied'" in str(failure) and "'ok-1'" not in str(failure)
+        # The ok ids were fenced: their epochs were bumped (0 on creation, 1 now).
+        with Admin(ClientConfig.of(bootstrap, {"security.protocol": "SASL_PLAINTEXT",
+                   "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                   "sasl.password": PLAIN_USERS["admin"]})) as super_admin:  # fmt: skip
+            again = super_admin.fence_producers(["ok-1", "ok-2"])
+        assert {tid: epoch for tid, (_, epoch) in again.items()} == {"ok-1": 1, "ok-2": 1}

@@ -56,6 +56,24 @@ def _source_name(source: Any) -> str:
         return str(source)
 
 
+class FenceProducersError(ClientError):
+    """Some transactional ids could not be fenced (the others were): ``fenced`` and
+    ``failed`` hold every id's outcome, as Kafka's ``FenceProducersResult``."""
+
+    def __init__(
+        self, fenced: dict[str, tuple[int, int]], failed: dict[str, ClientError]
+    ) -> None:
+        first = failed[min(failed)]
+        reasons = "; ".join(f"{tid!r}: {exc}" for tid, exc in sorted(failed.items()))
+        super().__init__(
+            f"fencing producers failed for {len(failed)} transactional id(s): {reasons}",
+            first.error_code,
+            retriable=False,
+        )
+        self.fenced = fenced
+        self.failed = failed
+
+
 class Admin:
     """One lazily created AdminClient; cheap to create, pickle-safe."""
 
@@ -320,13 +338,16 @@ class Admin:
         producer's next transactional call fails with PRODUCER_FENCED) and aborts its open
         transaction. Returns {id: (producer id, new epoch)}.
 
-        NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up again;
-        COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the abort still
-        completing) retry; all within the retry policy's deadline. Any other error
-        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED, ...) raises
-        :class:`ClientError` at once, naming the id."""
+        Every id is attempted, as Kafka's ``FenceProducersResult`` has one result per id:
+        a fatal error for one id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ...) does not stop
+        the others. NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
+        again; COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the abort still
+        completing) retry; all within the retry policy's deadline. If any id failed for
+        good, :class:`FenceProducersError` (a ``ClientError``) carries every id's outcome
+        and names each failed id."""
         pending = sorted(set(transactional_ids))
         done: dict[str, tuple[int, int]] = {}
+        failed: dict[str, ClientError] = {}
         # The coordinator appends the bumped epoch within this timeout (Kafka: the
         # admin client's request timeout).
         timeout = datetime.timedelta(seconds=self.timeout)
@@ -334,9 +355,8 @@ class Admin:
         def once() -> dict[str, tuple[int, int]]:
             protocol = self._protocol_client()
             retry: ClientError | None = None
-            for tid, found in protocol.find_coordinators(
-                [t for t in pending if t not in done]
-            ).items():
+            todo = [t for t in pending if t not in done and t not in failed]
+            for tid, found in protocol.find_coordinators(todo).items():
                 try:
                     if isinstance(found, ErrorCode):
                         raise ClientError(
@@ -345,11 +365,8 @@ class Admin:
                     done[tid] = protocol.init_producer_id_on(found, tid, timeout)
                 except ClientError as exc:
                     if not exc.retriable:
-                        raise ClientError(
-                            f"fencing producers of transactional id {tid!r} failed: {exc}",
-                            exc.error_code,
-                            retriable=False,
-                        ) from exc
+                        failed[tid] = exc
+                        continue
                     retry = exc
             if retry is not None:
                 raise retry
@@ -364,6 +381,10 @@ class Admin:
         if not pending:
             return {}
         self.policy.call(once, on_retry=before_retry)
+        if failed:
+            raise FenceProducersError(
+                {tid: done[tid] for tid in pending if tid in done}, failed
+            )
         return {tid: done[tid] for tid in pending}
 
     def _protocol_client(self) -> ProtocolClient:
