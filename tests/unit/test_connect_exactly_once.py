@@ -307,7 +307,7 @@ def test_poll_boundary_commits_each_batch_with_its_offsets() -> None:
     task = ScriptedTask([[_record(1), _record(2)], [], [_record(3)]])
     loop = _loop(task, sender, "poll", before_first_poll=lambda: hooked.append(str(sender.log)))
     loop.start()
-    assert hooked == ["['init']"]  # the hook runs after init_transactions, before start
+    assert hooked == ["[]", "['init']"]  # before and after init_transactions, before start
     for _ in range(3):
         loop.iterate()
     loop.close()
@@ -457,8 +457,36 @@ def test_a_failing_start_hook_closes_the_producer_before_the_task_starts() -> No
     loop = _loop(task, sender, "poll", before_first_poll=newer_generation)
     with pytest.raises(ConnectException, match="newer set"):
         loop.start()
-    assert sender.log == ["init", "close"]
+    # The check runs before init_transactions too (Kafka's preProducerCheck): a
+    # replaced instance never fences its successor.
+    assert sender.log == ["close"]
     assert task.events == []
+
+
+def test_the_start_check_runs_again_once_the_producer_is_initialized() -> None:
+    sender = MemorySender()
+    task = ScriptedTask([[_record(1)]])
+    calls: list[list[Any]] = []
+
+    def replaced_during_init() -> None:
+        calls.append(list(sender.log))
+        if len(calls) == 2:
+            raise ConnectException("a newer set of task configurations exists")
+
+    loop = _loop(task, sender, "poll", before_first_poll=replaced_during_init)
+    with pytest.raises(ConnectException, match="newer set"):
+        loop.start()
+    assert calls == [[], ["init"]]
+    assert sender.log == ["init", "close"]
+
+
+def test_a_task_stopped_before_its_start_never_initializes_a_producer() -> None:
+    sender = MemorySender()
+    loop = _loop(ScriptedTask([]), sender, "poll")
+    loop.stop()
+    with pytest.raises(ConnectException, match="stopped before its producer started"):
+        loop.start()
+    assert sender.log == ["close"]
 
 
 def test_separate_offsets_clients_target_the_producers_cluster() -> None:

@@ -60,9 +60,7 @@ class FenceProducersError(ClientError):
     """Some transactional ids could not be fenced (the others were): ``fenced`` and
     ``failed`` hold every id's outcome, as Kafka's ``FenceProducersResult``."""
 
-    def __init__(
-        self, fenced: dict[str, tuple[int, int]], failed: dict[str, ClientError]
-    ) -> None:
+    def __init__(self, fenced: dict[str, tuple[int, int]], failed: dict[str, ClientError]) -> None:
         first = failed[min(failed)]
         reasons = "; ".join(f"{tid!r}: {exc}" for tid, exc in sorted(failed.items()))
         super().__init__(
@@ -382,9 +380,7 @@ class Admin:
             return {}
         self.policy.call(once, on_retry=before_retry)
         if failed:
-            raise FenceProducersError(
-                {tid: done[tid] for tid in pending if tid in done}, failed
-            )
+            raise FenceProducersError({tid: done[tid] for tid in pending if tid in done}, failed)
         return {tid: done[tid] for tid in pending}
 
     def _protocol_client(self) -> ProtocolClient:

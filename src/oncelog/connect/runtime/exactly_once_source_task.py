@@ -21,11 +21,13 @@ task) fails the task, with remedies in the message. At shutdown the open transac
 is committed, except with connector-defined boundaries, where it is aborted: only the
 task knows where a transaction may end.
 
-Startup: the producer is created and ``init_transactions`` fences older instances of
-the same transactional id (and completes their last transaction); then
-``before_first_poll`` (the worker's hook for the zombie-fencing checks of KIP-618's
-startup steps 5-7) runs; then the offsets are read to the end (``load_offsets``), and
-the task starts.
+Startup: ``before_first_poll`` (the worker's check that the task is still of the
+latest generation and assigned here) runs, so an instance stopped or replaced meanwhile
+never initializes a producer that would fence its successor (Kafka's
+``preProducerCheck``); ``init_transactions`` fences older instances of the same
+transactional id (and completes their last transaction); the check runs again (KIP-618
+startup steps 6-7, ``postProducerCheck``); then the offsets are read to the end
+(``load_offsets``), and the task starts.
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
         self._open = False
         self._txn_records: list[SourceRecord] = []  # sent or dropped, in order
         self._txn_size = 0  # records sent in the open transaction
+        self._stop_requested = False
         self._txn_meta: dict[int, RecordMetadata | None] = {}
         self._txn_offsets: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
 
@@ -178,7 +181,16 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
 
     def start(self) -> None:
         try:
+            # Kafka's preProducerCheck: an instance that was stopped, revoked or replaced
+            # by a newer generation must not initialize its producer, which would fence
+            # its successor (the same transactional id).
+            if self._stop_requested:
+                raise ConnectException(f"{self.id} was stopped before its producer started")
+            if self.before_first_poll is not None:
+                self.before_first_poll()
             self.txn_sender.init_transactions(self.init_timeout_s)
+            # And the postProducerCheck: still current once the producer has fenced its
+            # predecessors (KIP-618 startup steps 6-7).
             if self.before_first_poll is not None:
                 self.before_first_poll()
             if self.load_offsets is not None:
@@ -194,6 +206,10 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
 
     def context(self) -> WorkerTransactionContext | None:
         return self.transaction_context
+
+    def stop(self) -> None:
+        self._stop_requested = True
+        super().stop()
 
     def final_offset_commit(self, failed: bool) -> bool:
         """Never on the failure path (Kafka's ``finalOffsetCommit``): nothing of the
