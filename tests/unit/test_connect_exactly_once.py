@@ -13,7 +13,11 @@ import pytest
 
 from oncelog.connect.api import SourceRecord, SourceTask
 from oncelog.connect.api.converters import JsonConverter
-from oncelog.connect.api.errors import ConnectException, IllegalWorkerStateException
+from oncelog.connect.api.errors import (
+    ConnectException,
+    IllegalWorkerStateException,
+    ProducerFencedError,
+)
 from oncelog.connect.api.records import RecordMetadata
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.runtime.client_configs import (
@@ -214,6 +218,7 @@ class MemorySender:
         self.log: list[Any] = []
         self.pending: list[tuple[Callable[..., None], int]] = []
         self.fail_commit: str | None = None
+        self.fail_commit_with: Exception | None = None
         self.offset = 0
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None,
@@ -243,6 +248,8 @@ class MemorySender:
             self.log.append(("offset", topic, offset.partition["p"], offset.offset))
 
     def commit_transaction(self, timeout_s: float) -> None:
+        if self.fail_commit_with is not None:
+            raise self.fail_commit_with
         if self.fail_commit:
             raise ConnectException(self.fail_commit)
         self.log.append("commit")
@@ -437,6 +444,20 @@ def test_failed_commit_fails_the_task_with_remedies() -> None:
         loop.iterate()
     assert "timed out" in str(failure.value) and REMEDIES in str(failure.value)
     assert task.events == ["start"]  # no commit_record for an uncommitted transaction
+
+
+def test_a_fenced_commit_fails_the_task_without_the_timeout_remedies() -> None:
+    """Zombie fencing doing its job is no timeout: the trace says a newer instance took
+    over, without the remedies for timed-out transactions."""
+    sender = MemorySender()
+    sender.fail_commit_with = ProducerFencedError("Committing the transaction failed: fenced")
+    task = ScriptedTask([[_record(1)]])
+    loop = _loop(task, sender, "poll")
+    loop.start()
+    with pytest.raises(ProducerFencedError) as failure:
+        loop.iterate()
+    assert "A newer instance of this task took over" in str(failure.value)
+    assert REMEDIES not in str(failure.value)
 
 
 def test_records_to_the_own_offsets_topic_fail_the_task() -> None:

@@ -77,3 +77,8 @@ class ConnectRestException(ConnectException):
 class BadRequestException(ConnectRestException):
     def __init__(self, message: str) -> None:
         super().__init__(400, message)
+
+
+class ProducerFencedError(ConnectException):
+    """Another producer with the same transactional id took over: this one is a zombie
+    (Kafka's ``ProducerFencedException``), e.g. fenced by a round of zombie fencing."""

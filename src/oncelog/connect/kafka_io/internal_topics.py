@@ -20,9 +20,8 @@ from confluent_kafka.admin import ConfigResource
 
 from oncelog.client.admin import Admin
 from oncelog.client.errors import ClientError
-from oncelog.connect.api.errors import ConnectException, RetriableException
+from oncelog.connect.api.errors import ConnectException, ProducerFencedError, RetriableException
 from oncelog.connect.kafka_io.settings import (
-    ProducerFencedError,
     client_config,
     librdkafka,
 )

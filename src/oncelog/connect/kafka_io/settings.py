@@ -17,7 +17,7 @@ from oncelog.client.errors import ClientError
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.reach import check_cluster
 from oncelog.client.security import ClientConfigError
-from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.errors import ConnectException, ProducerFencedError
 from oncelog.connect.runtime.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -114,12 +114,8 @@ def transaction_error(what: str, exc: KafkaException) -> ConnectException:
     error = exc.args[0] if exc.args else None
     code = error.code() if isinstance(error, KafkaError) else None
     if code in FENCED_CODES:
-        return ConnectException(
+        return ProducerFencedError(
             f"{what} failed: the producer was fenced out (a newer instance of this task, or "
             f"a round of zombie fencing, took over its transactional id): {error}"
         )
     return ConnectException(f"{what} failed: {error}")
-
-
-class ProducerFencedError(ConnectException):
-    """Another producer with the same transactional id took over: this one is a zombie."""

@@ -148,6 +148,12 @@ class TransactionalProducerSender(ProducerSender):
             # A fatal producer state (fenced, or its transaction timed out) refuses sends.
             raise transaction_error(f"Sending a record to {topic}", exc) from None
 
+    def flush(self, timeout_s: float) -> int:
+        try:
+            return int(self.producer.flush(timeout_s))
+        except KafkaException as exc:
+            raise transaction_error("Flushing the transaction's records", exc) from None
+
     def begin_transaction(self) -> None:
         try:
             self.producer.begin_transaction()

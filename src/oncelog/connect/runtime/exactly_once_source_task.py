@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from oncelog.connect.api.connector import RecordMetadata, SourceRecord, SourceTask, partition_key
 from oncelog.connect.api.converters import Converter
-from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.api.errors import ConnectException, ProducerFencedError
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.runtime.abstract_source_task import (
     AbstractWorkerSourceTask,
@@ -283,9 +283,18 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
             raise self._send_failed(exc) from exc
 
     def _send_failed(self, exc: ConnectException) -> ConnectException:
-        return ConnectException(
-            f"{self.id}: failed to send a record of its producer transaction: {exc}. {REMEDIES}"
-        )
+        return self._failure("failed to send a record of its producer transaction", exc)
+
+    def _failure(self, what: str, exc: BaseException) -> ConnectException:
+        """The task's failure, with the remedies where they help: not when the producer
+        was fenced out, which is zombie fencing doing its job (a newer instance of the
+        task took over)."""
+        if isinstance(exc, ProducerFencedError):
+            return ProducerFencedError(
+                f"{self.id}: {what}: {exc}. A newer instance of this task took over its "
+                "transactional id; this instance stops."
+            )
+        return ConnectException(f"{self.id}: {what}: {exc}. {REMEDIES}")
 
     def record_sent(self, record: SourceRecord, slot: int, meta: RecordMetadata | None) -> None:
         self._txn_meta[slot] = meta
@@ -353,14 +362,12 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
             if self.sender.flush(_NO_DEADLINE_S):
                 raise ConnectException("records of the transaction are still outstanding")
             if self._send_error is not None:
-                raise self.send_error(self._send_error)
+                raise self._send_error
             self.txn_sender.write(self.offsets_topic, offsets)
             self.txn_sender.commit_transaction(_NO_DEADLINE_S)
-        except ConnectException as exc:
+        except Exception as exc:
             self.metrics.offset_commit_failures += 1
-            raise ConnectException(
-                f"{self.id}: failed to commit its producer transaction: {exc}. {REMEDIES}"
-            ) from exc
+            raise self._failure("failed to commit its producer transaction", exc) from exc
         self.metrics.offset_commits += 1
         self.transactions.record(self._txn_size)
         self.offsets.commit({key: offset for key, (_, offset) in self._txn_offsets.items()})
