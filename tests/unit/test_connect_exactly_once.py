@@ -136,9 +136,19 @@ def test_transaction_context_requests() -> None:
     assert context.take_record_request(a) is None
     assert context.take_batch_request() == "abort"
     assert context.take_batch_request() is None
+    # A conflict fails the task where the loop asks (Kafka), not in the connector's own
+    # call, where the connector could swallow the error.
     context.commit_transaction()
+    context.abort_transaction()
     with pytest.raises(IllegalWorkerStateException, match="both commit and abort"):
-        context.abort_transaction()
+        context.take_batch_request()
+    # Records are matched by equality, as Kafka's sets of records do.
+    context.commit_transaction(SourceRecord.create({"p": 1}, {"o": 1}, "t", 1))
+    assert context.take_record_request(a) == "commit"
+    context.commit_transaction(a)
+    context.abort_transaction(a)
+    with pytest.raises(IllegalWorkerStateException, match="same record against topic/partition t/"):
+        context.take_record_request(a)
 
 
 def test_transaction_sizes() -> None:

@@ -116,18 +116,21 @@ class BasicSinkTaskContext(SinkTaskContext):
 
 
 class WorkerTransactionContext(TransactionContext):
-    """Transaction boundaries a source task requests (``transaction.boundary=connector``).
+    """Transaction boundaries a source task requests (``transaction.boundary=connector``),
+    as Kafka's ``WorkerTransactionContext``.
 
-    A request names a record (commit or abort right after it) or the whole next poll
-    batch. The task loop asks :meth:`take_record_request` after each record and
-    :meth:`take_batch_request` after each batch; asking consumes the request.
+    A request names a record (commit or abort right after it, matched by equality) or
+    the whole next poll batch. The task loop asks :meth:`take_record_request` after each
+    record and :meth:`take_batch_request` after each batch; asking consumes the
+    request. Conflicting requests (commit and abort of one record, or of one batch) are
+    not refused inside the connector's own call, where it could swallow the error:
+    the loop's question raises, and the task fails.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._batch: str | None = None
-        # Keyed by id(), holding the record so the id is not reused while pending.
-        self._records: dict[int, tuple[SourceRecord, str]] = {}
+        self._batch: set[str] = set()
+        self._records: list[tuple[SourceRecord, str]] = []
 
     def commit_transaction(self, record: SourceRecord | None = None) -> None:
         self._request("commit", record)
@@ -138,27 +141,29 @@ class WorkerTransactionContext(TransactionContext):
     def _request(self, what: str, record: SourceRecord | None) -> None:
         with self._lock:
             if record is None:
-                self._batch = _merge(self._batch, what, "the next batch")
+                self._batch.add(what)
             else:
-                previous = self._records.get(id(record))
-                merged = _merge(None if previous is None else previous[1], what, "a record")
-                self._records[id(record)] = (record, merged)
+                self._records.append((record, what))
 
     def take_record_request(self, record: SourceRecord) -> str | None:
         """ "commit", "abort" or None for ``record``."""
         with self._lock:
-            found = self._records.pop(id(record), None)
-            return None if found is None or found[0] is not record else found[1]
+            found = {what for r, what in self._records if r == record}
+            if not found:
+                return None
+            self._records = [(r, what) for r, what in self._records if r != record]
+        return _one(
+            found,
+            f"the same record against topic/partition {record.topic}/{record.kafka_partition}",
+        )
 
     def take_batch_request(self) -> str | None:
         with self._lock:
-            request, self._batch = self._batch, None
-            return request
+            found, self._batch = self._batch, set()
+        return _one(found, "the same batch") if found else None
 
 
-def _merge(previous: str | None, what: str, scope: str) -> str:
-    if previous is not None and previous != what:
-        raise IllegalWorkerStateException(
-            f"Connector requested both commit and abort of the same transaction ({scope})"
-        )
-    return what
+def _one(requests: set[str], scope: str) -> str:
+    if len(requests) > 1:
+        raise IllegalWorkerStateException(f"Connector requested both commit and abort of {scope}")
+    return next(iter(requests))
