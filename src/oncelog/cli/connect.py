@@ -59,7 +59,7 @@ def standalone(
     """Run a standalone worker, as Kafka's connect-standalone: the connectors given,
     offsets in offset.storage.file.filename, the same REST API; prints one ready line."""
     from oncelog.connect.api.errors import ConnectException
-    from oncelog.connect.runtime.worker_config import StandaloneConfig
+    from oncelog.connect.runtime.standalone_config import StandaloneConfig
     from oncelog.connect.standalone_process import run_standalone
 
     configure_logging(log_level, log_format)

@@ -37,12 +37,12 @@ from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.standalone_config import StandaloneConfig
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
     TASK_SHUTDOWN_TIMEOUT_MS,
     TOPIC_TRACKING_ALLOW_RESET,
     TOPIC_TRACKING_ENABLE,
-    StandaloneConfig,
     read_properties,
 )
 from oncelog.connect.standalone.herder import StandaloneHerder
