@@ -3,6 +3,7 @@ their full Python path (``tests.integration.connect.eos_connectors.<Class>``).""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from oncelog.connect.api import (
@@ -151,3 +152,78 @@ class BatchCommitSourceConnector(VerifiableSourceConnector):
         self, config: Mapping[str, str]
     ) -> ConnectorTransactionBoundaries:
         return ConnectorTransactionBoundaries.SUPPORTED
+
+
+class StripedSourceTask(SourceTask):
+    """Emits ``streams`` numbered streams striped over the tasks: task ``i`` of ``n`` owns
+    the streams ``s`` with ``s % n == i``, so changing the task count moves streams between
+    tasks, and a zombie of the old generation writes streams a new task owns now (what
+    KIP-618's generational fencing is for). Each poll returns one record per owned stream;
+    the offset of stream ``s`` is ``{"seqno": k}``."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+
+    def version(self) -> str:
+        return "1"
+
+    def start(self, config: dict[str, str]) -> None:
+        self.topic = config["topic"]
+        self.task = int(config["task"])
+        self.pause_s = 1 / int(config["polls.per.second"])
+        self.streams = [
+            s for s in range(int(config["streams"])) if s % int(config["tasks"]) == self.task
+        ]
+        reader = self.context.offset_storage_reader()
+        self.next = {}
+        for stream in self.streams:
+            offset = reader.offset({"stream": stream})
+            self.next[stream] = 0 if offset is None else int(offset["seqno"]) + 1
+
+    def poll(self) -> list[SourceRecord] | None:
+        if self.stopping.wait(self.pause_s):
+            return None
+        batch = []
+        for stream in self.streams:
+            seqno = self.next[stream]
+            batch.append(
+                SourceRecord.create(
+                    {"stream": stream},
+                    {"seqno": seqno},
+                    self.topic,
+                    {"stream": stream, "seqno": seqno, "task": self.task},
+                )
+            )
+            self.next[stream] = seqno + 1
+        return batch
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class StripedSourceConnector(SourceConnector):
+    def version(self) -> str:
+        return "1"
+
+    def config_def(self) -> ConfigDef:
+        return (
+            ConfigDef()
+            .define("topic", ConfigType.STRING, "striped", None, Importance.HIGH, "Topic.")
+            .define("streams", ConfigType.INT, 6, None, Importance.HIGH, "Stream count.")
+            .define("polls.per.second", ConfigType.INT, 20, None, Importance.LOW, "Rate.")
+        )
+
+    def start(self, config: dict[str, str]) -> None:
+        self.config = {"streams": "6", "polls.per.second": "20", **config}
+
+    def task_class(self) -> type[Task]:
+        return StripedSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [{**self.config, "task": str(i), "tasks": str(max_tasks)} for i in range(max_tasks)]
+
+    def stop(self) -> None:
+        pass
+
+    def exactly_once_support(self, config: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        return ExactlyOnceSupport.SUPPORTED

@@ -13,7 +13,6 @@ take transactional ids that no live task uses."""
 from __future__ import annotations
 
 import json
-import re
 import signal
 import tempfile
 import threading
@@ -33,14 +32,13 @@ from oncelog.connect.storage import config_records
 from oncelog.connect.storage.config_records import SessionKeyRecord
 from oncelog.embedded import EmbeddedBroker
 
-from .workers import WorkerProcess, wait_for, worker_settings
+from .workers import WorkerProcess, leader_and_followers, roles, wait_for, worker_settings
 
 # xdist (make test): one worker runs this module, so its module-scoped fixture starts once.
 pytestmark = pytest.mark.xdist_group("test_exactly_once_fencing")
 
 GROUP = "eosfence"
 CONFIG_TOPIC = f"{GROUP}-configs"
-JOINED = re.compile(r"joined generation (\d+) as (leader|follower)")
 
 
 @pytest.fixture(scope="module")
@@ -115,27 +113,6 @@ def session_key(bootstrap: str) -> bytes:
     key = keys[-1]
     assert isinstance(key, SessionKeyRecord)
     return key.key
-
-
-def roles(workers: list[WorkerProcess]) -> dict[str, tuple[int, str]]:
-    """Each worker's last (generation, role) from its log."""
-    out = {}
-    for worker in workers:
-        found = JOINED.findall(worker.log_path.read_text())
-        if found:
-            out[worker.url] = (int(found[-1][0]), found[-1][1])
-    return out
-
-
-def leader_and_followers(workers: list[WorkerProcess]) -> tuple[WorkerProcess, list[WorkerProcess]]:
-    def settled() -> Any:
-        seen = roles(workers)
-        generations = {g for g, _ in seen.values()}
-        leaders = [w for w in workers if seen.get(w.url, (0, ""))[1] == "leader"]
-        return len(seen) == len(workers) and len(generations) == 1 and len(leaders) == 1 and leaders
-
-    leader = wait_for(settled, 60, "one leader")[0]
-    return leader, [w for w in workers if w is not leader]
 
 
 def put_fence(worker: WorkerProcess, name: str, headers: dict[str, str]) -> tuple[int, Any]:

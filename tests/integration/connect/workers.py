@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+JOINED = re.compile(r"joined generation (\d+) as (leader|follower)")
 READY_PREFIX = "oncelog connect worker ready on "
 REBALANCE = "conflicting operation (e.g. worker rebalance)"
 
@@ -158,3 +160,24 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 30, what: str = "") ->
                 return last
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}: last {last!r}")
+
+
+def roles(workers: list[WorkerProcess]) -> dict[str, tuple[int, str]]:
+    """Each worker's last (generation, role) from its log."""
+    out = {}
+    for worker in workers:
+        found = JOINED.findall(worker.log_path.read_text())
+        if found:
+            out[worker.url] = (int(found[-1][0]), found[-1][1])
+    return out
+
+
+def leader_and_followers(workers: list[WorkerProcess]) -> tuple[WorkerProcess, list[WorkerProcess]]:
+    def settled() -> Any:
+        seen = roles(workers)
+        generations = {g for g, _ in seen.values()}
+        leaders = [w for w in workers if seen.get(w.url, (0, ""))[1] == "leader"]
+        return len(seen) == len(workers) and len(generations) == 1 and len(leaders) == 1 and leaders
+
+    leader = wait_for(settled, 60, "one leader")[0]
+    return leader, [w for w in workers if w is not leader]

@@ -156,8 +156,13 @@ class AbstractWorkerSourceTask(abc.ABC):
         return len(records)
 
     def stop(self) -> None:
-        """Ask the task to stop (from another thread); ``iterate`` returns soon."""
-        self.task.stop()
+        """Ask the task to stop (from another thread); ``iterate`` returns soon. A
+        connector's failing ``stop`` is logged, never raised into the herder that asked
+        (Kafka's ``AbstractWorkerSourceTask.tryStop``)."""
+        try:
+            self.task.stop()
+        except Exception:
+            log.exception("%s: the task failed to stop", self.id)
 
     def close(self, failed: bool = False) -> bool:
         """After the loop ended (``failed``: by an error): the final commit, then the
