@@ -206,3 +206,22 @@ def test_simulated_group_never_duplicates_and_converges(
     running = group.all_running()
     assert running == group.configured
     assert sum(len(w) for w in group.running.values()) == len(group.configured)
+
+
+def test_eager_assignment_deals_connectors_then_tasks_round_robin() -> None:
+    from oncelog.connect.distributed.eager_assignor import eager_assign
+
+    configured = Work.of(
+        ["a", "b"], [ConnectorTaskId("a", 0), ConnectorTaskId("a", 1), ConnectorTaskId("b", 0)]
+    )
+    # Kafka's EagerAssignor: members sorted by id; connectors first, then the tasks,
+    # continuing around the same circle.
+    assert eager_assign(["w2", "w1"], configured) == {
+        "w1": Work.of(["a"], [ConnectorTaskId("a", 0), ConnectorTaskId("b", 0)]),
+        "w2": Work.of(["b"], [ConnectorTaskId("a", 1)]),
+    }
+    assert eager_assign(["w1", "w2", "w3"], Work.of(["a"], [ConnectorTaskId("a", 0)])) == {
+        "w1": Work.of(["a"]),
+        "w2": Work.of([], [ConnectorTaskId("a", 0)]),
+        "w3": Work.of(),
+    }

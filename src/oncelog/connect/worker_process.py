@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import web
 
-from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.distributed import zombie_fencing
 from oncelog.connect.distributed.connect_protocol import ConnectProtocolVersion
 from oncelog.connect.distributed.herder import READ_TIMEOUT_S, Herder
@@ -87,11 +86,6 @@ def build_herder(
         topics["status"][0],
     )
     protocol = ConnectProtocolVersion.from_config(str(config.get(CONNECT_PROTOCOL)))
-    if protocol is ConnectProtocolVersion.EAGER:
-        raise ConnectException(
-            "connect.protocol=eager is not supported: this runtime rebalances incrementally "
-            "(use compatible or sessioned)"
-        )
     group_id = str(config.get(GROUP_ID))
     worker_id = url.split("://", 1)[-1].rstrip("/")
     support = zombie_fencing.exactly_once_source_support(config)

@@ -210,12 +210,12 @@ def _chaos(counts: list[int], protocol: str, seed: int) -> None:
         broker.stop()
 
 
-@pytest.mark.parametrize("protocol", ["sessioned"])
+@pytest.mark.parametrize("protocol", ["sessioned", "eager"])
 def test_zombie_chaos_exactly_once(protocol: str) -> None:
     _chaos([1, 3, 2], protocol, seed=11)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", ["sessioned"])
+@pytest.mark.parametrize("protocol", ["sessioned", "eager"])
 def test_zombie_chaos_six_rounds_exactly_once(protocol: str) -> None:
     _chaos([1, 3, 2, 3, 1, 2], protocol, seed=618)

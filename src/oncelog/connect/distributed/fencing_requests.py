@@ -72,16 +72,22 @@ class FencingRequests:
                 failed.set_exception(exc)
                 return failed
         key = herder.configs.snapshot().session_key
+        signing_key = None if key is None else key.key
+        if (
+            herder.group.current_protocol is ConnectProtocolVersion.SESSIONED
+            and signing_key is None
+        ):
+            signing_key = b""  # no key yet: the leader refuses, and the start is retried
         return internal_requests.request_fencing(
             herder.group.leader_url,
             name,
-            b"" if key is None else key.key,
+            signing_key,
             str(herder.config.get(SIGNATURE_ALGORITHM)),
         )
 
     def check_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:
         herder = self.herder
-        if herder.protocol is not ConnectProtocolVersion.SESSIONED:
+        if herder.group.current_protocol is not ConnectProtocolVersion.SESSIONED:
             return
         key = herder.configs.snapshot().session_key
         refused = request_signing.refusal(

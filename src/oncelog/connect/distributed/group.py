@@ -8,6 +8,10 @@ SyncGroup. The member reads the config topic at least to the assignment's offset
 (giving up after ``worker.sync.timeout.ms``) and then to its end, lets the caller stop
 what was revoked, and takes the rest. A revocation calls for a follow-up round; a delay
 in the assignment schedules one.
+
+Under the eager protocol (configured, or chosen by the group because a member offers
+nothing else) a worker stops everything it runs before it joins, and the assignment is
+its whole share (Kafka's ``WorkerCoordinator.onJoinPrepare``).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class WorkerGroup:
     ) -> None:
         self.member = member
         self.protocol = protocol
+        self.current_protocol = protocol  # the one the group chose in the last round
         self.url = url
         self.config = config
         self.configs = configs
@@ -98,6 +103,9 @@ class WorkerGroup:
     def rebalance(self, stop_revoked: Callable[[Work], None]) -> bool:
         """One round; True once a new assignment is taken (False: another round is due)."""
         self.rebalancing = True
+        if self.current_protocol is ConnectProtocolVersion.EAGER and self.owned:
+            stop_revoked(self.owned)
+            self.owned = EMPTY
         log.info("joining the group (generation %d)", self.member.generation)
         snapshot = self.configs.snapshot()
         current = ConnectAssignment(
@@ -107,12 +115,13 @@ class WorkerGroup:
         result = self.member.join(
             join_protocols(WorkerState(self.url, snapshot.offset, current), self.protocol)
         )
+        self.current_protocol = ConnectProtocolVersion.from_name(result.protocol)
         assignments: dict[str, bytes] | None = None
         if result.is_leader:
             self.configs.read_to_end()
             snapshot = self.configs.snapshot()
             assignments, self.assignor = leader_assignments(
-                ConnectProtocolVersion.from_name(result.protocol),
+                self.current_protocol,
                 result.leader_id,
                 result.members,
                 snapshot.offset,

@@ -4,7 +4,8 @@ assignments, from the members' metadata and the leader's view of the config topi
 - A member that has read the config topic further than the leader gets, like every
   other member, ``CONFIG_MISMATCH``: all rejoin once the leader has caught up.
 - Otherwise ``assignor.assign`` (incremental cooperative) spreads the configured work,
-  starting from what each member reports it runs.
+  starting from what each member reports it runs; under the eager protocol
+  ``eager_assign`` deals all of it anew (every member stopped its work to join).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from oncelog.connect.distributed.connect_protocol import (
     decode_metadata,
     encode_assignment,
 )
+from oncelog.connect.distributed.eager_assignor import eager_assign
 from oncelog.connect.runtime.work import EMPTY, Work
 
 
@@ -43,6 +45,13 @@ def leader_assignments(
             ConnectAssignment(int(version), CONFIG_MISMATCH, leader_id, leader_url, config_offset)
         )
         return dict.fromkeys(states, mismatch), assignor
+    if version is ConnectProtocolVersion.EAGER:
+        return {
+            m: encode_assignment(
+                ConnectAssignment(int(version), 0, leader_id, leader_url, config_offset, work)
+            )
+            for m, work in eager_assign(states, configured).items()
+        }, assignor
     reported = {
         m: ws.assignment.assigned if ws.assignment is not None else EMPTY
         for m, ws in states.items()

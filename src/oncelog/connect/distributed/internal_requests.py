@@ -1,5 +1,6 @@
 """Requests one worker sends another's internal REST endpoints, signed with the
-cluster's session key (``request_signing``): task configs to the leader
+cluster's session key (``request_signing``) under the ``sessioned`` protocol and
+unsigned under the others, which have no session key (as Kafka): task configs to the leader
 (``PUT /connectors/{c}/tasks``) and KIP-618 zombie fencing
 (``PUT /connectors/{c}/fence``)."""
 
@@ -16,13 +17,14 @@ from oncelog.connect.distributed import request_signing
 
 
 def put_signed(
-    url: str, body: bytes, key: bytes, algorithm: str, *, timeout_s: float = 90.0
+    url: str, body: bytes, key: bytes | None, algorithm: str, *, timeout_s: float = 90.0
 ) -> None:
-    """PUT ``body`` to ``url`` signed with ``key``; an error answer raises
+    """PUT ``body`` to ``url`` signed with ``key`` (None: unsigned); an error answer raises
     :class:`ConnectRestException` with its status and message, an unreachable worker
     :class:`ConnectException`."""
     headers = {"Content-Type": "application/json"}
-    headers.update(request_signing.sign(key, body, algorithm))
+    if key is not None:
+        headers.update(request_signing.sign(key, body, algorithm))
     request = urllib.request.Request(url, data=body, headers=headers, method="PUT")
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -39,7 +41,7 @@ def put_signed(
 
 
 def request_fencing(
-    leader_url: str | None, connector: str, key: bytes, algorithm: str
+    leader_url: str | None, connector: str, key: bytes | None, algorithm: str
 ) -> concurrent.futures.Future[None]:
     """Ask the leader for a round of zombie fencing of ``connector`` (KIP-618 startup
     step 2), on a thread of its own; the future fails with the leader's answer."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.distributed import internal_requests
+from oncelog.connect.distributed.connect_protocol import ConnectProtocolVersion
 from oncelog.connect.distributed.task_config_sender import TaskConfigSender
 from oncelog.connect.runtime.worker_connector import task_configs_changed
 
@@ -93,12 +94,15 @@ class TaskReconfiguration:
         herder = self.herder
         key = herder.configs.snapshot().session_key
         leader_url = herder.group.leader_url
-        if leader_url is None or key is None:
-            raise ConnectException("no leader or session key yet")
+        if leader_url is None:
+            raise ConnectException("no leader yet")
+        sessioned = herder.group.current_protocol is ConnectProtocolVersion.SESSIONED
+        if sessioned and key is None:
+            raise ConnectException("no session key yet")
         internal_requests.put_signed(
             f"{leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false",
             json.dumps(configs).encode(),
-            key.key,
+            None if key is None or not sessioned else key.key,
             str(herder.config.get(SIGNATURE_ALGORITHM)),
             timeout_s=30,
         )
