@@ -18,7 +18,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,13 @@ class StandaloneClients(TaskClients):
     def global_offset_copier(self) -> Any:
         return self.file
 
-    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
+    def read_global_offsets(
+        self,
+        connector: str,
+        connector_config: Mapping[str, str],
+        apply: Callable[[LogRecord], None],
+        timeout_s: float,
+    ) -> None:
         raise ConnectException("Exactly-once source support is only available in distributed mode")
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from oncelog.connect.api.connector import partition_key
-from oncelog.connect.api.errors import ConnectRestException
+from oncelog.connect.api.errors import ConnectException, ConnectRestException
 from oncelog.connect.api.target_state import TargetState
 from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.distributed.herder import Herder
@@ -30,6 +30,7 @@ from oncelog.connect.runtime.connector_offsets import (
     source_offsets_json,
 )
 from oncelog.connect.runtime.restart_plan import RestartPlan, restart_plan
+from oncelog.connect.runtime.source_offset_changes import SourceOffsetChanges
 from oncelog.connect.storage.cluster_view import ClusterState
 from oncelog.connect.storage.config_records import (
     LoggerLevelRecord,
@@ -198,6 +199,12 @@ class DistributedOperations:
     def _sink_admin(self) -> SinkOffsetsAdmin:
         return SinkOffsetsAdmin(self.herder.config.shared_client_config())
 
+    def _source_offsets(self) -> SourceOffsetChanges:
+        herder = self.herder
+        return SourceOffsetChanges(
+            herder.config, herder.worker.clients, herder.offsets, READ_TIMEOUT_S
+        )
+
     def connector_offsets(self, name: str) -> concurrent.futures.Future[dict[str, Any]]:
         config = self._config(name)
         if self._is_sink(config):
@@ -207,31 +214,72 @@ class DistributedOperations:
             )
             pool.shutdown(wait=False)
             return future
+        return self._write(
+            lambda: source_offsets_json(self._source_offsets().current(name, config)), Kind.LOCAL
+        )
 
-        def read() -> dict[str, Any]:
-            self.herder.offsets.read_to_end()
-            return source_offsets_json(self.cluster.offsets().connector_offsets(name))
+    def _stopped_config(self, name: str) -> dict[str, str]:
+        config = self._config(name)
+        snapshot = self.herder.configs.snapshot()
+        require_stopped(name, snapshot.target_state(name), snapshot.task_counts.get(name, 0))
+        return config
 
-        return self._write(read, Kind.LOCAL)
+    def _modify_offsets(
+        self, name: str, modify: Callable[[dict[str, str]], bool]
+    ) -> concurrent.futures.Future[bool]:
+        """Kafka's ``DistributedHerder.modifyConnectorOffsets``: on the leader, for a
+        STOPPED connector. A source connector with exactly-once support enabled gets a
+        round of zombie fencing first, then the checks run again (the round is
+        asynchronous) before ``modify``."""
+        done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+
+        def first() -> bool | concurrent.futures.Future[None]:
+            config = self._stopped_config(name)
+            if self._is_sink(config) or not self.herder.config.exactly_once_source_enabled():
+                return modify(config)
+            return self.herder.fence_zombies(name)
+
+        def after_fencing(round_: concurrent.futures.Future[None]) -> None:
+            error = round_.exception()
+            if error is not None:
+                done.set_exception(
+                    ConnectException(
+                        "Failed to perform zombie fencing for source connector prior to "
+                        f"modifying offsets: {error}"
+                    )
+                )
+                return
+            then = self._write(lambda: modify(self._stopped_config(name)), Kind.SETTLED)
+            _forward(then, done)
+
+        def after_first(started: concurrent.futures.Future[Any]) -> None:
+            error = started.exception()
+            if error is not None:
+                done.set_exception(error)
+            elif isinstance(started.result(), bool):
+                done.set_result(started.result())
+            else:
+                started.result().add_done_callback(after_fencing)
+
+        self._after_known(name, lambda: self._write(first, Kind.SETTLED)).add_done_callback(
+            after_first
+        )
+        return done
 
     def alter_connector_offsets(self, name: str, offsets: Any) -> concurrent.futures.Future[bool]:
-        def alter() -> bool:
-            config = self._config(name)
-            require_stopped(name, self.herder.configs.snapshot().target_state(name))
+        def alter(config: dict[str, str]) -> bool:
             connector: Any = self.herder.plugins.connector_class(config["connector.class"])()
             confirmed = bool(connector.alter_offsets(config, offsets))
             if self._is_sink(config):
                 self._sink_admin().alter(f"connect-{name}", offsets)
             else:
-                self.herder.offsets.write(name, offsets)
+                self._source_offsets().write(name, config, offsets)
             return confirmed
 
-        return self._after_known(name, lambda: self._write(alter, Kind.SETTLED))
+        return self._modify_offsets(name, alter)
 
     def reset_connector_offsets(self, name: str) -> concurrent.futures.Future[bool]:
-        def reset() -> bool:
-            config = self._config(name)
-            require_stopped(name, self.herder.configs.snapshot().target_state(name))
+        def reset(config: dict[str, str]) -> bool:
             connector: Any = self.herder.plugins.connector_class(config["connector.class"])()
             if self._is_sink(config):
                 admin = self._sink_admin()
@@ -239,14 +287,13 @@ class DistributedOperations:
                 confirmed = bool(connector.alter_offsets(config, current))
                 admin.delete_group(f"connect-{name}")
                 return confirmed
-            self.herder.offsets.read_to_end()
-            pairs = self.cluster.offsets().connector_offsets(name)
-            erased: Any = {partition_key(p): None for p, _ in pairs}
+            changes = self._source_offsets()
+            erased: Any = {partition_key(p): None for p, _ in changes.current(name, config)}
             confirmed = bool(connector.alter_offsets(config, erased))
-            self.herder.offsets.write(name, erased)
+            changes.write(name, config, erased)
             return confirmed
 
-        return self._after_known(name, lambda: self._write(reset, Kind.SETTLED))
+        return self._modify_offsets(name, reset)
 
     # -- internal endpoints ----------------------------------------------------------------
 
@@ -278,3 +325,9 @@ class DistributedOperations:
 
     def set_cluster_logger_level(self, namespace: str, level: str) -> None:
         self.herder.configs.writer.write_unprivileged([LoggerLevelRecord(namespace, level)])
+
+
+def _forward(source: concurrent.futures.Future[T], target: concurrent.futures.Future[T]) -> None:
+    source.add_done_callback(
+        lambda f: target.set_exception(e) if (e := f.exception()) else target.set_result(f.result())
+    )

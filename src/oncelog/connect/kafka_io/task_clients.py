@@ -367,9 +367,16 @@ class TaskClients:
             TopicWriter(self.worker.shared_client_config(), self.offsets_topic)
         )
 
-    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None:
-        """Read the worker's global offsets topic to its end (KIP-618 semantics)."""
-        config = {**self.worker.shared_client_config(), "isolation.level": "read_committed"}
+    def read_global_offsets(
+        self,
+        connector: str,
+        connector_config: Mapping[str, str],
+        apply: Callable[[LogRecord], None],
+        timeout_s: float,
+    ) -> None:
+        """Read the worker's global offsets topic to its end with the connector's
+        consumer: its principal needs READ on the topic (KIP-618's ACL table)."""
+        config = client_configs.offsets_consumer_config(self.worker, connector, connector_config)
         read_offsets_topic(config, self.offsets_topic, apply, timeout_s)
 
     def separate_offsets(

@@ -22,8 +22,10 @@ KAFKA_PARTITION = "kafka_partition"
 KAFKA_OFFSET = "kafka_offset"
 
 
-def require_stopped(connector: str, state: TargetState | None) -> None:
-    if state is not TargetState.STOPPED:
+def require_stopped(connector: str, state: TargetState | None, task_count: int = 0) -> None:
+    """Offsets change only for a STOPPED connector with no tasks (Kafka's
+    ``DistributedHerder.modifyConnectorOffsetsChecks``)."""
+    if state is not TargetState.STOPPED or task_count != 0:
         raise BadRequestException(
             "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for "
             f"the specified connector by issuing a 'PUT' request to the '/connectors/{connector}/stop' endpoint"

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from oncelog.connect.api.connector import Config, SinkTask, SourceTask, partition_key
+from oncelog.connect.api.connector import Config, SinkTask, SourceTask
 from oncelog.connect.api.converters import Converter, configure_converter
 from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.api.task_id import ConnectorTaskId
@@ -41,9 +41,12 @@ from oncelog.connect.runtime.worker_source_task import (
     OffsetWriter,
     WorkerSourceTask,
 )
-from oncelog.connect.storage.internal_log import LogRecord
-from oncelog.connect.storage.offset_records import decode as decode_offset
-from oncelog.connect.storage.offsets import LayeredOffsetStore, MemoryOffsetStore, OffsetsView
+from oncelog.connect.storage.offsets import (
+    LayeredOffsetStore,
+    MemoryOffsetStore,
+    OffsetsView,
+    offsets_of,
+)
 
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 READ_TIMEOUT_S = 30.0
@@ -200,7 +203,7 @@ class TaskLoops:
         store = LayeredOffsetStore(self.offsets.reader(connector))
         own = self.clients.separate_offsets(connector, topic, connector_config)
         own.ensure()
-        own.read(_offsets_of(connector, store), READ_TIMEOUT_S)
+        own.read(offsets_of(connector, store), READ_TIMEOUT_S)
         return store
 
     def _exactly_once_offsets(
@@ -213,21 +216,7 @@ class TaskLoops:
         if separate:
             return self._source_offsets(connector, topic, separate, connector_config)
         store = MemoryOffsetStore()
-        self.clients.read_global_offsets(_offsets_of(connector, store), READ_TIMEOUT_S)
+        self.clients.read_global_offsets(
+            connector, connector_config, offsets_of(connector, store), READ_TIMEOUT_S
+        )
         return store
-
-
-def _offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
-    """Applies the offsets records of ``connector`` to ``store`` (others are skipped)."""
-
-    def apply(record: LogRecord) -> None:
-        if record.key is None:
-            return
-        try:
-            decoded = decode_offset(record.key, record.value)
-        except ConnectException:
-            return
-        if decoded.connector == connector:
-            store.commit({partition_key(decoded.partition): decoded.offset})
-
-    return apply

@@ -44,7 +44,15 @@ class ClientFactory(Protocol):
 
     def global_offset_copier(self) -> OffsetCopier: ...
 
-    def read_global_offsets(self, apply: Callable[[LogRecord], None], timeout_s: float) -> None: ...
+    def read_global_offsets(
+        self,
+        connector: str,
+        connector_config: Mapping[str, str],
+        apply: Callable[[LogRecord], None],
+        timeout_s: float,
+    ) -> None:
+        """Read the worker's global offsets topic to its end with the connector's
+        consumer (its principal and ``consumer.override.*``), read_committed."""
 
     def separate_offsets(
         self, connector: str, topic: str, connector_config: Mapping[str, str]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from oncelog.connect.api.connector import OffsetStorageReader, partition_key
+from oncelog.connect.api.errors import ConnectException
+from oncelog.connect.storage.internal_log import LogRecord
 from oncelog.connect.storage.offset_records import OffsetRecord
+from oncelog.connect.storage.offset_records import decode as decode_offset_record
 
 
 class MemoryOffsetStore(OffsetStorageReader):
@@ -87,3 +90,19 @@ class LayeredOffsetStore(MemoryOffsetStore):
         merged = self.fallback.offsets(wanted)
         merged.update(super().offsets(wanted))
         return merged
+
+
+def offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
+    """Applies the offsets records of ``connector`` to ``store`` (others are skipped)."""
+
+    def apply(record: LogRecord) -> None:
+        if record.key is None:
+            return
+        try:
+            decoded = decode_offset_record(record.key, record.value)
+        except ConnectException:
+            return
+        if decoded.connector == connector:
+            store.commit({partition_key(decoded.partition): decoded.offset})
+
+    return apply
