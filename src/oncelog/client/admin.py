@@ -336,7 +336,9 @@ class Admin:
         producer's next transactional call fails with PRODUCER_FENCED) and aborts its open
         transaction. Returns {id: (producer id, new epoch)}.
 
-        Every id is attempted, as Kafka's ``FenceProducersResult`` has one result per id:
+        The ids of one coordinator are fenced together (pipelined requests), not one
+        after another. Every id is attempted, as Kafka's ``FenceProducersResult`` has one
+        result per id:
         a fatal error for one id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ...) does not stop
         the others. NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
         again; COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the abort still
@@ -354,18 +356,24 @@ class Admin:
             protocol = self._protocol_client()
             retry: ClientError | None = None
             todo = [t for t in pending if t not in done and t not in failed]
+            outcomes: dict[str, tuple[int, int] | ClientError] = {}
+            by_node: dict[int, list[str]] = {}
             for tid, found in protocol.find_coordinators(todo).items():
-                try:
-                    if isinstance(found, ErrorCode):
-                        raise ClientError(
-                            f"fencing {tid!r}: no coordinator: {found.name.upper()}", found
-                        )
-                    done[tid] = protocol.init_producer_id_on(found, tid, timeout)
-                except ClientError as exc:
-                    if not exc.retriable:
-                        failed[tid] = exc
-                        continue
-                    retry = exc
+                if isinstance(found, ErrorCode):
+                    outcomes[tid] = ClientError(
+                        f"fencing {tid!r}: no coordinator: {found.name.upper()}", found
+                    )
+                else:
+                    by_node.setdefault(found, []).append(tid)
+            for node, tids in by_node.items():
+                outcomes.update(protocol.init_producer_ids_on(node, tids, timeout))
+            for tid, outcome in outcomes.items():
+                if not isinstance(outcome, ClientError):
+                    done[tid] = outcome
+                elif not outcome.retriable:
+                    failed[tid] = outcome
+                else:
+                    retry = outcome
             if retry is not None:
                 raise retry
             return done

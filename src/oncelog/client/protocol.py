@@ -13,7 +13,7 @@ retry with :class:`oncelog.client.retry.RetryPolicy` (see :mod:`oncelog.client.t
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -363,11 +363,35 @@ class ProtocolClient:
             self.coordinator(transactional_id), transactional_id, transaction_timeout
         )
 
-    def init_producer_id_on(
-        self, node_id: int, transactional_id: str, transaction_timeout: datetime.timedelta
-    ) -> tuple[int, int]:
-        """:meth:`init_producer_id` at a coordinator already found (``find_coordinators``)."""
-        return self._init_producer_id(self.node(node_id), transactional_id, transaction_timeout)
+    def init_producer_ids_on(
+        self,
+        node_id: int,
+        transactional_ids: Sequence[str],
+        transaction_timeout: datetime.timedelta,
+    ) -> dict[str, tuple[int, int] | ClientError]:
+        """InitProducerId for many ids at one coordinator, pipelined (all requests sent,
+        then the answers read in order): one round trip rather than one per id, as
+        Kafka's admin client sends them without waiting for each other."""
+        coordinator = self.node(node_id)
+        sent = []
+        for tid in transactional_ids:
+            request = ip.InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout=transaction_timeout,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            sent.append((tid, request, coordinator.send(request)))
+        out: dict[str, tuple[int, int] | ClientError] = {}
+        for tid, request, correlation_id in sent:
+            resp = coordinator.receive(request, correlation_id)
+            try:
+                check(resp.error_code, f"InitProducerId of {tid!r}")
+            except ClientError as exc:
+                out[tid] = exc
+                continue
+            out[tid] = (int(resp.producer_id), int(resp.producer_epoch))
+        return out
 
     def _init_producer_id(
         self,

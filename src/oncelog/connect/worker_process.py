@@ -94,7 +94,9 @@ def build_herder(
         leader_id = zombie_fencing.leader_transactional_id(group_id)
         privileged = lambda: TransactionalTopicWriter(shared, config_topic, leader_id)  # noqa: E731
     configs = ConfigStore(
-        TopicLogConsumer(shared),
+        # Kafka's KafkaConfigBackingStore reads read_committed only with exactly-once
+        # support enabled (a preparing leader already writes transactionally).
+        TopicLogConsumer(shared, read_committed=config.exactly_once_source_enabled()),
         config_topic,
         cluster,
         TopicWriter(shared, config_topic),

@@ -484,3 +484,51 @@ def test_failed_fencing_fails_the_tasks_with_the_error(cluster) -> None:
         "count 3",
     ]
     assert leader.call("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def test_fence_endpoint_refuses_sinks_and_answers_503_before_a_session_key(
+    cluster, tmp_path: Path
+) -> None:
+    broker, workers = cluster
+    leader, (follower,) = leader_and_followers(workers)
+    config = {"connector.class": "VerifiableSink", "topics": "eos-sink-in", "tasks.max": "1"}
+    assert leader.call("POST", "/connectors", {"name": "a-sink", "config": config})[0] == 201
+    signed = request_signing.sign(session_key(broker.bootstrap), b"")
+    for worker in (leader, follower):  # the follower forwards to the leader
+        assert put_fence(worker, "a-sink", signed) == (
+            400,
+            {"error_code": 400, "message": "Connector a-sink is not a source connector"},
+        )
+    assert leader.call("DELETE", "/connectors/a-sink")[0] == 204
+
+    # A worker whose group is held by a consumer group cannot join, so it never reads a
+    # session key: its REST API serves, and internal requests get 503.
+    holder = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "held"})
+    holder.subscribe([CONFIG_TOPIC])
+    wait_for(lambda: holder.poll(0.2) is None and holder.assignment(), 30, "the group held")
+    starting = WorkerProcess(
+        worker_settings(broker.bootstrap, "held", **{"exactly.once.source.support": "enabled"}),
+        tmp_path / "starting.log",
+    )
+    try:
+        starting.start(wait_ready=False)
+
+        def answer() -> tuple[int, Any] | None:
+            try:
+                return put_fence(starting, "any", signed)
+            except OSError:
+                return None  # not listening yet
+
+        status, body = wait_for(answer, 60, "the REST listener")
+        assert (status, body) == (
+            503,
+            {
+                "error_code": 503,
+                "message": "This worker is still starting up and has not been able to read "
+                "a session key from the config topic yet",
+            },
+        )
+        assert not starting.ready.is_set()
+    finally:
+        starting.kill()
+        holder.close()

@@ -163,12 +163,18 @@ class TopicLogConsumer:
     """``internal_log.LogConsumer``: assigned partitions, no group offsets; aborted writes of a
     fenced leader are never applied.
 
-    It reads read_committed. Its end offsets are the last stable offsets, or with
+    It reads read_committed (unless told otherwise). Its end offsets are the last stable offsets, or with
     ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
     listed read_uncommitted, then consumed read_committed until reached, so a transaction
     still open at the start of the read is waited for rather than skipped)."""
 
-    def __init__(self, config: Mapping[str, Any], *, high_watermark_ends: bool = False) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        high_watermark_ends: bool = False,
+        read_committed: bool = True,
+    ) -> None:
         self._lister: Consumer | None = None
         if high_watermark_ends:
             self._lister = Consumer(
@@ -187,7 +193,7 @@ class TopicLogConsumer:
                 "enable.partition.eof": False,
                 # Offsets written by exactly-once tasks, and config records of a
                 # transactional leader, count only once their transaction commits.
-                "isolation.level": "read_committed",
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
                 # Listing end offsets waits behind a long-polling fetch on the same connection.
                 "fetch.wait.max.ms": 100,
             }

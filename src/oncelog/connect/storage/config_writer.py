@@ -12,7 +12,9 @@ what the topic holds. With ``exactly.once.source.support`` ``preparing`` or ``en
   a task-count record after task configs a newer leader wrote: its write raises
   :class:`PrivilegedWriteError`, the writer lets go of its producer, and the herder
   rejoins the group (and claims again if it still leads);
-- readers use read_committed, so an aborted write is never applied.
+- with support ``enabled``, readers use read_committed, so an aborted write is never
+  applied (with ``preparing`` they read uncommitted, as Kafka's
+  ``KafkaConfigBackingStore``: the cluster is still mixed).
 
 Without exactly-once support the leader writes with a plain idempotent producer, as
 before.
