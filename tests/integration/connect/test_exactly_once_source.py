@@ -364,6 +364,18 @@ def test_connector_boundary_fibonacci_aborts_even_sizes(cluster) -> None:
     assert metrics["transaction-size-min"] == 0
     assert metrics["transaction-size-max"] == 89
     assert metrics["transaction-size-avg"] == sum(committed_sizes) / done[0]
+    # The same figures on the worker's Prometheus endpoint.
+    from ..metrics_scrape import scrape, value
+
+    samples = scrape(eos.url)
+    fib = {"connector": "fib", "task": "0"}
+    assert value(samples, "oncelog_connect_source_transaction_size_min", **fib) == 0
+    assert value(samples, "oncelog_connect_source_transaction_size_max", **fib) == 89
+    assert value(samples, "oncelog_connect_source_transaction_size_avg", **fib) == (
+        sum(committed_sizes) / done[0]
+    )
+    assert value(samples, "oncelog_connect_source_transactions_committed_total", **fib) == 12
+    assert value(samples, "oncelog_connect_source_transactions_aborted_total", **fib) == 4
     visible = _visible(broker.bootstrap, topic)
     assert all(r["size"] % 2 == 1 for r in visible), "an aborted record is visible"
     expected = [(txn, size) for txn, size in enumerate(sizes) if size % 2 for _ in range(size)]

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from oncelog.connect.api.task_id import ConnectorTaskId
 from oncelog.connect.runtime.abstract_source_task import SourceTaskMetrics
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.storage.status_state import StatusState
@@ -47,6 +48,17 @@ SINK_COUNTERS = {
     ),
     "retries": ("retries", "task-error-metrics total-retries"),
     "commits": ("offset_commits", "connector-task-metrics offset-commit-completion-total"),
+}
+
+# Exactly-once source tasks (KIP-618): Worker.task_metrics key -> (metric, Kafka attribute).
+TRANSACTION_GAUGES = {
+    "transaction-size-min": ("source_transaction_size_min", "transaction-size-min"),
+    "transaction-size-max": ("source_transaction_size_max", "transaction-size-max"),
+    "transaction-size-avg": ("source_transaction_size_avg", "transaction-size-avg"),
+}
+TRANSACTION_COUNTERS = {
+    "transactions-committed": ("source_transactions_committed", "committed transactions"),
+    "transactions-aborted": ("source_transactions_aborted", "aborted transactions"),
 }
 
 
@@ -91,6 +103,7 @@ class ConnectCollector(Collector):
                     )
                 family.add_metric(labels, getattr(counters, field.name))
         yield from families.values()
+        yield from self._transactions([task_id for task_id, _ in tasks])
         status = self._cluster.statuses()
         connectors = GaugeMetricFamily(
             PREFIX + "connector_status",
@@ -110,6 +123,38 @@ class ConnectCollector(Collector):
         for (name, index), t in sorted(status.tasks.items()):
             task_status.add_metric([name, str(index), t.state.value], 1)
         yield task_status
+
+    def _transactions(self, tasks: list[ConnectorTaskId]) -> Iterator[Metric]:
+        """Per exactly-once source task, its transaction sizes (records per committed
+        transaction, an abort counting as 0: Kafka's ``source-task-metrics``) and its
+        committed and aborted transactions; sizes are absent before the first commit."""
+        labels = ["connector", "task"]
+        gauges = {
+            key: GaugeMetricFamily(
+                PREFIX + name, f"Records per transaction. Kafka: source-task-metrics {kafka}.",
+                labels=labels,
+            )
+            for key, (name, kafka) in TRANSACTION_GAUGES.items()
+        }  # fmt: skip
+        counters = {
+            key: CounterMetricFamily(
+                PREFIX + name, f"Exactly-once source task: {kafka} since it started here.",
+                labels=labels,
+            )
+            for key, (name, kafka) in TRANSACTION_COUNTERS.items()
+        }  # fmt: skip
+        for task_id in tasks:
+            metrics = self._worker.task_metrics(task_id)
+            if not metrics or "transactions-committed" not in metrics:
+                continue  # not an exactly-once source task
+            values = [task_id.connector, str(task_id.task)]
+            for key, family in gauges.items():
+                if metrics.get(key) is not None:
+                    family.add_metric(values, metrics[key])
+            for key, counter in counters.items():
+                counter.add_metric(values, metrics.get(key) or 0)
+        yield from gauges.values()
+        yield from counters.values()
 
 
 def add_metrics_route(app: web.Application, worker: Worker, cluster: StatusSource) -> None:
