@@ -95,6 +95,16 @@ def test_offsets_topic_explicit_implicit_and_global() -> None:
     assert offsets_topic(enabled, {**other, "offsets.storage.topic": "o"}) == OffsetsTopic(
         "o", True
     )
+    # A worker-level producer.bootstrap.servers is another cluster as well (Kafka's
+    # Worker.sameOffsetTopicAsWorker looks at the effective producer config); the
+    # connector's override wins over it.
+    elsewhere = _worker(
+        **{"exactly.once.source.support": "enabled", "producer.bootstrap.servers": "x:9092"}
+    )
+    assert offsets_topic(elsewhere, {}) == OffsetsTopic("o", True)
+    assert offsets_topic(elsewhere, same) == OffsetsTopic("o", False)
+    assert offsets_consumer_config(elsewhere, "c", {})["bootstrap.servers"] == "x:9092"
+    assert offsets_consumer_config(enabled, "c", {})["bootstrap.servers"] == "a:9092,b:9092"
 
 
 def test_producer_and_consumer_settings_are_forced(caplog: pytest.LogCaptureFixture) -> None:

@@ -141,11 +141,25 @@ def exactly_once_producer_config(
     return config
 
 
+def producer_bootstrap_servers(
+    worker: WorkerConfig, connector_config: Mapping[str, str]
+) -> str | None:
+    """The cluster a connector's producer writes to, when not the worker's: the
+    connector's ``producer.override.bootstrap.servers``, else the worker's
+    ``producer.bootstrap.servers`` (Kafka's ``Worker.sameOffsetTopicAsWorker`` looks at
+    the effective producer config)."""
+    override = connector_config.get(PRODUCER_OVERRIDE + "bootstrap.servers")
+    if override:
+        return override
+    worker_level = worker.originals_with_prefix("producer.").get("bootstrap.servers")
+    return str(worker_level) if worker_level else None
+
+
 def _producer_cluster(
-    connector_config: Mapping[str, str], config: dict[str, str]
+    worker: WorkerConfig, connector_config: Mapping[str, str], config: dict[str, str]
 ) -> dict[str, str]:
     # A separate offsets topic lives on the cluster the connector's producer writes to.
-    producer = connector_config.get(PRODUCER_OVERRIDE + "bootstrap.servers")
+    producer = producer_bootstrap_servers(worker, connector_config)
     if producer:
         config["bootstrap.servers"] = producer
     return config
@@ -156,7 +170,7 @@ def offsets_admin_config(
 ) -> dict[str, str]:
     """The admin client creating a connector's separate offsets topic."""
     return _producer_cluster(
-        connector_config, connector_admin_config(worker, connector, connector_config)
+        worker, connector_config, connector_admin_config(worker, connector, connector_config)
     )
 
 
@@ -175,4 +189,4 @@ def offsets_consumer_config(
         config.pop(key, None)
     _forced(config, "isolation.level", "read_committed", user,
             "offsets are read with read_committed")  # fmt: skip
-    return _producer_cluster(connector_config, config)
+    return _producer_cluster(worker, connector_config, config)

@@ -3,7 +3,8 @@
 - ``offsets.storage.topic`` in the connector config: that topic, on the cluster the
   connector's producer writes to, whatever the worker's exactly-once setting;
 - else, with exactly-once enabled, a connector whose producer targets another cluster
-  (``producer.override.bootstrap.servers`` differs from the worker's) uses a topic named
+  (the connector's ``producer.override.bootstrap.servers``, or else the worker's
+  ``producer.bootstrap.servers``, differs from the worker's) uses a topic named
   like the worker's global offsets topic on that cluster ("implicit usage");
 - else the worker's global offsets topic.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oncelog.connect.runtime.client_configs import PRODUCER_OVERRIDE
+from oncelog.connect.runtime.client_configs import producer_bootstrap_servers
 from oncelog.connect.runtime.connector_config import OFFSETS_STORAGE_TOPIC
 from oncelog.connect.runtime.worker_config import BOOTSTRAP_SERVERS, OFFSET_TOPIC, WorkerConfig
 
@@ -45,7 +46,7 @@ def offsets_topic(worker: WorkerConfig, connector_config: Mapping[str, str]) -> 
 
 
 def _other_cluster(worker: WorkerConfig, connector_config: Mapping[str, str]) -> bool:
-    override = connector_config.get(PRODUCER_OVERRIDE + BOOTSTRAP_SERVERS)
-    if not override:
+    producer = producer_bootstrap_servers(worker, connector_config)
+    if not producer:
         return False
-    return _servers(override) != _servers(",".join(worker.get_list(BOOTSTRAP_SERVERS)))
+    return _servers(producer) != _servers(",".join(worker.get_list(BOOTSTRAP_SERVERS)))
