@@ -1,7 +1,11 @@
 """An exactly-once source connector on a broker with an authorizer: the worker
 principal (alice) and the connector principal (bob, through ``producer.override.*``,
 ``consumer.override.*`` and ``admin.override.*``) hold exactly the ACLs docs/connect.md
-lists, and records arrive; without bob's TransactionalId grant the task fails."""
+lists, and records arrive; without bob's TransactionalId grant the task fails.
+
+Zombie fencing runs with the connector's admin principal (carol in the second test):
+without her TransactionalId grants a new task generation fails with a message that
+says what to grant; with them it runs."""
 
 from __future__ import annotations
 
@@ -29,8 +33,21 @@ GROUP = "acl"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
+USERS = {**PLAIN_USERS, "carol": "carol-secret"}
+BROKER_SETTINGS = {
+    "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(USERS),
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "transaction.state.log.num.partitions": "4",
+    "offsets.topic.num.partitions": "4",
+}
+SECURITY = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+
+
 def _jaas(user: str) -> str:
-    return f'{PLAIN} required username="{user}" password="{PLAIN_USERS[user]}";'
+    return f'{PLAIN} required username="{user}" password="{USERS[user]}";'
 
 
 def _allow(
@@ -79,16 +96,7 @@ def _connector_acls(with_transactional_id: bool) -> list[AclBinding]:
 
 
 def test_exactly_once_connector_with_the_documented_acls(tmp_path: Path) -> None:
-    settings = {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "transaction.state.log.num.partitions": "4",
-        "offsets.topic.num.partitions": "4",
-    }
-    with EmbeddedBroker(tmp_path / "data", settings=settings) as broker:
+    with EmbeddedBroker(tmp_path / "data", settings=BROKER_SETTINGS) as broker:
         bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
         admin = AdminClient(
             {
@@ -167,5 +175,82 @@ def test_exactly_once_connector_with_the_documented_acls(tmp_path: Path) -> None
                 "Transactional Id authorization failed" in trace
                 or "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in trace
             ), trace
+        finally:
+            worker.kill()
+
+
+def _states(worker: WorkerProcess) -> list[tuple[str, str]]:
+    return [(t["state"], t.get("trace", "")) for t in worker.get("/connectors/v/status")["tasks"]]
+
+
+def test_zombie_fencing_needs_the_connector_admin_principals_grant(tmp_path: Path) -> None:
+    with EmbeddedBroker(tmp_path / "data", settings=BROKER_SETTINGS) as broker:
+        bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
+        admin = AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                **confluent_sasl("SASL_PLAINTEXT", "PLAIN", "admin", PLAIN_USERS["admin"]),
+            }
+        )
+        admin.create_topics([NewTopic("acl-out", 1, 1)])["acl-out"].result(15)
+        for future in admin.create_acls([*_worker_acls(), *_connector_acls(True)]).values():
+            future.result(15)
+        worker = WorkerProcess(
+            worker_settings(
+                bootstrap,
+                GROUP,
+                **SECURITY,
+                **{"sasl.jaas.config": _jaas("alice"), "exactly.once.source.support": "enabled"},
+            ),
+            tmp_path / "worker.log",
+        ).start()
+        try:
+            connector = {
+                "connector.class": "VerifiableSource",
+                "topic": "acl-out",
+                "throughput": "100",
+                "tasks.max": "2",
+                "exactly.once.support": "required",
+                "producer.override.sasl.jaas.config": _jaas("bob"),
+                "consumer.override.sasl.jaas.config": _jaas("bob"),
+                "admin.override.sasl.jaas.config": _jaas("carol"),
+            }
+            status, body = worker.call("POST", "/connectors", {"name": "v", "config": connector})
+            assert status == 201, body
+            # The first generation fences nothing (no task-count record yet): it runs.
+            wait_for(lambda: [s for s, _ in _states(worker)] == ["RUNNING"] * 2, 60, "running")
+
+            # A new generation: the leader fences v-0 and v-1 first, with carol.
+            connector["tasks.max"] = "3"
+            assert worker.call("PUT", "/connectors/v/config", connector)[0] == 200
+            states = wait_for(
+                lambda: (
+                    (s := _states(worker))
+                    and len(s) == 3
+                    and all(x == "FAILED" for x, _ in s)
+                    and s
+                ),
+                90,
+                "the new generation failed",
+            )
+            for _, trace in states:
+                assert "Failed to fence out producers ['acl-v-0', 'acl-v-1']" in trace, trace
+                assert (
+                    "grant it Write and Describe on the TransactionalId resources "
+                    "['acl-v-0', 'acl-v-1']" in trace
+                ), trace
+
+            # With the documented grant, the same generation starts.
+            grants = [
+                _allow("User:carol", ResourceType.TRANSACTIONAL_ID, f"{GROUP}-v", op, True)
+                for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+            ]
+            for future in admin.create_acls(grants).values():
+                future.result(15)
+            status, _ = worker.call(
+                "POST", "/connectors/v/restart?includeTasks=true&onlyFailed=true"
+            )
+            assert status in (202, 204), status
+            wait_for(lambda: [s for s, _ in _states(worker)] == ["RUNNING"] * 3, 90, "running")
         finally:
             worker.kill()

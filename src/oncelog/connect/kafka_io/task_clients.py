@@ -19,6 +19,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from kio.schema.errors import ErrorCode
 
 from oncelog.client.admin import Admin
 from oncelog.client.errors import AuthenticationError, ClientError
@@ -246,8 +247,23 @@ class ProducerFencer:
             try:
                 admin.fence_producers(transactional_ids)
             except ClientError as exc:
+                failed = getattr(exc, "failed", None) or {t: exc for t in transactional_ids}
+                denied = sorted(
+                    t
+                    for t, e in failed.items()
+                    if e.error_code is ErrorCode.transactional_id_authorization_failed
+                )
+                remedy = ""
+                if denied:
+                    # KIP-618: the failure names how to fix it.
+                    remedy = (
+                        ". The connector's admin principal (its admin.override.* settings, "
+                        "else the worker's admin.* settings) may not fence these producers: "
+                        f"grant it Write and Describe on the TransactionalId resources {denied}"
+                        " (or on the prefix they share)"
+                    )
                 raise ConnectException(
-                    f"Failed to fence out producers {sorted(transactional_ids)}: {exc}"
+                    f"Failed to fence out producers {sorted(transactional_ids)}: {exc}{remedy}"
                 ) from None
 
 
