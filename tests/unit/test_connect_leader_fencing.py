@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from oncelog.connect.api.errors import ConnectRestException
+from oncelog.connect.distributed.errors import NotLeaderError
 from oncelog.connect.distributed.leader_fencing import LeaderFencing
 from oncelog.connect.storage.config_records import (
     ConfigRecord,
@@ -30,6 +31,7 @@ class Cluster:
         self.fenced: list[tuple[str, ...]] = []
         self.release = threading.Event()
         self.release.set()
+        self.leading = True
         for record in records:
             self.append(record)
 
@@ -57,8 +59,12 @@ class Cluster:
             lambda name, count: self.append(TaskCountRecord(name, count)),
             self.on_herder,
             self.fence,
-            lambda: None,
+            self.still_leader,
         )
+
+    def still_leader(self) -> None:
+        if not self.leading:
+            raise NotLeaderError("http://new-leader:8083/")
 
     def history(self) -> tuple[dict[str, int], frozenset[str]]:
         snapshot = self.state.snapshot()
@@ -134,4 +140,20 @@ def test_a_newer_generation_read_before_recording_fails_the_round() -> None:
         409,
         "Fencing failed because new task configurations were generated for the connector",
     )
+    assert cluster.history() == ({"src": 2}, frozenset({"src"}))
+
+
+def test_a_leader_demoted_during_the_round_writes_no_record() -> None:
+    cluster = Cluster(
+        ConnectorConfigRecord("src", CONFIG), *_tasks(2), TaskCountRecord("src", 2), *_tasks(3)
+    )
+    leader = cluster.leader()
+    cluster.release.clear()
+    round_ = leader.fence_zombies("src", CONFIG)
+    cluster.leading = False  # another worker leads by the time the fencing is done
+    cluster.release.set()
+    with pytest.raises(NotLeaderError):
+        round_.result(5)
+    # Fenced, but no task-count record: the new leader runs its own round.
+    assert cluster.fenced == [("g-src-0", "g-src-1")]
     assert cluster.history() == ({"src": 2}, frozenset({"src"}))
