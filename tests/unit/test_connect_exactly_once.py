@@ -77,6 +77,14 @@ def test_layered_offsets_follow_the_seed_example() -> None:
     }
     # Commits go to the connector's layer only.
     assert global_store.offset({"subreddit": "grilledcheese"}) is None
+    # A tombstone in the connector's own topic (a reset) hides the global offset, even
+    # when a late copy reaches the global topic afterwards.
+    layered.commit({(("subreddit", "apachekafka"),): None})
+    global_store.commit({(("subreddit", "apachekafka"),): {"timestamp": "4762"}})
+    assert layered.offset({"subreddit": "apachekafka"}) is None
+    assert (("subreddit", "apachekafka"),) not in layered.merged()
+    layered.commit({(("subreddit", "apachekafka"),): {"timestamp": "1"}})
+    assert layered.offset({"subreddit": "apachekafka"}) == {"timestamp": "1"}
 
 
 def test_offsets_topic_explicit_implicit_and_global() -> None:

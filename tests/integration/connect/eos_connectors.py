@@ -227,3 +227,45 @@ class StripedSourceConnector(SourceConnector):
 
     def exactly_once_support(self, config: Mapping[str, str]) -> ExactlyOnceSupport | None:
         return ExactlyOnceSupport.SUPPORTED
+
+
+class MidBatchTask(SourceTask):
+    """Polls batches of ``batch`` records with seqnos from its offset; the record whose
+    seqno is ``fail.at`` carries a value no converter can write (a set), so the task
+    fails in the middle of that batch, after the records before it were sent."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+
+    def version(self) -> str:
+        return "1"
+
+    def start(self, config: dict[str, str]) -> None:
+        self.topic = config["topic"]
+        self.batch = int(config.get("batch", "5"))
+        self.fail_at = int(config.get("fail.at", "-1"))
+        offset = self.context.offset_storage_reader().offset({"mid": 0})
+        self.seqno = 0 if offset is None else int(offset["seqno"]) + 1
+
+    def poll(self) -> list[SourceRecord] | None:
+        if self.stopping.wait(0.05):
+            return None
+        batch = []
+        for _ in range(self.batch):
+            value: object = {"seqno": self.seqno}
+            if self.seqno == self.fail_at:
+                value = {"seqno", "not JSON"}
+            batch.append(SourceRecord.create({"mid": 0}, {"seqno": self.seqno}, self.topic, value))
+            self.seqno += 1
+        return batch
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class MidBatchConnector(_Base):
+    def task_class(self) -> type[Task]:
+        return MidBatchTask
+
+    def exactly_once_support(self, config: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        return ExactlyOnceSupport.SUPPORTED

@@ -436,3 +436,40 @@ def test_timed_out_transaction_fails_the_task_with_remedies(tmp_path: Path) -> N
             assert _visible(broker.bootstrap, topic) == []  # nothing was committed
         finally:
             worker.kill()
+
+
+def test_a_task_failing_mid_batch_commits_nothing_of_it(cluster) -> None:
+    """KIP-618 (Kafka's ``finalOffsetCommit``): a task that fails in the middle of a
+    poll batch commits nothing of it, neither records nor offsets; restarted, it
+    delivers the whole batch exactly once."""
+    broker, eos, _ = cluster
+    topic = _topic(broker, "mid-out")
+    config = {
+        "connector.class": PREFIX + "MidBatchConnector",
+        "topic": topic,
+        "batch": "5",
+        "fail.at": "52",  # the third record of the batch 50..54
+        "exactly.once.support": "required",
+    }
+    _create(eos, "mid", config)
+
+    def failed_trace() -> str | None:
+        tasks = eos.get("/connectors/mid/status")["tasks"]
+        return tasks[0]["trace"] if tasks and tasks[0]["state"] == "FAILED" else None
+
+    trace = wait_for(failed_trace, 60, "the task failed")
+    assert "Couldn't convert" in trace, trace
+    # Batches 0..49 committed; nothing of 50..54, not even 50 and 51 which were sent.
+    assert [r["seqno"] for r in _visible(broker.bootstrap, topic)] == list(range(50))
+    sent = [r["seqno"] for r in _visible(broker.bootstrap, topic, "read_uncommitted")]
+    assert sent[:50] == list(range(50)) and set(sent[50:]) <= {50, 51}
+    offsets = eos.get("/connectors/mid/offsets")["offsets"]
+    assert offsets == [{"partition": {"mid": 0}, "offset": {"seqno": 49}}]
+
+    # Restarted without the bad record: the whole batch, exactly once.
+    config["fail.at"] = "-1"
+    assert eos.call("PUT", "/connectors/mid/config", config)[0] == 200
+    wait_for(lambda: len(_visible(broker.bootstrap, topic)) >= 100, 60, "records after the restart")
+    assert eos.call("DELETE", "/connectors/mid")[0] == 204
+    seqnos = [r["seqno"] for r in _visible(broker.bootstrap, topic)]
+    assert seqnos == list(range(len(seqnos))), "gap or duplicate"

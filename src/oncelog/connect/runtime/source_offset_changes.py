@@ -19,13 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from oncelog.connect.api.connector import partition_key
 from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.runtime.offsets_topics import offsets_topic
 from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.connect.runtime.worker_services import ClientFactory
 from oncelog.connect.storage import offset_records
-from oncelog.connect.storage.offsets import MemoryOffsetStore, OffsetsView, offsets_of
+from oncelog.connect.storage.offsets import LayeredOffsetStore, OffsetsView, offsets_of
 
 OffsetChanges = Mapping[Any, Mapping[str, Any] | None]
 """partition_key → new offset; None erases the partition's offset."""
@@ -59,21 +58,17 @@ class SourceOffsetChanges:
         self, connector: str, connector_config: Mapping[str, str]
     ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """Every (partition, offset) the connector's tasks would read now: its separate
-        topic's offsets over the global topic's."""
+        topic's offsets over the global topic's (``LayeredOffsetStore``)."""
         self.global_offsets.read_to_end()
-        merged = {
-            partition_key(p): (dict(p), dict(o))
-            for p, o in self.global_offsets.view.connector_offsets(connector)
-        }
         topic = offsets_topic(self.config, connector_config)
+        view = self.global_offsets.view.reader(connector)
         if topic.separate:
-            own = MemoryOffsetStore()
+            layered = LayeredOffsetStore(view)
             separate = self.clients.separate_offsets(connector, topic.topic, connector_config)
             separate.ensure()
-            separate.read(offsets_of(connector, own), self.timeout_s)
-            for key, offset in own.snapshot().items():
-                merged[key] = (dict(key), offset)
-        return list(merged.values())
+            separate.read(offsets_of(connector, layered), self.timeout_s)
+            return [(dict(k), v) for k, v in layered.merged().items()]
+        return [(dict(k), v) for k, v in view.snapshot().items()]
 
     def write(
         self, connector: str, connector_config: Mapping[str, str], changes: OffsetChanges

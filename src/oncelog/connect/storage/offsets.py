@@ -79,17 +79,43 @@ def _thaw(key: Any) -> dict[str, Any]:
 class LayeredOffsetStore(MemoryOffsetStore):
     """A connector's view with a separate offsets topic (KIP-618 "smooth migration"):
     its own offsets first, then the worker's global ones for partitions it has none for.
-    Commits go to its own layer only; the global topic receives copies separately."""
+    Commits go to its own layer only; the global topic receives copies separately.
+
+    A tombstone in its own topic (a KIP-875 reset) hides the global offset of that
+    partition. Kafka's ``ConnectorOffsetBackingStore`` falls back to the global topic
+    there, where a copy written late (by a task that committed just before the reset, or
+    a zombie's copier thread waking up) would bring an erased offset back."""
 
     def __init__(self, fallback: MemoryOffsetStore) -> None:
         super().__init__()
         self.fallback = fallback
+        self._erased: set[Any] = set()
+
+    def commit(self, offsets: Mapping[Any, Mapping[str, Any] | None]) -> None:
+        super().commit(offsets)
+        with self._lock:
+            for partition, offset in offsets.items():
+                key = partition if isinstance(partition, tuple) else partition_key(partition)
+                if offset is None:
+                    self._erased.add(key)
+                else:
+                    self._erased.discard(key)
 
     def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         wanted = list(partitions)
-        merged = self.fallback.offsets(wanted)
+        with self._lock:
+            erased = set(self._erased)
+        merged = {k: v for k, v in self.fallback.offsets(wanted).items() if k not in erased}
         merged.update(super().offsets(wanted))
         return merged
+
+    def merged(self) -> dict[Any, dict[str, Any]]:
+        """Every partition's offset as the connector's tasks see it."""
+        with self._lock:
+            erased = set(self._erased)
+        out = {k: v for k, v in self.fallback.snapshot().items() if k not in erased}
+        out.update(self.snapshot())
+        return out
 
 
 def offsets_of(connector: str, store: MemoryOffsetStore) -> Callable[[LogRecord], None]:
