@@ -39,7 +39,12 @@ class FibonacciTask(SourceTask):
         self.sizes = fibonacci(int(config["transactions"]))
         offset = self.context.offset_storage_reader().offset({"fib": 0})
         self.seqno = 0 if offset is None else int(offset["seqno"]) + 1
-        self.txn, self.in_txn = 0, 0
+        # Resume in the transaction the next seqno belongs to: a restart after the last
+        # transaction (even an aborted one, whose offsets Kafka commits) polls nothing.
+        self.txn, self.in_txn = 0, self.seqno
+        while self.txn < len(self.sizes) and self.in_txn >= self.sizes[self.txn]:
+            self.in_txn -= self.sizes[self.txn]
+            self.txn += 1
         context = self.context.transaction_context()
         assert context is not None, "transaction.boundary=connector gives a context"
         self.transactions = context

@@ -294,41 +294,50 @@ def test_interval_boundary_and_metrics(cluster) -> None:
     assert metrics["transaction-size-max"] >= metrics["transaction-size-avg"] > 100
 
 
-def test_a_pause_longer_than_the_transaction_timeout_keeps_the_task_running(cluster) -> None:
-    """Interval boundaries (1 s) and a 4 s transaction timeout, paused for 10 s: the
-    open transaction is committed on pause (Kafka's onPause), so read_committed
-    readers see everything sent so far while paused, and the task is RUNNING after the
-    resume (not fenced by the coordinator's abort of a timed-out transaction). Nothing
-    is lost or duplicated."""
+@pytest.mark.parametrize("boundary", ["poll", "interval", "connector"])
+def test_a_pause_longer_than_the_transaction_timeout_keeps_the_task_running(
+    cluster, boundary: str
+) -> None:
+    """Under every transaction boundary (interval: 1 s), with a 4 s transaction timeout,
+    paused for 10 s: nothing is left open while paused (Kafka's onPause commits the open
+    transaction), so read_committed readers see everything sent so far, and the task is
+    RUNNING after the resume (not fenced by the coordinator's abort of a timed-out
+    transaction). Nothing is lost or duplicated."""
     broker, eos, _ = cluster
-    topic = _topic(broker, "pause-out")
+    name = f"pausing-{boundary}"  # a deleted connector's offsets stay
+    topic = _topic(broker, f"pause-out-{boundary}")
     config = {
         "connector.class": "VerifiableSource",
         "topic": topic,
         "throughput": "200",
         "tasks.max": "1",
-        "transaction.boundary": "interval",
+        "transaction.boundary": boundary,
         "transaction.boundary.interval.ms": "1000",
         "producer.override.transaction.timeout.ms": "4000",
     }
-    _create(eos, "pausing", config)
+    if boundary == "connector":
+        # VerifiableSource's task asking for a commit after each poll batch.
+        config["connector.class"] = PREFIX + "BatchCommitSourceConnector"
+    if boundary != "interval":
+        del config["transaction.boundary.interval.ms"]
+    _create(eos, name, config)
     wait_for(lambda: len(_visible(broker.bootstrap, topic)) > 100, 60, "records flowing")
-    assert eos.call("PUT", "/connectors/pausing/pause") == (202, None)
-    wait_for(lambda: _task_state(eos, "pausing")[0] == "PAUSED", 30, "paused")
+    assert eos.call("PUT", f"/connectors/{name}/pause") == (202, None)
+    wait_for(lambda: _task_state(eos, name)[0] == "PAUSED", 30, "paused")
     time.sleep(1)
     # Nothing hangs while paused: read_committed sees what read_uncommitted sees.
     committed = _visible(broker.bootstrap, topic)
     assert len(committed) == len(_visible(broker.bootstrap, topic, "read_uncommitted"))
     time.sleep(10)  # past the transaction timeout
-    assert eos.call("PUT", "/connectors/pausing/resume") == (202, None)
+    assert eos.call("PUT", f"/connectors/{name}/resume") == (202, None)
     wait_for(lambda: len(_visible(broker.bootstrap, topic)) > len(committed) + 100, 60, "resumed")
-    state, trace = _task_state(eos, "pausing")
-    assert state == "RUNNING", trace
-    assert eos.call("PUT", "/connectors/pausing/stop")[0] == 204
-    wait_for(lambda: _task_state(eos, "pausing")[0] == "NONE", 30, "stopped")
+    # RUNNING once the resume's status is written (not FAILED: fenced by the abort).
+    wait_for(lambda: _task_state(eos, name)[0] == "RUNNING", 30, "RUNNING after the resume")
+    assert eos.call("PUT", f"/connectors/{name}/stop")[0] == 204
+    wait_for(lambda: _task_state(eos, name)[0] == "NONE", 30, "stopped")
     seqnos = [r["seqno"] for r in _visible(broker.bootstrap, topic)]
     assert seqnos == list(range(len(seqnos))), "gap or duplicate"
-    assert eos.call("DELETE", "/connectors/pausing")[0] == 204
+    assert eos.call("DELETE", f"/connectors/{name}")[0] == 204
 
 
 def test_connector_boundary_fibonacci_aborts_even_sizes(cluster) -> None:
@@ -387,6 +396,12 @@ def test_connector_boundary_fibonacci_aborts_even_sizes(cluster) -> None:
     # polled again after a restart: the last offset ends the last (aborted) transaction.
     assert sizes[-1] % 2 == 0
     assert max(_offset_boundaries(broker.bootstrap, EOS_GROUP, "fib")) == sum(sizes)
+    # Restarted, the task polls nothing more: the last aborted transaction's records
+    # are not sent again.
+    assert eos.call("POST", "/connectors/fib/tasks/0/restart")[0] == 204
+    wait_for(lambda: _task_state(eos, "fib")[0] == "RUNNING", 30, "restarted")
+    time.sleep(3)
+    assert len(_visible(broker.bootstrap, topic, "read_uncommitted")) == sum(sizes)
     assert eos.call("DELETE", "/connectors/fib")[0] == 204
 
 
