@@ -157,3 +157,19 @@ def test_a_leader_demoted_during_the_round_writes_no_record() -> None:
     # Fenced, but no task-count record: the new leader runs its own round.
     assert cluster.fenced == [("g-src-0", "g-src-1")]
     assert cluster.history() == ({"src": 2}, frozenset({"src"}))
+
+
+def test_the_configs_a_round_was_started_for_do_not_cancel_it() -> None:
+    """The round reads the config topic first; the herder sees the same task configs as
+    new afterwards. That must not cancel the round (a task of the newest generation
+    would fail with 'a new set of task configs was generated')."""
+    cluster = Cluster(
+        ConnectorConfigRecord("src", CONFIG), *_tasks(3), TaskCountRecord("src", 3), *_tasks(1)
+    )
+    leader = cluster.leader()
+    cluster.release.clear()
+    round_ = leader.fence_zombies("src", CONFIG)
+    leader.cancel("src")  # the herder's late event for the configs the round is for
+    cluster.release.set()
+    round_.result(5)
+    assert cluster.history() == ({"src": 1}, frozenset())

@@ -56,6 +56,7 @@ class LeaderFencing:
         self.fence = fence
         self.still_leader = still_leader  # raises NotLeaderError when no longer
         self._rounds: dict[str, concurrent.futures.Future[None]] = {}
+        self._generations: dict[str, int] = {}  # the task generation each round is for
 
     def fence_zombies(
         self, name: str, connector_config: Mapping[str, str]
@@ -77,6 +78,7 @@ class LeaderFencing:
             done.set_result(None)
         else:
             self._rounds[name] = done
+            self._generations[name] = round_.generation
             done.add_done_callback(lambda f: self._rounds.pop(name, None))
             threading.Thread(
                 target=self._fence,
@@ -87,8 +89,13 @@ class LeaderFencing:
         return done
 
     def cancel(self, name: str) -> None:
-        """New task configs for ``name``: a round under way fails (409)."""
+        """New task configs for ``name``: a round under way for an older generation fails
+        (409). The configs a round was started for may be seen as new by the herder
+        after the round began (the round read them first): those cancel nothing."""
         active = self._rounds.get(name)
+        newest = self.snapshot().task_config_generations.get(name, -1)
+        if newest <= self._generations.get(name, -1):
+            return
         if active is not None and not active.done():
             active.set_exception(
                 ConnectRestException(
