@@ -32,7 +32,7 @@ from oncelog.connect.kafka_io.settings import (
 )
 from oncelog.connect.kafka_io.task_clients import TaskClients
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.listener import advertised_url, bind
+from oncelog.connect.rest.listener import advertised_url, bind, warn_if_exposed
 from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
@@ -130,6 +130,7 @@ async def serve(
     admin_config.pop("listeners", None)
     cluster_id = await asyncio.to_thread(InternalTopicAdmin(admin_config).cluster_id)
     sock = bind(config.listener_urls()[0])
+    warn_if_exposed(sock.getsockname()[0])
     host, port = sock.getsockname()[:2]
     url = advertised_url(config, host, port)
     cluster = ClusterState()
@@ -166,6 +167,7 @@ async def serve(
         kafka_cluster_id=cluster_id,
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
+        allowed_origins=str(config.get("access.control.allow.origin") or ""),
     )
     add_metrics_route(app, worker, cluster)
     runner = web.AppRunner(app, handle_signals=False)

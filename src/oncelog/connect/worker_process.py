@@ -43,7 +43,7 @@ from oncelog.connect.kafka_io.settings import (
 )
 from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.listener import advertised_url, bind
+from oncelog.connect.rest.listener import advertised_url, bind, warn_if_exposed
 from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime import client_configs
 from oncelog.connect.runtime.loggers import Loggers
@@ -171,6 +171,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     cluster_id = await asyncio.to_thread(admin.cluster_id)
     sock = bind(config.listener_urls()[0])
     host, port = sock.getsockname()[:2]
+    warn_if_exposed(host)
     cluster = ClusterState()
     herder = build_herder(config, plugins, advertised_url(config, host, port), cluster)
     operations = DistributedOperations(herder, cluster)
@@ -184,6 +185,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
         kafka_cluster_id=cluster_id,
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
+        allowed_origins=str(config.get("access.control.allow.origin") or ""),
     )
     add_metrics_route(app, herder.worker, cluster)
     runner = web.AppRunner(app, handle_signals=False)

@@ -5,6 +5,7 @@ the worker config, and VerifiableSource seqnos without gaps."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -102,7 +103,9 @@ def _worker(broker: EmbeddedBroker, statuses: StatusList) -> Worker:
             "task.shutdown.graceful.timeout.ms": "5000",
         }
     )
-    return Worker("w1:8083", config, PluginRegistry.with_builtins(), ConfluentClients(broker.bootstrap, "connect-offsets"),
+    plugins = PluginRegistry.with_builtins()
+    plugins.register_module(sys.modules[__name__])  # only registered classes resolve
+    return Worker("w1:8083", config, plugins, ConfluentClients(broker.bootstrap, "connect-offsets"),
                   OffsetsView(), statuses, generation=lambda: 3)  # fmt: skip
 
 

@@ -49,6 +49,8 @@ def worker_settings(bootstrap: str, group: str, **extra: str) -> dict[str, str]:
         "scheduled.rebalance.max.delay.ms": "3000",
         "offset.flush.interval.ms": "500",
         "task.shutdown.graceful.timeout.ms": "3000",
+        # The test connectors: only registered plugins resolve.
+        "plugin.path": "tests.integration.connect.eos_connectors",
         **extra,
     }
 

@@ -54,6 +54,38 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return error_response(500, str(exc))
 
 
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def request_guard(allowed_origins: str) -> Callable[..., Any]:
+    """Refuses what a web page could send on a developer's behalf: a body that is not
+    JSON (415, as Kafka's JAX-RS resources answer; a ``text/plain`` form post needs no
+    CORS preflight) and a request from another origin than the API's own unless
+    ``access.control.allow.origin`` lists it (403)."""
+    allowed = {o.strip() for o in allowed_origins.split(",") if o.strip()}
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        if (
+            origin is not None
+            and "*" not in allowed
+            and origin not in allowed
+            and origin != f"{request.scheme}://{request.host}"
+        ):
+            return error_response(
+                403,
+                f"Cross-origin request from {origin} refused: list the origin in "
+                "access.control.allow.origin to allow it",
+            )
+        if request.method in BODY_METHODS and request.body_exists:
+            if request.content_type != "application/json":
+                return error_response(415, "HTTP 415 Unsupported Media Type")
+        return await handler(request)
+
+    return guard
+
+
 class PluginResource:
     def __init__(
         self, plugins: PluginRegistry, override_policy: str, exactly_once_source: str = "disabled"
@@ -298,11 +330,12 @@ def create_app(
     kafka_cluster_id: str = "",
     topic_tracking: bool = True,
     topic_tracking_reset: bool = True,
+    allowed_origins: str = "",
 ) -> web.Application:
     """The app. With a ``view``: the read-only ``/connectors`` endpoints; with
     ``operations`` too: every endpoint of a worker (writes, internal endpoints, health,
     offsets changes, cluster-wide log levels)."""
-    app = web.Application(middlewares=[errors_as_json])
+    app = web.Application(middlewares=[errors_as_json, request_guard(allowed_origins)])
     if view is not None:
         ConnectorsResource(
             view,

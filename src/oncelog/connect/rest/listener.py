@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import socket
 from urllib.parse import urlsplit
 
@@ -11,6 +13,8 @@ from oncelog.connect.runtime.worker_config import (
     REST_ADVERTISED_PORT,
     WorkerConfig,
 )
+
+log = logging.getLogger(__name__)
 
 
 def bind(listener: str) -> socket.socket:
@@ -31,3 +35,19 @@ def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
     )
     adv_port = config.get(REST_ADVERTISED_PORT) or port
     return f"http://{adv_host}:{adv_port}/"
+
+
+def warn_if_exposed(host: str) -> None:
+    """A REST API reachable from other hosts runs whatever connectors its callers
+    configure, and has no authentication: say so once at start."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        log.warning(
+            "the REST API listens on %s, reachable from other hosts, without authentication: "
+            "anyone who can connect can create connectors. Bind it to 127.0.0.1 (the "
+            "default) or restrict access to it",
+            host,
+        )

@@ -10,6 +10,12 @@ name without the ``Connector`` suffix (``FileStreamSource``), or, for the built-
 by Kafka's Java class name, so existing connector configs keep working. An alias
 shared by two different classes is ambiguous and is refused with both names.
 
+Only registered classes resolve. A name taken from a REST request or a config record
+is looked up, never imported: importing runs module code, and the REST API would
+otherwise run any module an HTTP client names (Kafka too loads only the classes its
+plugin scan found). A task class is resolved among the task classes of the registered
+connectors.
+
 Unlike Kafka's per-plugin class loaders, all plugins share one interpreter: two
 plugins cannot bring conflicting versions of the same dependency.
 """
@@ -168,6 +174,7 @@ class PluginRegistry:
     def __init__(self) -> None:
         self._plugins: dict[type, PluginDesc] = {}
         self._names: dict[str, set[type]] = {}
+        self._tasks: dict[str, type] | None = None  # full name -> task class, built lazily
 
     @classmethod
     def with_builtins(cls) -> PluginRegistry:
@@ -212,6 +219,7 @@ class PluginRegistry:
             aliases.append(simple[: -len("Connector")])
         desc = PluginDesc(cls, kind, aliases)
         self._plugins[cls] = desc
+        self._tasks = None
         for name in [desc.class_name, *aliases]:
             self._names.setdefault(name, set()).add(cls)
         return desc
@@ -230,13 +238,8 @@ class PluginRegistry:
         )
 
     def resolve(self, name: str, config_key: str | None = None) -> type:
-        """The class called ``name``, importing a full Python path not registered yet."""
+        """The registered class called ``name``."""
         classes = self._names.get(name)
-        if classes is None and "." in name:
-            cls = _import_class(name)
-            if cls is not None and plugin_type(cls) is not None:
-                self.register(cls)
-                classes = {cls}
         if not classes:
             raise ConfigException(config_key or "class", name, f"Class {name} could not be found.")
         if len(classes) > 1:
@@ -284,13 +287,27 @@ class PluginRegistry:
         return cast("type[Predicate]", self._resolve_as(name, Predicate, "Predicate", config_key))
 
     def task_class(self, name: str, config_key: str = "task.class") -> type:
-        """A task class by full Python path (the ``task.class`` of stored task configs)."""
-        cls = _import_class(name) if "." in name else None
-        if cls is None or not issubclass(cls, SourceTask | SinkTask):
+        """A task class by full Python path (the ``task.class`` of stored task configs),
+        among the task classes of the registered connectors."""
+        cls = self._task_classes().get(name)
+        if cls is None:
             raise ConfigException(
                 config_key, name, f"Class {name} could not be found as a SourceTask or SinkTask."
             )
         return cls
+
+    def _task_classes(self) -> dict[str, type]:
+        if self._tasks is None:
+            tasks: dict[str, type] = {}
+            for desc in self.plugins(PluginType.SOURCE, PluginType.SINK):
+                try:
+                    task = desc.cls().task_class()
+                except Exception:  # a connector that cannot say has no runnable tasks
+                    continue
+                if inspect.isclass(task) and issubclass(task, SourceTask | SinkTask):
+                    tasks[full_name(task)] = task
+            self._tasks = tasks
+        return self._tasks
 
     def connector_plugins(self) -> list[dict[str, Any]]:
         """``GET /connector-plugins`` entries: class, type and version."""
@@ -298,16 +315,6 @@ class PluginRegistry:
             {"class": d.class_name, "type": d.type.value, "version": d.version()}
             for d in self.plugins(PluginType.SOURCE, PluginType.SINK)
         ]
-
-
-def _import_class(name: str) -> type | None:
-    module_name, _, attr = name.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    obj = getattr(module, attr, None)
-    return obj if inspect.isclass(obj) else None
 
 
 def _load_path_entry(entry: str) -> list[ModuleType]:

@@ -123,6 +123,15 @@ def _listeners(name: str, value: Any) -> None:
             raise ConfigException(
                 name, ",".join(value), f"Listener {listener} must use the http or https protocol"
             )
+        if parts.scheme == "https":
+            # Refused rather than served as plain HTTP: connector configs carry
+            # credentials, and internal requests carry signatures.
+            raise ConfigException(
+                name,
+                ",".join(value),
+                f"Listener {listener}: https listeners are not supported yet; use http on "
+                "loopback, or put a TLS-terminating proxy in front of the worker",
+            )
         try:
             parts.port  # noqa: B018 - raises on a malformed port
         except ValueError:
@@ -291,10 +300,11 @@ def worker_config_def() -> ConfigDef:
     d.define(
         LISTENERS,
         ConfigType.LIST,
-        ["http://:8083"],
+        ["http://127.0.0.1:8083"],
         _listeners,
         Importance.LOW,
-        "REST listeners, e.g. http://127.0.0.1:8083.",
+        "REST listeners. The default binds loopback only; an empty host (http://:8083) "
+        "binds every interface.",
         group=rest,
     )
     d.define(
