@@ -76,3 +76,18 @@ def test_a_session_keeps_its_topic_naming_across_versions() -> None:
     with pytest.raises(FetchSessionError) as e:
         cache.resolve(by_name.id, 1, [], [], uses_topic_ids=True)
     assert e.value.code == ErrorCode.fetch_session_topic_id_error
+
+
+def test_a_session_belongs_to_its_principal_and_listener() -> None:
+    cache = FetchSessionCache(10)
+    bob = ("User:bob", "SASL_PLAINTEXT")
+    session, _ = cache.resolve(0, 0, [(A, 0, 1)], [], owner=bob)
+    assert session is not None and 0 < session.id < 2**31
+    for thief in (("User:alice", "SASL_PLAINTEXT"), ("User:ANONYMOUS", "PLAINTEXT")):
+        with pytest.raises(FetchSessionError) as info:
+            cache.resolve(session.id, 1, [], [], owner=thief)
+        assert info.value.code == ErrorCode.fetch_session_id_not_found
+        cache.resolve(session.id, -1, [], [], owner=thief)  # a close: ignored
+        cache.resolve(session.id, 0, [(B, 0, 1)], [], owner=thief)  # replaces nothing
+    same, parts = cache.resolve(session.id, 1, [], [], owner=bob)
+    assert same is session and parts == [(A, 0, 1)]

@@ -3,11 +3,17 @@
 A full fetch (epoch 0) creates a session holding the partitions and their
 fetch positions; incremental fetches (epoch > 0) send only changed partitions
 and receive only partitions whose data or offsets changed.
+
+A session id is a random 31-bit number (Kafka's ``FetchSessionCache`` draws them too),
+and a session belongs to the principal and listener that created it: another client
+naming its id, by guess or by count, is told FETCH_SESSION_ID_NOT_FOUND and can neither
+read through it nor close or evict it. The caller still authorizes every session
+partition on every fetch (Kafka's ``IncrementalFetchContext``).
 """
 
 from __future__ import annotations
 
-import itertools
+import secrets
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -20,6 +26,8 @@ from kio.schema.errors import ErrorCode
 PartitionKey = tuple[str | uuid.UUID, int]
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+Owner = tuple[str, str]
+"""(principal, listener) of the connection that created a session."""
 
 
 @dataclass(slots=True)
@@ -37,6 +45,7 @@ class FetchSession:
     id: int
     epoch: int
     uses_topic_ids: bool = False
+    owner: Owner = ("", "")
     partitions: OrderedDict[PartitionKey, SessionPartition] = field(default_factory=OrderedDict)
 
     def changed(
@@ -67,7 +76,16 @@ class FetchSessionCache:
     def __init__(self, max_slots: int) -> None:
         self.max_slots = max_slots
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count(1)
+
+    def _new_id(self) -> int:
+        while True:
+            candidate = secrets.randbelow(2**31 - 1) + 1
+            if candidate not in self.sessions:
+                return candidate
+
+    def _owned(self, session_id: int, owner: Owner) -> FetchSession | None:
+        session = self.sessions.get(session_id)
+        return session if session is not None and session.owner == owner else None
 
     def resolve(
         self,
@@ -77,6 +95,7 @@ class FetchSessionCache:
         forgotten: list[PartitionKey],
         *,
         uses_topic_ids: bool = False,
+        owner: Owner = ("", ""),
     ) -> tuple[FetchSession | None, list[tuple[PartitionKey, int, int]]]:
         """Return (session or None for a sessionless fetch, partitions to fetch).
 
@@ -85,21 +104,22 @@ class FetchSessionCache:
         reverse (the client changed its Fetch version across v13).
         """
         if epoch == FINAL_EPOCH:
-            self.sessions.pop(session_id, None)
+            if self._owned(session_id, owner) is not None:
+                del self.sessions[session_id]
             return None, requested
         if epoch == INITIAL_EPOCH:
-            if session_id:
-                self.sessions.pop(session_id, None)
+            if session_id and self._owned(session_id, owner) is not None:
+                del self.sessions[session_id]
             if self.max_slots <= 0:
                 return None, requested  # sessions declined: the client keeps sending full fetches
             while len(self.sessions) >= self.max_slots:
                 self.sessions.popitem(last=False)
-            session = FetchSession(next(self._ids), 1, uses_topic_ids)
+            session = FetchSession(self._new_id(), 1, uses_topic_ids, owner)
             for key, offset, max_bytes in requested:
                 session.partitions[key] = SessionPartition(offset, max_bytes)
             self.sessions[session.id] = session
             return session, requested
-        existing = self.sessions.get(session_id)
+        existing = self._owned(session_id, owner)
         if existing is None:
             raise FetchSessionError(ErrorCode.fetch_session_id_not_found)
         session = existing

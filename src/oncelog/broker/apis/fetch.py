@@ -209,9 +209,16 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             requested,
             forgotten,
             uses_topic_ids=by_ids,
+            owner=(ctx.session.principal, ctx.session.listener),
         )
     except FetchSessionError as exc:
         return make(r.FetchResponse, error_code=exc.code, session_id=0, responses=())
+    if session is not None and req.session_epoch > 0:
+        # Every session partition is authorized again on every fetch (Kafka's
+        # IncrementalFetchContext): a READ revoked since the session began stops it.
+        refused = {k for k, _, _ in to_fetch if k not in epochs and not _readable(ctx, k[0])}
+        unreadable.extend(sorted(refused - set(unreadable), key=str))
+        to_fetch = [entry for entry in to_fetch if entry[0] not in refused]
     wanted = [(k, off, mb, epochs.get(k, -1)) for k, off, mb in to_fetch]
     deadline = time.monotonic() + req.max_wait.total_seconds()
     while True:
@@ -254,6 +261,11 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         session.id if session is not None else 0,
         [TopicResults(ref, ps) for ref, ps in by_topic.items()],
     )
+
+
+def _readable(ctx: RequestContext, ref: str | uuid.UUID) -> bool:
+    name = _topic_name(ctx.broker, ref)
+    return name is None or ctx.authorized(Op.READ, Res.TOPIC, name)
 
 
 def _append_keys(
