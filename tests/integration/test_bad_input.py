@@ -14,6 +14,8 @@ from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from oncelog.client.wire import WireClient
 from oncelog.embedded import EmbeddedBroker
@@ -145,7 +147,9 @@ def test_invalid_required_acks(broker: EmbeddedBroker, wire: WireClient, topic_n
     )
 
 
-@pytest.mark.parametrize("name", ["bad/name", "a" * 250, "..", "spaces are bad", ""])
+@pytest.mark.parametrize(
+    "name", ["bad/name", "a" * 250, "..", "spaces are bad", "", "ends-in-newline\n"]
+)
 def test_invalid_topic_name(broker: EmbeddedBroker, wire: WireClient, name: str) -> None:
     resp = wire.request(
         ct.CreateTopicsRequest(
@@ -291,3 +295,17 @@ def test_a_config_resource_asked_for_many_times_is_answered_each_time(
         ]
         * 500
     )
+
+
+def test_sasl_requests_on_a_plaintext_listener_keep_the_connection(wire: WireClient) -> None:
+    """Kafka answers SaslHandshake and SaslAuthenticate on a listener without SASL with
+    ILLEGAL_SASL_STATE and keeps the connection, with what is pipelined behind them."""
+    handshake = SaslHandshakeRequest(mechanism="PLAIN")
+    authenticate = SaslAuthenticateRequest(auth_bytes=b"\x00u\x00p")
+    versions = ApiVersionsRequest(client_software_name="probe", client_software_version="1")
+    sent = [(r, wire.send(r)) for r in (handshake, versions, authenticate, versions)]
+    answers = [wire.receive(r, cid) for r, cid in sent]
+    assert [a.error_code for a in answers] == [
+        ErrorCode.illegal_sasl_state, ErrorCode.none, ErrorCode.illegal_sasl_state, ErrorCode.none,
+    ]  # fmt: skip
+    assert wire.request(versions).error_code == ErrorCode.none  # still open

@@ -68,3 +68,48 @@ def test_credential_store_is_durable_and_holds_no_password(tmp_path: Path) -> No
     assert again.get("u", ScramMechanism.SCRAM_SHA_512) == c512
     again.apply([], [("u", ScramMechanism.SCRAM_SHA_256), ("u", ScramMechanism.SCRAM_SHA_512)])
     assert ScramCredentialStore(path).load().users() == []
+
+
+def test_credential_and_acl_files_are_readable_by_the_owner_only(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from oncelog.security.acl import (
+        AclBinding,
+        AclOperation,
+        PatternType,
+        PermissionType,
+        ResourceType,
+    )
+    from oncelog.security.acl_store import AclStore
+
+    old = os.umask(0o022)
+    try:
+        store = ScramCredentialStore(tmp_path / "meta" / "scram.json").load()
+        credential = credential_from_password(ScramMechanism.SCRAM_SHA_256, "pw", iterations=4096)
+        store.apply([("u", ScramMechanism.SCRAM_SHA_256, credential)], [])
+        assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+        # A file written before modes were set is tightened when loaded.
+        store.path.chmod(0o644)
+        ScramCredentialStore(store.path).load()
+        assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+        acls = AclStore(tmp_path / "meta" / "acls.json").load()
+        acls.add(
+            [
+                AclBinding(
+                    ResourceType.TOPIC,
+                    "t",
+                    PatternType.LITERAL,
+                    "User:u",
+                    "*",
+                    AclOperation.READ,
+                    PermissionType.ALLOW,
+                )  # fmt: skip
+            ]
+        )
+        assert stat.S_IMODE(acls.path.stat().st_mode) == 0o600
+        acls.path.chmod(0o644)
+        AclStore(acls.path).load()
+        assert stat.S_IMODE(acls.path.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -53,7 +53,7 @@ def topic_name_error(name: str | None) -> str | None:
         return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_TOPIC_NAME:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):  # "$" alone also matches before a final newline
         return (
             f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"

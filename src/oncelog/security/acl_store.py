@@ -13,7 +13,7 @@ from oncelog.security.acl import (
     PermissionType,
     ResourceType,
 )
-from oncelog.storage.fsutil import atomic_write
+from oncelog.storage.fsutil import SECRET_FILE_MODE, atomic_write, restrict_mode
 
 
 class AclStore:
@@ -22,6 +22,7 @@ class AclStore:
         self._acls: set[AclBinding] = set()
 
     def load(self) -> AclStore:
+        restrict_mode(self.path)
         if self.path.exists():
             self._acls = {
                 AclBinding(
@@ -51,7 +52,7 @@ class AclStore:
             for a in sorted(self._acls)
         ]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(raw, indent=1).encode())
+        atomic_write(self.path, json.dumps(raw, indent=1).encode(), mode=SECRET_FILE_MODE)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._acls)

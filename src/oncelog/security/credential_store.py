@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from oncelog.security.scram import ScramCredential, ScramMechanism
-from oncelog.storage.fsutil import atomic_write
+from oncelog.storage.fsutil import SECRET_FILE_MODE, atomic_write, restrict_mode
 
 
 def _b64(data: bytes) -> str:
@@ -24,6 +24,7 @@ class ScramCredentialStore:
         self._users: dict[str, dict[ScramMechanism, ScramCredential]] = {}
 
     def load(self) -> ScramCredentialStore:
+        restrict_mode(self.path)
         if self.path.exists():
             raw = json.loads(self.path.read_text())
             for name, mechs in raw.items():
@@ -52,7 +53,7 @@ class ScramCredentialStore:
             for name, mechs in sorted(self._users.items())
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(raw, indent=1).encode())
+        atomic_write(self.path, json.dumps(raw, indent=1).encode(), mode=SECRET_FILE_MODE)
 
     def get(self, name: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self._users.get(name, {}).get(mechanism)

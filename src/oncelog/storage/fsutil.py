@@ -33,15 +33,28 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+SECRET_FILE_MODE = 0o600
+"""Credential and ACL files: readable by the broker's user only."""
+
+
+def restrict_mode(path: Path) -> None:
+    """Bring a secret file written before modes were set down to ``SECRET_FILE_MODE``."""
+    if path.exists() and path.stat().st_mode & 0o077:
+        path.chmod(SECRET_FILE_MODE)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True, mode: int = 0o644) -> None:
     """Write via a temp file, fsync, rename and fsync the directory, so a crash
-    leaves either the old or the new content, never a torn file.
+    leaves either the old or the new content, never a torn file. ``mode``: the new
+    file's permissions (secrets pass 0o600; the umask still applies).
 
     ``sync=False`` skips both fsyncs: the caller makes the file durable later with
     ``sync_filesystem`` (the rename still never exposes a torn file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    if tmp.exists():
+        tmp.unlink()  # a leftover keeps its old mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         os.write(fd, data)
         if sync:

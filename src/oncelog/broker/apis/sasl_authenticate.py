@@ -38,6 +38,15 @@ def _failed(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
 def sasl_authenticate(ctx: RequestContext, req: Any) -> Any:
     session = ctx.session
     authenticator = session.authenticator
+    if authenticator is None and not session.protocol.uses_sasl:
+        # Kafka's KafkaApis.handleSaslAuthenticateRequest: answered, connection kept.
+        return make(
+            ctx.response.SaslAuthenticateResponse,
+            error_code=ErrorCode.illegal_sasl_state,
+            error_message="SaslAuthenticate on a listener without SASL",
+            auth_bytes=b"",
+            session_lifetime=NO_LIFETIME,
+        )
     if authenticator is None:
         return _failed(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake")
     try:

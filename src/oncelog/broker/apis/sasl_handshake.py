@@ -22,7 +22,8 @@ def sasl_handshake(ctx: RequestContext, req: Any) -> Any:
     session = ctx.session
     r = ctx.response
     if not session.protocol.uses_sasl:
-        session.close_after_response = "SaslHandshake on a listener without SASL"
+        # Kafka's KafkaApis.handleSaslHandshakeRequest: answered, and the connection
+        # (with whatever is pipelined behind it) carries on.
         return make(r.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     authentication = ctx.broker.authentication
     enabled = tuple(authentication.enabled_mechanisms(session.listener))
