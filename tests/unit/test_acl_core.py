@@ -152,3 +152,37 @@ def test_store_is_durable(tmp_path: Path) -> None:
         [],
     ]
     assert list(AclStore(path).load()) == [a]
+
+
+def test_authorize_any_follows_kafkas_dominating_deny_rules(tmp_path: Path) -> None:
+    """Kafka's Authorizer.authorizeByResourceType (idempotent InitProducerId, KIP-679):
+    an ALLOW on some topic counts unless a DENY dominates it."""
+    from oncelog.broker.authorizer import Authorizer
+    from oncelog.broker.config import BrokerConfig
+    from oncelog.broker.session import Session
+
+    config = BrokerConfig.build(
+        overrides={
+            "log.dirs": str(tmp_path),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        }
+    )
+    session = Session(principal=ALICE)
+    stores = iter(range(100))
+
+    def may_write(*acls: AclBinding) -> bool:
+        store = AclStore(tmp_path / f"acls-{next(stores)}.json").load()
+        store.add(list(acls))
+        return Authorizer(config, store).authorize_any(session, Op.WRITE, Res.TOPIC)
+
+    allowed = acl(Op.WRITE, "orders", pat=Pat.PREFIXED)
+    assert may_write(allowed)
+    # A prefixed DENY on a prefix of the allowed prefix dominates it.
+    assert not may_write(allowed, acl(Op.WRITE, "ord", pat=Pat.PREFIXED, perm=Perm.DENY))
+    # A DENY on a longer prefix, or on another name, does not.
+    assert may_write(allowed, acl(Op.WRITE, "orders-x", pat=Pat.PREFIXED, perm=Perm.DENY))
+    assert may_write(allowed, acl(Op.WRITE, "payments", perm=Perm.DENY))
+    # The same literal name denied; a literal DENY * denies everything.
+    assert not may_write(acl(Op.WRITE, "a"), acl(Op.WRITE, "a", perm=Perm.DENY))
+    assert not may_write(allowed, acl(Op.WRITE, "*", perm=Perm.DENY))
+    assert may_write(acl(Op.WRITE, "*"), acl(Op.WRITE, "x", pat=Pat.PREFIXED, perm=Perm.DENY))

@@ -94,15 +94,28 @@ class Authorizer:
             and acl.host in (session.client_host, WILDCARD)
             and acl.operation in (operation, AclOperation.ALL)
         ]
-        denied_everywhere = any(
-            acl.permission is PermissionType.DENY
-            and acl.pattern_type is PatternType.LITERAL
-            and acl.resource_name == WILDCARD
-            for acl in mine
-        )
-        if denied_everywhere:
-            return False
-        if any(acl.permission is PermissionType.ALLOW for acl in mine):
-            return True
+        deny_literal = set()
+        deny_prefixed = set()
+        allow: list[tuple[PatternType, str]] = []
+        for acl in mine:
+            if acl.permission is PermissionType.DENY:
+                if acl.pattern_type is PatternType.LITERAL:
+                    if acl.resource_name == WILDCARD:
+                        return False
+                    deny_literal.add(acl.resource_name)
+                elif acl.pattern_type is PatternType.PREFIXED:
+                    deny_prefixed.add(acl.resource_name)
+            elif acl.permission is PermissionType.ALLOW:
+                if acl.pattern_type is PatternType.LITERAL and acl.resource_name == WILDCARD:
+                    return True
+                allow.append((acl.pattern_type, acl.resource_name))
+        # An ALLOW counts unless a DENY dominates it: the same literal name, or a
+        # prefixed DENY that is a prefix of the allowed name or prefix (Kafka's
+        # Authorizer.authorizeByResourceType).
+        for pattern, name in allow:
+            if pattern is PatternType.LITERAL and name in deny_literal:
+                continue
+            if not any(name[:n] in deny_prefixed for n in range(1, len(name) + 1)):
+                return True
         no_acls = not any(acl.resource_type is resource_type for acl in self.store)
         return self.allow_if_no_acl and no_acls
