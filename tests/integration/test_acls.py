@@ -888,3 +888,49 @@ def test_authorized_operations_when_asked(secured: EmbeddedBroker) -> None:
         assert [(g.group_id, g.error_code, g.authorized_operations) for g in groups.groups] == [
             (GROUP, ErrorCode.none, bits(AclOperation.READ, AclOperation.DESCRIBE))
         ]
+
+
+def test_create_topics_returns_configs_only_to_who_may_describe_them(
+    secured: EmbeddedBroker,
+) -> None:
+    """Kafka's KafkaApis: without DESCRIBE_CONFIGS on the topic, CreateTopics answers
+    TOPIC_AUTHORIZATION_FAILED in topic_config_error_code and no configs."""
+    set_acls(
+        secured,
+        [
+            allow(ResourceType.TOPIC, "c1", AclOperation.CREATE),
+            allow(ResourceType.TOPIC, "c2", AclOperation.CREATE),
+            allow(ResourceType.TOPIC, "c2", AclOperation.DESCRIBE_CONFIGS),
+        ],
+    )
+    with WireClient(secured.bootstrap) as c:
+        plain_login(c, "alice", PLAIN_USERS["alice"])
+        resp = c.request(
+            ct.CreateTopicsRequest(
+                topics=tuple(
+                    ct.CreatableTopic(
+                        name=name,
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=(),
+                        configs=(),
+                    )  # fmt: skip
+                    for name in ("c1", "c2")
+                ),
+                timeout=T,
+                validate_only=False,
+            )
+        )
+    hidden, shown = resp.topics
+    assert (hidden.name, hidden.error_code, hidden.topic_config_error_code) == (
+        "c1",
+        ErrorCode.none,
+        ErrorCode.topic_authorization_failed,
+    )
+    assert hidden.configs == ()
+    assert (shown.name, shown.error_code, shown.topic_config_error_code) == (
+        "c2",
+        ErrorCode.none,
+        ErrorCode.none,
+    )
+    assert "cleanup.policy" in {entry.name for entry in shown.configs}

@@ -105,6 +105,27 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             )
             if topic:
                 log.info("created topic %s with %d partitions", t.name, num)
+            # The resulting configs only for who may describe them (Kafka's KafkaApis:
+            # TOPIC_AUTHORIZATION_FAILED in topic_config_error_code otherwise).
+            extra: dict[str, Any] = {}
+            result_configs: tuple[Any, ...] | None = None
+            if not hasattr(r, "CreatableTopicConfigs"):  # before v5
+                pass
+            elif ctx.authorized(Op.DESCRIBE_CONFIGS, Res.TOPIC, t.name, log_denied=False):
+                result_configs = tuple(
+                    make(
+                        r.CreatableTopicConfigs,
+                        name=e.name,
+                        value=e.value,
+                        read_only=e.read_only,
+                        config_source=e.source,
+                        is_sensitive=False,
+                    )
+                    for e in config_entries(broker, configs)
+                )
+            else:
+                result_configs = ()
+                extra["topic_config_error_code"] = ErrorCode.topic_authorization_failed
             results.append(
                 make(
                     r.CreatableTopicResult,
@@ -114,19 +135,8 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                     error_message=None,
                     num_partitions=num,
                     replication_factor=1,
-                    configs=tuple(
-                        make(
-                            r.CreatableTopicConfigs,
-                            name=e.name,
-                            value=e.value,
-                            read_only=e.read_only,
-                            config_source=e.source,
-                            is_sensitive=False,
-                        )
-                        for e in config_entries(broker, configs)
-                    )
-                    if hasattr(r, "CreatableTopicConfigs")  # v5+
-                    else None,
+                    configs=result_configs,
+                    **extra,
                 )
             )
         except TopicError as exc:
