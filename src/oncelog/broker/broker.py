@@ -15,6 +15,7 @@ from oncelog.broker.authentication import Authentication
 from oncelog.broker.authorizer import Authorizer
 from oncelog.broker.client_faults import ClientFaultLog
 from oncelog.broker.config import BrokerConfig
+from oncelog.broker.connection_quotas import ConnectionQuotas, idle, parse_overrides
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
@@ -164,6 +165,12 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._live: dict[int, Connection] = {}
+        self.quotas = ConnectionQuotas(
+            max_connections=config.get_int("max.connections"),
+            per_ip=config.get_int("max.connections.per.ip"),
+            overrides=parse_overrides(config.get_str("max.connections.per.ip.overrides")),
+        )
 
     def _topic_metadata(self) -> dict[str, TopicInfo]:
         """What the consumer group protocol assigns from: non-internal topics."""
@@ -252,6 +259,7 @@ class Broker:
             self._servers.append(server)
             self.bound_ports[listener.name] = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self._expire_idle_connections()))
         self.log_cleaner.start()
         self.watchdog.start()
         if self.http is not None:
@@ -267,8 +275,22 @@ class Broker:
             raise ListenError(listener.name, listener.host, listener.port, exc) from exc
 
     def _on_connect(self, protocol: FrameProtocol, listener: Listener) -> None:
-        """Start the connection's request loop once the transport is attached."""
+        """Start the connection's request loop once the transport is attached, unless a
+        connection limit refuses it (closed at once, as Kafka's ConnectionQuotas)."""
+        assert protocol.transport is not None
+        peer = protocol.transport.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        refused = self.quotas.admit(host)
+        if refused is not None:
+            self.client_faults.note(
+                "connections refused by a connection limit", logging.INFO,
+                "refusing a connection from %s: %s", host, refused,
+            )  # fmt: skip
+            protocol.close()
+            protocol.release()
+            return
         connection = Connection(self, protocol, listener)
+        self._live[connection.id] = connection
         self.stats.connections_opened += 1  # closed: ``on_connection_closed``
         task = asyncio.get_running_loop().create_task(connection.serve())
         self._connections.add(task)
@@ -276,6 +298,24 @@ class Broker:
 
     def on_connection_closed(self, connection_id: int) -> None:
         self.stats.connections_closed += 1
+        connection = self._live.pop(connection_id, None)
+        if connection is not None:
+            self.quotas.release(connection.session.client_host)
+
+    async def _expire_idle_connections(self) -> None:
+        """Close connections idle for ``connections.max.idle.ms`` (-1: never), as
+        Kafka's Selector does."""
+        idle_s = self.config.get_int("connections.max.idle.ms") / 1000
+        if idle_s < 0:
+            return
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
+            last = {cid: c.last_active for cid, c in self._live.items()}
+            for cid in idle(last, asyncio.get_running_loop().time(), idle_s):
+                connection = self._live.get(cid)
+                if connection is not None:
+                    log.debug("closing connection %s from %s: idle", cid, connection.peer)
+                    connection.close_idle()
 
     async def stop(self) -> None:
         if self.http is not None:

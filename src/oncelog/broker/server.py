@@ -97,6 +97,9 @@ class Connection:
             authenticated=not listener.protocol.uses_sasl,
         )
         self._full_frame_size = protocol.parser.max_size
+        # The loop's clock at the last request or response (connections.max.idle.ms).
+        self._clock = asyncio.get_running_loop().time
+        self.last_active = self._clock()
         if listener.protocol.uses_tls:
             dn = peer_dn(protocol.transport.get_extra_info("ssl_object"))
             if dn is not None:
@@ -115,12 +118,14 @@ class Connection:
                 frame = await self.protocol.next_frame()
                 if frame is None:
                     break
+                self.last_active = self._clock()
                 out = await self.dispatch(frame)
                 if isinstance(out, asyncio.Future) or self._owing():
                     await self._owe(out)
                 elif out is not None:
                     # The next frame is read only after this response is written: in order.
                     await self.protocol.send(out)
+                self.last_active = self._clock()
                 if self.session.close_after_response is not None:
                     # Kafka's connection.failed.authentication.delay.ms: the client reads
                     # the error before the close, and retry storms are slowed down.
@@ -150,6 +155,10 @@ class Connection:
             self.broker.on_connection_closed(self.id)
             self.protocol.close()
             self.protocol.release()
+
+    def close_idle(self) -> None:
+        """Close an idle connection: its request loop sees the end of the stream."""
+        self.protocol.close()
 
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0
