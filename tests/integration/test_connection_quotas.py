@@ -67,3 +67,42 @@ def test_max_connections_per_ip(tmp_path: Path) -> None:
         finally:
             for c in clients:
                 c.close()
+
+
+def test_password_guessing_is_counted_not_logged_line_by_line(tmp_path: Path) -> None:
+    """50 wrong PLAIN passwords: each is refused and counted in /metrics; the broker log
+    gets one line per window (client_faults), not one per attempt."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from tests.integration.metrics_scrape import scrape, value
+    from tests.integration.security import PLAIN_USERS, plain_jaas
+
+    settings = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "metrics.listener": "http://127.0.0.1:0",
+    }
+    with EmbeddedBroker(tmp_path / "data", settings=settings) as broker:
+
+        def guess(i: int) -> int:
+            with WireClient(broker.bootstrap) as c:
+                c.request(SaslHandshakeRequest(mechanism="PLAIN"))
+                answer = c.request(
+                    SaslAuthenticateRequest(auth_bytes=f"\0alice\0guess{i}".encode())
+                )
+                return int(answer.error_code)
+
+        with ThreadPoolExecutor(10) as pool:
+            codes = list(pool.map(guess, range(50)))
+        assert codes == [int(ErrorCode.sasl_authentication_failed)] * 50
+        assert value(scrape(broker.http_url), "oncelog_failed_authentication_total") == 50
+    lines = [
+        line
+        for line in (tmp_path / "data-broker.log").read_text().splitlines()
+        if "Failed authentication with" in line
+    ]
+    assert 1 <= len(lines) <= 3, lines

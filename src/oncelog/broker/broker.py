@@ -286,6 +286,7 @@ class Broker:
                 "connections refused by a connection limit", logging.INFO,
                 "refusing a connection from %s: %s", host, refused,
             )  # fmt: skip
+            self.stats.connections_refused += 1
             protocol.close()
             protocol.release()
             return

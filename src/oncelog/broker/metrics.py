@@ -72,6 +72,8 @@ class Snapshot:
     fetch_waiting: int
     connections_opened: int
     connections_closed: int
+    connections_refused: int
+    failed_authentications: int
     cleaner: CleanerFigures
     load_s: dict[str, float]
     loop: LoopFigures
@@ -110,6 +112,8 @@ class BrokerCollector(Collector):
             fetch_waiting=stats.fetch_waiting,
             connections_opened=stats.connections_opened,
             connections_closed=stats.connections_closed,
+            connections_refused=stats.connections_refused,
+            failed_authentications=stats.failed_authentications,
             cleaner=CleanerFigures(
                 cleaner.passes,
                 cleaner.bytes_read,
@@ -344,6 +348,17 @@ def _requests(snap: Snapshot) -> Iterable[Metric]:
         "connections_closed",
         "Client connections closed. Kafka: socket-server-metrics connection-close-total.",
         snap.connections_closed,
+    )
+    yield _counter(
+        "connections_refused",
+        "Connections closed on accept by max.connections or max.connections.per.ip. Kafka: "
+        "the connection quotas' TooManyConnectionsException.",
+        snap.connections_refused,
+    )
+    yield _counter(
+        "failed_authentication",
+        "Failed SASL authentications. Kafka: socket-server-metrics failed-authentication-total.",
+        snap.failed_authentications,
     )
 
 

@@ -57,13 +57,14 @@ def sasl_authenticate(ctx: RequestContext, req: Any) -> Any:
                 f"Cannot change principals during re-authentication from {session.principal}"
             )
     except SaslAuthenticationError as exc:
-        log.info(
+        # A password-guessing run must not flood the log: the first failure of each
+        # window is logged, the rest counted (client_faults) and in /metrics.
+        ctx.broker.stats.failed_authentications += 1
+        ctx.broker.client_faults.note(
+            "failed authentications", logging.INFO,
             "Failed authentication with %s (mechanism %s, listener %s): %s",
-            ctx.peer,
-            authenticator.mechanism,
-            session.listener,
-            exc,
-        )
+            ctx.peer, authenticator.mechanism, session.listener, exc,
+        )  # fmt: skip
         return _failed(ctx, ErrorCode.sasl_authentication_failed, str(exc))
     lifetime_ms = 0
     if principal is not None:
