@@ -19,6 +19,8 @@ class Session:
     authenticated: bool = True
     # Set by SaslHandshake, consumed by SaslAuthenticate.
     authenticator: Authenticator | None = None
+    # The SASL mechanism the connection authenticated with: re-authentication must use it.
+    mechanism: str | None = None
     # KIP-368: after this (broker clock, ms) only re-authentication is served.
     expires_at_ms: int | None = None
     # Set by a handler whose response must be the last one (failed authentication).

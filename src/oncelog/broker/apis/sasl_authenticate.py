@@ -73,6 +73,7 @@ def sasl_authenticate(ctx: RequestContext, req: Any) -> Any:
         )
         session.principal = principal
         session.authenticated = True
+        session.mechanism = authenticator.mechanism.upper()
         session.authenticator = None
     return make(
         ctx.response.SaslAuthenticateResponse,

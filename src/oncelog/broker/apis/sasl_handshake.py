@@ -27,6 +27,23 @@ def sasl_handshake(ctx: RequestContext, req: Any) -> Any:
         return make(r.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     authentication = ctx.broker.authentication
     enabled = tuple(authentication.enabled_mechanisms(session.listener))
+    if session.mechanism is not None:  # re-authentication (KIP-368)
+        if authentication.reauth_ms(session.listener) <= 0:
+            # Off (connections.max.reauth.ms=0): answered as KafkaApis answers a
+            # handshake after authentication, and the connection carries on.
+            return make(
+                r.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=()
+            )
+        if req.mechanism.upper() != session.mechanism:
+            # Kafka's SaslServerAuthenticator: a re-authentication keeps its mechanism.
+            session.close_after_response = (
+                f"re-authentication with {req.mechanism!r} after {session.mechanism!r}"
+            )
+            return make(
+                r.SaslHandshakeResponse,
+                error_code=ErrorCode.unsupported_sasl_mechanism,
+                mechanisms=(session.mechanism,),
+            )
     authenticator = authentication.authenticator(session.listener, req.mechanism.upper())
     if authenticator is None:
         session.close_after_response = f"unsupported SASL mechanism {req.mechanism!r}"
