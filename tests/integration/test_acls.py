@@ -934,3 +934,62 @@ def test_create_topics_returns_configs_only_to_who_may_describe_them(
         ErrorCode.none,
     )
     assert "cleanup.policy" in {entry.name for entry in shown.configs}
+
+
+def test_consumer_group_describe_hides_groups_holding_undescribable_topics(
+    secured: EmbeddedBroker,
+) -> None:
+    """KAFKA-18813: a KIP-848 member subscribed by regex is assigned every matching
+    topic; a client that may describe the group but not one of those topics gets
+    TOPIC_AUTHORIZATION_FAILED for the group, without its members."""
+    from confluent_kafka import Consumer
+    from kio.schema.consumer_group_describe.v0 import request as cgd
+
+    admin = admin_of(secured)
+    admin.create_topics([NewTopic("pub-a", 1, 1), NewTopic("pub-secret", 1, 1)])
+    time.sleep(1)
+    set_acls(
+        secured,
+        [
+            allow(ResourceType.GROUP, "regex-group", AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, "pub-a", AclOperation.DESCRIBE),
+        ],
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": secured.bootstrap,
+            **conf("admin"),
+            "group.id": "regex-group",
+            "group.protocol": "consumer",
+        }
+    )
+    consumer.subscribe(["^pub-.*"])
+    request = cgd.ConsumerGroupDescribeRequest(
+        group_ids=("regex-group",), include_authorized_operations=False
+    )
+    try:
+        deadline = time.monotonic() + 30
+        with WireClient(secured.bootstrap) as c:
+            plain_login(c, "alice", PLAIN_USERS["alice"])
+            while time.monotonic() < deadline:
+                consumer.poll(0.2)
+                group = c.request(request).groups[0]
+                if group.error_code != ErrorCode.none:  # once pub-secret is assigned
+                    break
+            assert group.error_code == ErrorCode.topic_authorization_failed, group
+            assert group.members == ()
+            assert "not authorized to describe" in (group.error_message or "")
+            # Allowed to describe both topics: the group and its member are shown.
+            set_acls(
+                secured,
+                [
+                    allow(ResourceType.GROUP, "regex-group", AclOperation.DESCRIBE),
+                    allow(ResourceType.TOPIC, "pub-a", AclOperation.DESCRIBE),
+                    allow(ResourceType.TOPIC, "pub-secret", AclOperation.DESCRIBE),
+                ],
+            )
+            group = c.request(request).groups[0]
+            assert group.error_code == ErrorCode.none
+            assert len(group.members) == 1
+    finally:
+        consumer.close()

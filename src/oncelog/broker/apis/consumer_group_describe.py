@@ -29,8 +29,28 @@ def consumer_group_describe(ctx: RequestContext, req: Any) -> Any:
         g = described.get(gid) or gm.DescribedConsumerGroup(
             ErrorCode.group_authorization_failed, gid
         )
+        if g.error is ErrorCode.none and not _topics_describable(ctx, g):
+            # KAFKA-18813: a group whose members hold a topic the client may not
+            # describe (a regex subscription resolves to every matching topic) is
+            # answered TOPIC_AUTHORIZATION_FAILED, without its members.
+            g = gm.DescribedConsumerGroup(
+                ErrorCode.topic_authorization_failed,
+                gid,
+                error_message="The group has described topic(s) that the client is not "
+                "authorized to describe.",
+            )
         groups.append(_group(r, g))
     return make(r.ConsumerGroupDescribeResponse, groups=tuple(groups))
+
+
+def _topics_describable(ctx: RequestContext, g: gm.DescribedConsumerGroup) -> bool:
+    names = {
+        t.topic_name
+        for m in g.members
+        for t in (*m.assignment, *m.target_assignment)
+        if t.topic_name
+    }
+    return all(ctx.authorized(Op.DESCRIBE, Res.TOPIC, n, log_denied=False) for n in names)
 
 
 def _group(r: Any, g: gm.DescribedConsumerGroup) -> Any:
