@@ -181,12 +181,25 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
         assert value(s, "oncelog_partition_lso_lag_offsets", **part) == 2
         status, _, page = http(f"{url}/console/hanging")
         assert status == 200 and 'class="abort" hx-post="/console/abort"' in page
+        # The per-start token the console page carries (htmx sends it on every request).
+        token = http(f"{url}/")[2].split('"X-Oncelog-Token": "')[1].split('"')[0]
+        console = {"HX-Request": "true", "X-Oncelog-Token": token}
         form = {"topic": topic_name, "partition": "0", "producer_id": "999999"}
-        assert http(f"{url}/console/abort", "POST", form, **{"HX-Request": "true"})[:1] == (409,)
+        assert http(f"{url}/console/abort", "POST", form, **console)[:1] == (409,)
         assert http(f"{url}/console/abort", "POST", {"topic": topic_name})[0] == 403
-        status, _, body = http(
-            f"{url}/console/abort", "POST", {"topic": topic_name}, **{"HX-Request": "true"}
+        # htmx's header alone (a script on another page can set it) is not enough.
+        assert http(f"{url}/console/abort", "POST", form, **{"HX-Request": "true"})[:3:2] == (
+            403,
+            "abort must come from the console page (its token is missing)",
         )
+        # Another origin, or a rebinding host name, is refused before anything else.
+        assert (
+            http(f"{url}/console/abort", "POST", form, **console, Origin="http://evil.example")[0]
+            == 403
+        )
+        status, _, body = http(f"{url}/metrics", Host="rebound.evil.example")
+        assert status == 403 and "metrics.listener.allowed.hosts" in body
+        status, _, body = http(f"{url}/console/abort", "POST", {"topic": topic_name}, **console)
         assert (status, body) == (400, "expected form fields topic, partition and producer_id")
         pid = next(
             int(line.split('data-producer-id="')[1].split('"')[0])
@@ -194,7 +207,7 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
             if "data-producer-id" in line
         )
         form = {"topic": topic_name, "partition": "0", "producer_id": str(pid)}
-        status, _, body = http(f"{url}/console/abort", "POST", form, **{"HX-Request": "true"})
+        status, _, body = http(f"{url}/console/abort", "POST", form, **console)
         assert (status, body) == (
             200,
             f"wrote ABORT marker for producer {pid} to {topic_name}-0",

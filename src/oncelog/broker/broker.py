@@ -159,7 +159,11 @@ class Broker:
             from oncelog.broker.http.listener import HttpListener
 
             self.http = HttpListener(
-                self, self.state_view, url, allow_abort=config.get_bool("console.allow.abort")
+                self,
+                self.state_view,
+                url,
+                allow_abort=config.get_bool("console.allow.abort"),
+                allowed_hosts=config.get_str("metrics.listener.allowed.hosts"),
             )
         self.dir_lock: DataDirLock | None = None
         self._servers: list[asyncio.Server] = []

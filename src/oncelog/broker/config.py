@@ -126,6 +126,9 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "metrics.listener": (str, ""),
     # Lets the console abort hanging transactions (POST /console/abort is 403 otherwise).
     "console.allow.abort": (parse_bool, False),
+    # Host names the HTTP listener answers to besides its own and loopback's (DNS
+    # rebinding defence): comma-separated.
+    "metrics.listener.allowed.hosts": (str, ""),
     # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
     # and transaction markers are answered only after an fdatasync of what they wrote.
     "oncelog.flush.on.ack": (parse_bool, False),

@@ -64,7 +64,7 @@ tr.hanging td {{ background: #fde2e2; }} .flag {{ color: #b00; font-weight: bold
 #abort-result {{ margin: .5em 0; font-weight: bold; }}
 </style>
 </head>
-<body>
+<body hx-headers='{{"X-Oncelog-Token": "{token}"}}'>
 <h1>oncelog console</h1>
 <p class="muted">Broker {broker}. Panels refresh every 2 s.
 Abort of hanging transactions: {abort_state}.</p>
@@ -90,8 +90,13 @@ document.body.addEventListener("htmx:beforeSwap", function (e) {{
 """
 
 
-def page(view: BrokerStateView, history: LagHistory, broker: str, allow_abort: bool) -> str:
+def page(
+    view: BrokerStateView, history: LagHistory, broker: str, allow_abort: bool, token: str = ""
+) -> str:
+    """The console page; ``token`` (the listener's per-start CSRF token) is sent back by
+    htmx on every request the page makes, and required by the abort action."""
     return PAGE.format(
+        token=escape(token),
         broker=escape(broker),
         abort_state="enabled (console.allow.abort=true)"
         if allow_abort

@@ -5,14 +5,21 @@ An aiohttp app on the broker's own event loop. Routes:
 - ``GET /metrics``: Prometheus text format, or OpenMetrics when the scraper asks for it;
 - ``GET /``: the console page; ``GET /console/<panel>``: its panels, polled by htmx;
 - ``POST /console/abort``: abort a hanging transaction. 403 unless ``console.allow.abort``
-  is true; then it must carry htmx's ``HX-Request`` header (a cross-site form post cannot
-  set it, so another site cannot make a browser abort transactions).
+  is true; then it must carry htmx's ``HX-Request`` header and the listener's per-start
+  token, which only the console page it served holds (a cross-site form post can set
+  neither), and come from no other origin.
+
+Every request must name, in its ``Host`` header, the listener's own host, a loopback
+name, this machine's names or one of ``metrics.listener.allowed.hosts``: a web page on a
+rebinding domain that resolves to this address cannot read the metrics or the console.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -59,9 +66,29 @@ def parse_http_listener(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+TOKEN_HEADER = "X-Oncelog-Token"
+
+
 class HttpListener:
-    def __init__(self, broker: Broker, view: BrokerStateView, url: str, *, allow_abort: bool):
+    def __init__(
+        self,
+        broker: Broker,
+        view: BrokerStateView,
+        url: str,
+        *,
+        allow_abort: bool,
+        allowed_hosts: str = "",
+    ):
         self.host, self.port = parse_http_listener(url)
+        self.allowed_hosts = {
+            self.host.lower(),
+            *LOOPBACK_NAMES,
+            socket.gethostname().lower(),
+            socket.getfqdn().lower(),
+            *(h.strip().lower() for h in allowed_hosts.split(",") if h.strip()),
+        }
+        self.token = secrets.token_urlsafe(24)  # per start: the console's CSRF token
         self._broker = broker
         self._view = view
         self._allow_abort = allow_abort
@@ -77,7 +104,7 @@ class HttpListener:
         return f"http://{host}:{self.port}"
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._host_guard])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/", self._page)
         app.router.add_get("/static/htmx.min.js", self._htmx)
@@ -130,6 +157,23 @@ class HttpListener:
 
     # -- handlers ------------------------------------------------------------------------
 
+    @web.middleware
+    async def _host_guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        host = _hostname(request.host)
+        if host not in self.allowed_hosts:
+            return _text(
+                403,
+                f"Host {host!r} is not one this listener answers to: add it to "
+                "metrics.listener.allowed.hosts",
+            )
+        origin = request.headers.get("Origin")
+        if request.method != "GET" and origin is not None:
+            if _hostname(urlsplit(origin).netloc) not in self.allowed_hosts:
+                return _text(403, f"cross-origin request from {origin} refused")
+        return await handler(request)
+
     async def _metrics(self, request: web.Request) -> web.Response:
         # State is copied on the loop; the families and their text are built in a thread.
         snap = self._collector.snapshot()
@@ -145,7 +189,9 @@ class HttpListener:
         if not self._history.samples:
             self._history.sample()  # the chart's first point
         self._viewed()
-        text = console.page(self._view, self._history, self._broker.ready_line(), self._allow_abort)
+        text = console.page(
+            self._view, self._history, self._broker.ready_line(), self._allow_abort, self.token
+        )
         return web.Response(text=text, content_type="text/html")
 
     async def _htmx(self, request: web.Request) -> web.Response:
@@ -168,6 +214,8 @@ class HttpListener:
             return _text(403, "abort is disabled: start the broker with console.allow.abort=true")
         if request.headers.get("HX-Request") != "true":
             return _text(403, "abort must come from the console page (HX-Request header)")
+        if not hmac.compare_digest(request.headers.get(TOKEN_HEADER, ""), self.token):
+            return _text(403, "abort must come from the console page (its token is missing)")
         form = await request.post()
         try:
             topic = str(form["topic"])
@@ -184,6 +232,14 @@ class HttpListener:
             outcome.message,
         )
         return _text(200 if outcome.ok else 409, outcome.message)
+
+
+def _hostname(host: str) -> str:
+    """The host part of a ``Host`` header or an origin's netloc, without the port."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _text(status: int, message: str) -> web.Response:
