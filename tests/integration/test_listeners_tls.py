@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,5 +214,35 @@ def test_mtls_principal_comes_from_the_certificate_dn(tmp_path: Path, tls: TlsFi
         p.flush(10)
         assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
         assert "Principal = User:alice@eng is Denied operation = DESCRIBE" in b.log_path.read_text()
+    finally:
+        b.stop()
+
+
+def test_a_certificate_no_mapping_rule_matches_is_refused_in_one_log_line(
+    tmp_path: Path, tls: TlsFiles
+) -> None:
+    """No rule (and no DEFAULT) maps the client's DN: the connection is closed and the
+    broker logs one line, not a transport-callback traceback per connection."""
+    settings = {
+        "listeners": "SSL://127.0.0.1:0",
+        **tls_listener_settings(tls, "SSL", client_auth="required"),
+        "listener.name.ssl.ssl.principal.mapping.rules": r"RULE:^CN=(.*?),OU=nowhere,.*$/$1/",
+    }
+    b = _start(tmp_path, settings)
+    try:
+        ctx = ssl.create_default_context(cafile=str(tls.ca))
+        ctx.load_cert_chain(str(tls.client_cert), str(tls.client_key))
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=5) as raw:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls_sock:
+                    tls_sock.settimeout(5)
+                    try:
+                        assert tls_sock.recv(1) == b""  # closed by the broker
+                    except (ConnectionResetError, ssl.SSLError):
+                        pass
+        time.sleep(0.5)
+        log = b.log_path.read_text()
+        assert log.count("no ssl.principal.mapping.rules rule matches") == 1, log[-3000:]
+        assert "Traceback" not in log
     finally:
         b.stop()

@@ -39,7 +39,7 @@ from oncelog.protocol.page_cache import PageWarmer
 from oncelog.protocol.request_budget import RequestBudget
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
-from oncelog.security.principal import parse_mapping_rules, principal_from_dn
+from oncelog.security.principal import MappingRuleError, parse_mapping_rules, principal_from_dn
 from oncelog.security.sasl import scramp
 from oncelog.storage.dir_lock import DataDirLock
 from oncelog.storage.group_sync import GroupSync, held_fsync
@@ -294,7 +294,19 @@ class Broker:
             protocol.close()
             protocol.release()
             return
-        connection = Connection(self, protocol, listener)
+        try:
+            connection = Connection(self, protocol, listener)
+        except MappingRuleError as exc:
+            # Kafka fails the TLS authentication of a certificate no rule maps: one log
+            # line (per window), not a traceback from the transport callback.
+            self.quotas.release(host)
+            self.client_faults.note(
+                "connections with an unmapped certificate", logging.INFO,
+                "closing connection from %s on %s: %s", host, listener.name, exc,
+            )  # fmt: skip
+            protocol.close()
+            protocol.release()
+            return
         self._live[connection.id] = connection
         self.stats.connections_opened += 1  # closed: ``on_connection_closed``
         task = asyncio.get_running_loop().create_task(connection.serve())
