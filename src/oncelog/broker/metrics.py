@@ -72,8 +72,6 @@ class Snapshot:
     fetch_waiting: int
     connections_opened: int
     connections_closed: int
-    connections_refused: int
-    failed_authentications: int
     cleaner: CleanerFigures
     load_s: dict[str, float]
     loop: LoopFigures
@@ -82,6 +80,8 @@ class Snapshot:
     loading: dict[str, bool] = field(default_factory=dict)  # coordinator -> still loading
     fetch_disk_read_bytes: int = 0  # fetched ranges found outside the page cache
     fetch_cold_plans: int = 0  # fetches planned in a page-read thread
+    connections_refused: int = 0  # by max.connections / max.connections.per.ip
+    failed_authentications: int = 0
 
 
 class BrokerCollector(Collector):
