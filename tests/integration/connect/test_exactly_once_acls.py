@@ -95,18 +95,24 @@ def _connector_acls(with_transactional_id: bool) -> list[AclBinding]:
     return out
 
 
+def _documented_setup(bootstrap: str) -> AdminClient:
+    """The connector's output topic and the documented grants, set up as admin."""
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            **confluent_sasl("SASL_PLAINTEXT", "PLAIN", "admin", PLAIN_USERS["admin"]),
+        }
+    )
+    admin.create_topics([NewTopic("acl-out", 1, 1)])["acl-out"].result(15)
+    for future in admin.create_acls([*_worker_acls(), *_connector_acls(True)]).values():
+        future.result(15)
+    return admin
+
+
 def test_exactly_once_connector_with_the_documented_acls(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "data", settings=BROKER_SETTINGS) as broker:
         bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
-        admin = AdminClient(
-            {
-                "bootstrap.servers": bootstrap,
-                **confluent_sasl("SASL_PLAINTEXT", "PLAIN", "admin", PLAIN_USERS["admin"]),
-            }
-        )
-        admin.create_topics([NewTopic("acl-out", 1, 1)])["acl-out"].result(15)
-        for future in admin.create_acls([*_worker_acls(), *_connector_acls(True)]).values():
-            future.result(15)
+        admin = _documented_setup(bootstrap)
         security = {
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN",
@@ -186,15 +192,7 @@ def _states(worker: WorkerProcess) -> list[tuple[str, str]]:
 def test_zombie_fencing_needs_the_connector_admin_principals_grant(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "data", settings=BROKER_SETTINGS) as broker:
         bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
-        admin = AdminClient(
-            {
-                "bootstrap.servers": bootstrap,
-                **confluent_sasl("SASL_PLAINTEXT", "PLAIN", "admin", PLAIN_USERS["admin"]),
-            }
-        )
-        admin.create_topics([NewTopic("acl-out", 1, 1)])["acl-out"].result(15)
-        for future in admin.create_acls([*_worker_acls(), *_connector_acls(True)]).values():
-            future.result(15)
+        admin = _documented_setup(bootstrap)
         worker = WorkerProcess(
             worker_settings(
                 bootstrap,
