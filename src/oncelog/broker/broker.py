@@ -291,8 +291,7 @@ class Broker:
                 "refusing a connection from %s: %s", host, refused,
             )  # fmt: skip
             self.stats.connections_refused += 1
-            protocol.close()
-            protocol.release()
+            _drop(protocol)
             return
         try:
             connection = Connection(self, protocol, listener)
@@ -304,8 +303,7 @@ class Broker:
                 "connections with an unmapped certificate", logging.INFO,
                 "closing connection from %s on %s: %s", host, listener.name, exc,
             )  # fmt: skip
-            protocol.close()
-            protocol.release()
+            _drop(protocol)
             return
         self._live[connection.id] = connection
         self.stats.connections_opened += 1  # closed: ``on_connection_closed``
@@ -376,6 +374,12 @@ class Broker:
                 last_retention = now
             if now - last_expire >= expire_every:
                 last_expire = now
+
+
+def _drop(protocol: FrameProtocol) -> None:
+    """Close a connection refused before its request loop started."""
+    protocol.close()
+    protocol.release()
 
 
 def _durable_acks(config: BrokerConfig) -> GroupSync | None:

@@ -97,7 +97,7 @@ class Connection:
             authenticated=not listener.protocol.uses_sasl,
         )
         self._full_frame_size = protocol.parser.max_size
-        # The loop's clock at the last request or response (connections.max.idle.ms).
+        # The loop's clock at the last request (connections.max.idle.ms).
         self._clock = asyncio.get_running_loop().time
         self.last_active = self._clock()
         if listener.protocol.uses_tls:
@@ -125,7 +125,6 @@ class Connection:
                 elif out is not None:
                     # The next frame is read only after this response is written: in order.
                     await self.protocol.send(out)
-                self.last_active = self._clock()
                 if self.session.close_after_response is not None:
                     # Kafka's connection.failed.authentication.delay.ms: the client reads
                     # the error before the close, and retry storms are slowed down.

@@ -40,6 +40,7 @@ from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.standalone_config import StandaloneConfig
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
+    ACCESS_CONTROL_ALLOW_ORIGIN,
     TASK_SHUTDOWN_TIMEOUT_MS,
     TOPIC_TRACKING_ALLOW_RESET,
     TOPIC_TRACKING_ENABLE,
@@ -167,7 +168,7 @@ async def serve(
         kafka_cluster_id=cluster_id,
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
-        allowed_origins=str(config.get("access.control.allow.origin") or ""),
+        allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
     )
     add_metrics_route(app, worker, cluster)
     runner = web.AppRunner(app, handle_signals=False)

@@ -50,6 +50,7 @@ from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
+    ACCESS_CONTROL_ALLOW_ORIGIN,
     CONNECT_PROTOCOL,
     EXACTLY_ONCE_SOURCE_SUPPORT,
     GROUP_ID,
@@ -185,7 +186,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
         kafka_cluster_id=cluster_id,
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
-        allowed_origins=str(config.get("access.control.allow.origin") or ""),
+        allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
     )
     add_metrics_route(app, herder.worker, cluster)
     runner = web.AppRunner(app, handle_signals=False)

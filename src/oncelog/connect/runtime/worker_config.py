@@ -36,6 +36,7 @@ STATUS_TOPIC = "status.storage.topic"
 STATUS_PARTITIONS = "status.storage.partitions"
 STATUS_REPLICATION = "status.storage.replication.factor"
 LISTENERS = "listeners"
+ACCESS_CONTROL_ALLOW_ORIGIN = "access.control.allow.origin"
 REST_ADVERTISED_HOST = "rest.advertised.host.name"
 REST_ADVERTISED_PORT = "rest.advertised.port"
 REST_ADVERTISED_LISTENER = "rest.advertised.listener"
@@ -335,7 +336,7 @@ def worker_config_def() -> ConfigDef:
         group=rest,
     )
     d.define(
-        "access.control.allow.origin",
+        ACCESS_CONTROL_ALLOW_ORIGIN,
         ConfigType.STRING,
         "",
         None,
