@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from oncelog.broker.config import BrokerConfigError
+
 UNLIMITED = 2**31 - 1
 
 
@@ -25,7 +27,7 @@ def parse_overrides(value: str) -> dict[str, int]:
     for entry in filter(None, (e.strip() for e in value.split(","))):
         host, sep, count = entry.rpartition(":")
         if not sep or not host or not count.isdigit():
-            raise ValueError(
+            raise BrokerConfigError(
                 f"Invalid max.connections.per.ip.overrides entry {entry!r}: expected host:count"
             )
         out[host] = int(count)
