@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from oncelog.connect.api.errors import ConfigException, ConnectException
 from oncelog.connect.kafka_io.internal_topics import InternalTopicAdmin
 from oncelog.connect.kafka_io.settings import (
@@ -32,11 +30,12 @@ from oncelog.connect.kafka_io.settings import (
 )
 from oncelog.connect.kafka_io.task_clients import TaskClients
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.listener import advertised_url, bind, warn_if_exposed
+from oncelog.connect.rest.listener import advertised_url, bind, start_site, warn_if_exposed
 from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.rest_security import rest_security
 from oncelog.connect.runtime.standalone_config import StandaloneConfig
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
@@ -115,6 +114,7 @@ async def serve(
     config: StandaloneConfig, connector_files: Sequence[str], announce: Callable[[str], None]
 ) -> None:
     check_worker_client_settings(config)
+    security = rest_security(config, distributed=False)
     await asyncio.to_thread(check_worker_connection, config, REACH_TIMEOUT_S)
     plugins = PluginRegistry.discover(config.plugin_path())
     connectors = [read_connector_file(f) for f in connector_files]
@@ -131,7 +131,7 @@ async def serve(
     admin_config.pop("listeners", None)
     cluster_id = await asyncio.to_thread(InternalTopicAdmin(admin_config).cluster_id)
     sock = bind(config.listener_urls()[0])
-    warn_if_exposed(sock.getsockname()[0])
+    warn_if_exposed(sock.getsockname()[0], security)
     host, port = sock.getsockname()[:2]
     url = advertised_url(config, host, port)
     cluster = ClusterState()
@@ -169,11 +169,10 @@ async def serve(
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
         allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
+        authenticator=security.authenticator,
     )
     add_metrics_route(app, worker, cluster)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    runner = await start_site(app, sock, security)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

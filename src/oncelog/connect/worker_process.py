@@ -20,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
-
-from aiohttp import web
 
 from oncelog.connect.distributed import zombie_fencing
 from oncelog.connect.distributed.connect_protocol import ConnectProtocolVersion
@@ -43,11 +42,12 @@ from oncelog.connect.kafka_io.settings import (
 )
 from oncelog.connect.kafka_io.task_clients import ProducerFencer, TaskClients
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.rest.listener import advertised_url, bind, warn_if_exposed
+from oncelog.connect.rest.listener import advertised_url, bind, start_site, warn_if_exposed
 from oncelog.connect.rest.metrics import add_metrics_route
 from oncelog.connect.runtime import client_configs
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.rest_security import rest_security
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
     ACCESS_CONTROL_ALLOW_ORIGIN,
@@ -75,7 +75,11 @@ REACH_TIMEOUT_S = 30.0
 
 
 def build_herder(
-    config: WorkerConfig, plugins: PluginRegistry, url: str, cluster: ClusterState | None = None
+    config: WorkerConfig,
+    plugins: PluginRegistry,
+    url: str,
+    cluster: ClusterState | None = None,
+    rest_ssl: ssl.SSLContext | None = None,
 ) -> Herder:
     """The distributed herder and everything it drives."""
     cluster = cluster or ClusterState()
@@ -158,11 +162,13 @@ def build_herder(
         exactly_once=support.enabled,
         group_id=group_id,
         loggers=Loggers(),
+        rest_ssl=rest_ssl,
     )
 
 
 async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     check_worker_client_settings(config)
+    security = rest_security(config, distributed=True)
     await asyncio.to_thread(check_worker_connection, config, REACH_TIMEOUT_S)
     plugins = PluginRegistry.discover(config.plugin_path())
     admin_config = {**config.shared_client_config(), **config.originals_with_prefix("admin.")}
@@ -172,9 +178,11 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     cluster_id = await asyncio.to_thread(admin.cluster_id)
     sock = bind(config.listener_urls()[0])
     host, port = sock.getsockname()[:2]
-    warn_if_exposed(host)
+    warn_if_exposed(host, security)
     cluster = ClusterState()
-    herder = build_herder(config, plugins, advertised_url(config, host, port), cluster)
+    herder = build_herder(
+        config, plugins, advertised_url(config, host, port), cluster, security.client_ssl
+    )
     operations = DistributedOperations(herder, cluster)
     app = create_app(
         plugins,
@@ -187,11 +195,11 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
         topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
         topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
         allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
+        authenticator=security.authenticator,
+        client_ssl=security.client_ssl,
     )
     add_metrics_route(app, herder.worker, cluster)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    runner = await start_site(app, sock, security)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -4,7 +4,8 @@
   ``this`` prints the Zen of Python on import, on the worker's stdout.
 - A web page a developer visits can send a ``text/plain`` POST without a CORS
   preflight: bodies must be JSON (415), and other origins are refused (403).
-- An ``https://`` listener must not serve plain HTTP: it is refused at start.
+- The default listener binds loopback (https and authentication:
+  ``test_rest_tls_auth``).
 """
 
 from __future__ import annotations
@@ -110,8 +111,6 @@ def test_a_text_plain_post_from_another_origin_creates_nothing(worker: WorkerPro
     assert status == 200
 
 
-def test_an_https_listener_is_refused_and_the_default_binds_loopback() -> None:
+def test_the_default_listener_binds_loopback() -> None:
     settings = worker_settings("127.0.0.1:1", "g")
-    with pytest.raises(Exception, match="https listeners are not supported yet"):
-        WorkerConfig({**settings, "listeners": "https://127.0.0.1:8443"})
     assert WorkerConfig(settings).get_list("listeners") == ["http://127.0.0.1:8083"]

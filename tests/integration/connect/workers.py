@@ -3,11 +3,13 @@ small REST client."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -58,11 +60,26 @@ def worker_settings(bootstrap: str, group: str, **extra: str) -> dict[str, str]:
 class WorkerProcess:
     """One ``oncelog connect worker`` subprocess; its output is kept in ``lines``."""
 
-    def __init__(self, settings: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        settings: dict[str, str],
+        log_path: Path,
+        *,
+        tls: ssl.SSLContext | None = None,
+        auth: tuple[str, str] | None = None,
+    ) -> None:
+        """``tls``: the worker listens on https, and requests use this client context;
+        ``auth``: requests carry these basic-auth credentials."""
         self.settings = dict(settings)
         self.port = free_port()
-        self.settings.setdefault("listeners", f"http://127.0.0.1:{self.port}")
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if tls is not None else "http"
+        self.settings.setdefault("listeners", f"{scheme}://127.0.0.1:{self.port}")
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.headers = {"Content-Type": "application/json"}
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
         self.log_path = log_path
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
@@ -133,10 +150,10 @@ class WorkerProcess:
     def _call_once(self, method: str, path: str, body: Any, raw: bytes | None) -> tuple[int, Any]:
         data = raw if raw is not None else None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+            self.url + path, data=data, method=method, headers=self.headers
         )
         try:
-            with urllib.request.urlopen(request, timeout=100) as response:
+            with urllib.request.urlopen(request, timeout=100, context=self.tls) as response:
                 text = response.read()
                 return response.status, json.loads(text) if text else None
         except urllib.error.HTTPError as exc:

@@ -83,6 +83,7 @@ class FencingRequests:
             name,
             signing_key,
             str(herder.config.get(SIGNATURE_ALGORITHM)),
+            herder.rest_ssl,
         )
 
     def check_internal_request(self, body: bytes, headers: Mapping[str, str]) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 import traceback
@@ -109,9 +110,12 @@ class Herder:
         exactly_once: bool,
         group_id: str,
         loggers: Loggers,
+        rest_ssl: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        # TLS for the internal requests this worker sends others (None: the default).
+        self.rest_ssl = rest_ssl
         self.plugins = plugins
         self.url = url
         self.worker_id = url.split("://", 1)[-1].rstrip("/")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -17,9 +18,16 @@ from oncelog.connect.distributed import request_signing
 
 
 def put_signed(
-    url: str, body: bytes, key: bytes | None, algorithm: str, *, timeout_s: float = 90.0
+    url: str,
+    body: bytes,
+    key: bytes | None,
+    algorithm: str,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    timeout_s: float = 90.0,
 ) -> None:
-    """PUT ``body`` to ``url`` signed with ``key`` (None: unsigned); an error answer raises
+    """PUT ``body`` to ``url`` signed with ``key`` (None: unsigned), over TLS with
+    ``ssl_context`` for an https worker; an error answer raises
     :class:`ConnectRestException` with its status and message, an unreachable worker
     :class:`ConnectException`."""
     headers = {"Content-Type": "application/json"}
@@ -27,7 +35,7 @@ def put_signed(
         headers.update(request_signing.sign(key, body, algorithm))
     request = urllib.request.Request(url, data=body, headers=headers, method="PUT")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=ssl_context) as response:
             response.read()
     except urllib.error.HTTPError as exc:
         text = exc.read()
@@ -41,7 +49,11 @@ def put_signed(
 
 
 def request_fencing(
-    leader_url: str | None, connector: str, key: bytes | None, algorithm: str
+    leader_url: str | None,
+    connector: str,
+    key: bytes | None,
+    algorithm: str,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> concurrent.futures.Future[None]:
     """Ask the leader for a round of zombie fencing of ``connector`` (KIP-618 startup
     step 2), on a thread of its own; the future fails with the leader's answer."""
@@ -52,7 +64,11 @@ def request_fencing(
             if leader_url is None:
                 raise ConnectException("No leader is known to perform zombie fencing")
             put_signed(
-                f"{leader_url.rstrip('/')}/connectors/{connector}/fence", b"", key, algorithm
+                f"{leader_url.rstrip('/')}/connectors/{connector}/fence",
+                b"",
+                key,
+                algorithm,
+                ssl_context=ssl_context,
             )
             future.set_result(None)
         except BaseException as exc:

@@ -104,5 +104,6 @@ class TaskReconfiguration:
             json.dumps(configs).encode(),
             None if key is None or not sessioned else key.key,
             str(herder.config.get(SIGNATURE_ALGORITHM)),
+            ssl_context=herder.rest_ssl,
             timeout_s=30,
         )

@@ -13,6 +13,9 @@ The endpoints that change state join once the herder exists.
 
 from __future__ import annotations
 
+import logging
+import re
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +25,7 @@ from oncelog.connect.api.config import convert_to_string
 from oncelog.connect.api.errors import ConfigException, ConnectException, ConnectRestException
 from oncelog.connect.api.version import COMMIT, VERSION
 from oncelog.connect.rest.connectors_resource import ConnectorsResource
+from oncelog.connect.rest.forwarding import CLIENT_SSL
 from oncelog.connect.rest.internal_resource import InternalResource
 from oncelog.connect.rest.json_bodies import json_body
 from oncelog.connect.rest.loggers_resource import LoggersResource
@@ -30,8 +34,10 @@ from oncelog.connect.rest.operations import ClusterView, ConnectOperations
 from oncelog.connect.runtime.connector_validation import validate_connector_config
 from oncelog.connect.runtime.loggers import Loggers
 from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.rest_security import BasicAuthenticator
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger(__name__)
 
 
 def error_response(status: int, message: str) -> web.Response:
@@ -84,6 +90,30 @@ def request_guard(allowed_origins: str) -> Callable[..., Any]:
         return await handler(request)
 
     return guard
+
+
+# The internal endpoints, exempt from basic authentication as in Kafka's
+# JaasBasicAuthFilter: workers call them with no user's credentials, and under the
+# sessioned protocol the handlers verify their signature instead.
+_INTERNAL_PATH = re.compile(r"/?connectors/[^/]+/(tasks|fence)/?")
+
+
+def basic_auth(authenticator: BasicAuthenticator) -> Callable[..., Any]:
+    """HTTP basic authentication on every request but the internal ones (Kafka's
+    ``JaasBasicAuthFilter``): 401 without valid credentials."""
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "PUT" and _INTERNAL_PATH.fullmatch(request.path):
+            return await handler(request)
+        user = authenticator.authenticate(request.headers.get("Authorization"))
+        if user is None:
+            # Debug only, as Kafka: a mistyped password should not flood the log.
+            log.debug("REST request %s %s failed authentication", request.method, request.path)
+            return error_response(401, "User cannot access the resource.")
+        return await handler(request)
+
+    return authenticate
 
 
 class PluginResource:
@@ -331,11 +361,18 @@ def create_app(
     topic_tracking: bool = True,
     topic_tracking_reset: bool = True,
     allowed_origins: str = "",
+    authenticator: BasicAuthenticator | None = None,
+    client_ssl: ssl.SSLContext | None = None,
 ) -> web.Application:
     """The app. With a ``view``: the read-only ``/connectors`` endpoints; with
     ``operations`` too: every endpoint of a worker (writes, internal endpoints, health,
     offsets changes, cluster-wide log levels)."""
-    app = web.Application(middlewares=[errors_as_json, request_guard(allowed_origins)])
+    middlewares = [errors_as_json, request_guard(allowed_origins)]
+    if authenticator is not None:
+        middlewares.append(basic_auth(authenticator))
+    app = web.Application(middlewares=middlewares)
+    if client_ssl is not None:
+        app[CLIENT_SSL] = client_ssl
     if view is not None:
         ConnectorsResource(
             view,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ssl
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,7 +26,14 @@ from oncelog.connect.distributed.request_signing import ALGORITHM_HEADER, SIGNAT
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_S = 90.0
-_SIGNATURE_HEADERS = frozenset({SIGNATURE_HEADER.lower(), ALGORITHM_HEADER.lower()})
+# Kept on a forwarded request: an internal request's signature (the body it signs is
+# forwarded as is), and the caller's credentials, which the next worker checks again
+# (Kafka's RestClient copies the Authorization header the same way).
+_FORWARDED_HEADERS = frozenset(
+    {SIGNATURE_HEADER.lower(), ALGORITHM_HEADER.lower(), "authorization"}
+)
+# The TLS context for requests to other workers (None: the default one).
+CLIENT_SSL = web.AppKey("client_ssl", ssl.SSLContext)
 
 
 async def wait_for(future: concurrent.futures.Future[T]) -> T:
@@ -60,8 +68,7 @@ async def forward(request: web.Request, base_url: str | None) -> web.Response:
     query["forward"] = "true" if hop is None else "false"
     url = f"{base_url.rstrip('/')}{request.path}"
     headers = {"Content-Type": "application/json"}
-    # An internal request keeps its signature: the body it signs is forwarded as is.
-    headers.update({k: v for k, v in request.headers.items() if k.lower() in _SIGNATURE_HEADERS})
+    headers.update({k: v for k, v in request.headers.items() if k.lower() in _FORWARDED_HEADERS})
     try:
         async with (
             aiohttp.ClientSession() as session,
@@ -71,6 +78,7 @@ async def forward(request: web.Request, base_url: str | None) -> web.Response:
                 params=query,
                 data=await request.read(),
                 headers=headers,
+                ssl=request.app.get(CLIENT_SSL, True),
                 timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
             ) as response,
         ):

@@ -1,5 +1,6 @@
-"""The REST listener's socket and the URL other workers reach this one at
-(``listeners``, ``rest.advertised.host.name``, ``rest.advertised.port``)."""
+"""The REST listener's socket, its TLS, and the URL other workers reach this one at
+(``listeners``, ``rest.advertised.host.name``, ``rest.advertised.port``,
+``rest.advertised.listener``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import logging
 import socket
 from urllib.parse import urlsplit
 
+from aiohttp import web
+
+from oncelog.connect.runtime.rest_security import RestSecurity
 from oncelog.connect.runtime.worker_config import (
     REST_ADVERTISED_HOST,
+    REST_ADVERTISED_LISTENER,
     REST_ADVERTISED_PORT,
     WorkerConfig,
 )
@@ -34,20 +39,34 @@ def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
         socket.gethostname() if host in ("", "0.0.0.0", "::") else host
     )
     adv_port = config.get(REST_ADVERTISED_PORT) or port
-    return f"http://{adv_host}:{adv_port}/"
+    scheme = (
+        str(config.get(REST_ADVERTISED_LISTENER) or "").lower()
+        or urlsplit(config.listener_urls()[0]).scheme.lower()
+    )
+    return f"{scheme}://{adv_host}:{adv_port}/"
 
 
-def warn_if_exposed(host: str) -> None:
+def warn_if_exposed(host: str, security: RestSecurity) -> None:
     """A REST API reachable from other hosts runs whatever connectors its callers
-    configure, and has no authentication: say so once at start."""
+    configure: say so once at start when it has no authentication."""
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
-    if not loopback:
+    if not loopback and security.authenticator is None:
         log.warning(
             "the REST API listens on %s, reachable from other hosts, without authentication: "
             "anyone who can connect can create connectors. Bind it to 127.0.0.1 (the "
-            "default) or restrict access to it",
+            "default), set rest.basic.auth.credentials.file, or restrict access to it",
             host,
         )
+
+
+async def start_site(
+    app: web.Application, sock: socket.socket, security: RestSecurity
+) -> web.AppRunner:
+    """Serve ``app`` on ``sock``, over TLS on an https listener."""
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock, ssl_context=security.server_ssl).start()
+    return runner

@@ -40,6 +40,13 @@ ACCESS_CONTROL_ALLOW_ORIGIN = "access.control.allow.origin"
 REST_ADVERTISED_HOST = "rest.advertised.host.name"
 REST_ADVERTISED_PORT = "rest.advertised.port"
 REST_ADVERTISED_LISTENER = "rest.advertised.listener"
+REST_EXTENSION_CLASSES = "rest.extension.classes"
+REST_BASIC_AUTH_CREDENTIALS_FILE = "rest.basic.auth.credentials.file"
+# Kafka's basic-auth REST extension: the one extension a config may name (it maps to
+# REST_BASIC_AUTH_CREDENTIALS_FILE); oncelog loads no class a config names.
+BASIC_AUTH_EXTENSION = (
+    "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+)
 OFFSET_FLUSH_INTERVAL_MS = "offset.flush.interval.ms"
 OFFSET_FLUSH_TIMEOUT_MS = "offset.flush.timeout.ms"
 TASK_SHUTDOWN_TIMEOUT_MS = "task.shutdown.graceful.timeout.ms"
@@ -124,21 +131,24 @@ def _listeners(name: str, value: Any) -> None:
             raise ConfigException(
                 name, ",".join(value), f"Listener {listener} must use the http or https protocol"
             )
-        if parts.scheme == "https":
-            # Refused rather than served as plain HTTP: connector configs carry
-            # credentials, and internal requests carry signatures.
-            raise ConfigException(
-                name,
-                ",".join(value),
-                f"Listener {listener}: https listeners are not supported yet; use http on "
-                "loopback, or put a TLS-terminating proxy in front of the worker",
-            )
         try:
             parts.port  # noqa: B018 - raises on a malformed port
         except ValueError:
             raise ConfigException(
                 name, ",".join(value), f"Listener {listener} has an invalid port"
             ) from None
+
+
+def _rest_extensions(name: str, value: Any) -> None:
+    for cls in value or []:
+        if cls not in (BASIC_AUTH_EXTENSION, BASIC_AUTH_EXTENSION.rsplit(".", 1)[-1]):
+            raise ConfigException(
+                name,
+                ",".join(value),
+                f"Unknown REST extension {cls}: oncelog loads no class named in a "
+                f"configuration; the one extension it knows is {BASIC_AUTH_EXTENSION} "
+                f"(set {REST_BASIC_AUTH_CREDENTIALS_FILE})",
+            )
 
 
 def _policy(name: str, value: Any) -> None:
@@ -363,12 +373,25 @@ def worker_config_def() -> ConfigDef:
         group=rest,
     )
     d.define(
-        "rest.extension.classes",
+        REST_EXTENSION_CLASSES,
         ConfigType.LIST,
         [],
-        None,
+        _rest_extensions,
         Importance.LOW,
-        "REST extensions.",
+        "REST extensions: only Kafka's BasicAuthSecurityRestExtension, which needs "
+        f"{REST_BASIC_AUTH_CREDENTIALS_FILE}.",
+        group=rest,
+    )
+    d.define(
+        REST_BASIC_AUTH_CREDENTIALS_FILE,
+        ConfigType.STRING,
+        None,
+        None,
+        Importance.MEDIUM,
+        "A Java properties file of user=password lines. When set, every REST request "
+        "but the internal ones (signed under connect.protocol=sessioned) needs HTTP basic "
+        "authentication as one of these users (Kafka's BasicAuthSecurityRestExtension with "
+        "the PropertyFileLoginModule file option).",
         group=rest,
     )
     d.define(
@@ -629,6 +652,13 @@ class WorkerConfig(AbstractConfig):
             props = {k: v for k, v in props.items() if k != TRANSACTIONAL_ID}
         check_known_keys(props, definition)
         super().__init__(definition, props)
+        if self.get_list(REST_EXTENSION_CLASSES) and not self.get(REST_BASIC_AUTH_CREDENTIALS_FILE):
+            raise ConfigException(
+                REST_EXTENSION_CLASSES,
+                ",".join(self.get_list(REST_EXTENSION_CLASSES)),
+                f"BasicAuthSecurityRestExtension needs {REST_BASIC_AUTH_CREDENTIALS_FILE}, the "
+                "file its PropertyFileLoginModule reads in Kafka's JAAS configuration",
+            )
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
