@@ -8,9 +8,9 @@ import pytest
 
 from oncelog.connect.api.errors import ConfigException
 from oncelog.connect.runtime.connector_validation import validate_connector_config
-from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.plugins import FILE_STREAM_PLUGIN, PluginRegistry
 
-REGISTRY = PluginRegistry.with_builtins()
+REGISTRY = PluginRegistry.discover([FILE_STREAM_PLUGIN], entry_points=False)
 
 
 def _errors(result: dict[str, Any]) -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 
 from oncelog.connect.rest.app import create_app
-from oncelog.connect.runtime.plugins import PluginRegistry
+from oncelog.connect.runtime.plugins import FILE_STREAM_PLUGIN, PluginRegistry
 from oncelog.connect.storage.cluster_view import ClusterState
 
 
@@ -18,7 +18,10 @@ def _call(
     method: str, path: str, body: bytes | None = None, policy: str = "All"
 ) -> tuple[int, Any]:
     async def run() -> tuple[int, Any]:
-        app = create_app(PluginRegistry.with_builtins(), override_policy=policy)
+        app = create_app(
+            PluginRegistry.discover([FILE_STREAM_PLUGIN], entry_points=False),
+            override_policy=policy,
+        )
         async with TestClient(TestServer(app)) as client:
             response = await client.request(
                 method, path, data=body, headers={"Content-Type": "application/json"}
@@ -150,7 +153,9 @@ def _cluster() -> ClusterState:
 
 def _get(path: str) -> tuple[int, Any]:
     async def run() -> tuple[int, Any]:
-        app = create_app(PluginRegistry.with_builtins(), view=_cluster())
+        app = create_app(
+            PluginRegistry.discover([FILE_STREAM_PLUGIN], entry_points=False), view=_cluster()
+        )
         async with TestClient(TestServer(app)) as client:
             response = await client.get(path)
             return response.status, await response.json()

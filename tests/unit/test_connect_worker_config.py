@@ -17,7 +17,7 @@ from oncelog.connect.runtime.client_configs import (
     source_producer_config,
     validate_overrides,
 )
-from oncelog.connect.runtime.plugins import PluginRegistry, PluginType
+from oncelog.connect.runtime.plugins import FILE_STREAM_PLUGIN, PluginRegistry, PluginType
 from oncelog.connect.runtime.worker_config import WorkerConfig
 
 BASE = {
@@ -298,8 +298,22 @@ def test_entry_points_and_ambiguous_aliases(tmp_path: Path, clean_modules: None)
     )
 
 
+def test_the_file_stream_connectors_are_off_unless_plugin_path_names_them() -> None:
+    """They read and write any file the worker may: Kafka keeps them off its default
+    plugin path since 3.2."""
+    registry = PluginRegistry.discover([], entry_points=False)
+    assert not [d for d in registry.plugins() if "FileStream" in d.class_name]
+    for name in ("FileStreamSink", "org.apache.kafka.connect.file.FileStreamSourceConnector"):
+        with pytest.raises(
+            ConfigException,
+            match=f"Class {name} could not be found. The FileStream connectors are off by "
+            f"default: add {FILE_STREAM_PLUGIN} to plugin.path to enable them.",
+        ):
+            registry.connector_class(name)
+
+
 def test_builtin_aliases() -> None:
-    registry = PluginRegistry.with_builtins()
+    registry = PluginRegistry.discover([FILE_STREAM_PLUGIN], entry_points=False)
     for alias in (
         "FileStreamSource",
         "FileStreamSourceConnector",

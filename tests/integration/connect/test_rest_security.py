@@ -4,6 +4,7 @@
   ``this`` prints the Zen of Python on import, on the worker's stdout.
 - A web page a developer visits can send a ``text/plain`` POST without a CORS
   preflight: bodies must be JSON (415), and other origins are refused (403).
+- The FileStream connectors, which write any file a caller names, are off by default.
 - The default listener binds loopback (https and authentication:
   ``test_rest_tls_auth``).
 """
@@ -33,7 +34,11 @@ ZEN = "The Zen of Python"
 def worker() -> Iterator[WorkerProcess]:
     base = Path(tempfile.mkdtemp(prefix="connect-rest-security-"))
     broker = EmbeddedBroker(base / "data").start()
-    process = WorkerProcess(worker_settings(broker.bootstrap, "restsec"), base / "worker.log")
+    # The default plugin set: no FileStream connectors.
+    settings = worker_settings(
+        broker.bootstrap, "restsec", **{"plugin.path": "tests.integration.connect.eos_connectors"}
+    )
+    process = WorkerProcess(settings, base / "worker.log")
     try:
         yield process.start()
     finally:
@@ -109,6 +114,26 @@ def test_a_text_plain_post_from_another_origin_creates_nothing(worker: WorkerPro
     # The API's own origin and requests without one are served.
     status, _ = _request(worker, "GET", "/connectors", None, {"Origin": worker.url})
     assert status == 200
+
+
+def test_the_file_stream_connectors_are_off_by_default(
+    worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """A FileStreamSink writes wherever a caller says, as the worker's user: off unless
+    plugin.path names it (Kafka since 3.2)."""
+    plugins = [p["class"] for p in worker.get("/connector-plugins")]
+    assert "oncelog.connect.connectors.verifiable.VerifiableSourceConnector" in plugins
+    assert not [p for p in plugins if "FileStream" in p]
+    target = tmp_path / "written-by-rest.py"
+    config = {"connector.class": "FileStreamSink", "topics": "t", "file": str(target)}
+    status, body = worker.call("POST", "/connectors", {"name": "fs", "config": config})
+    assert status == 400, (status, body)
+    assert (
+        "Class FileStreamSink could not be found. The FileStream connectors are off by "
+        "default: add oncelog.connect.connectors.file_stream to plugin.path to enable them."
+    ) in body["message"]
+    assert "fs" not in worker.get("/connectors")
+    assert not target.exists()
 
 
 def test_the_default_listener_binds_loopback() -> None:

@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from oncelog.connect.kafka_io.internal_topics import TopicLogConsumer
+from oncelog.connect.runtime.plugins import FILE_STREAM_PLUGIN
 from oncelog.connect.storage.internal_log import InternalTopicReader, LogRecord
 from oncelog.embedded import EmbeddedBroker
 
@@ -130,7 +131,9 @@ def cluster() -> Iterator[tuple[EmbeddedBroker, WorkerProcess, Path]]:
     (plugins / "poison_plugin.py").write_text(textwrap.dedent(POISON_PLUGIN))
     broker = EmbeddedBroker(base / "data").start()
     worker = WorkerProcess(
-        worker_settings(broker.bootstrap, GROUP, **{"plugin.path": str(plugins)}),
+        worker_settings(
+            broker.bootstrap, GROUP, **{"plugin.path": f"{plugins},{FILE_STREAM_PLUGIN}"}
+        ),
         base / "worker.log",
     )
     try:

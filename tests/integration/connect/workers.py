@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from oncelog.connect.runtime.plugins import FILE_STREAM_PLUGIN
+
 JOINED = re.compile(r"joined generation (\d+) as (leader|follower)")
 READY_PREFIX = "oncelog connect worker ready on "
 REBALANCE = "conflicting operation (e.g. worker rebalance)"
@@ -51,8 +53,8 @@ def worker_settings(bootstrap: str, group: str, **extra: str) -> dict[str, str]:
         "scheduled.rebalance.max.delay.ms": "3000",
         "offset.flush.interval.ms": "500",
         "task.shutdown.graceful.timeout.ms": "3000",
-        # The test connectors: only registered plugins resolve.
-        "plugin.path": "tests.integration.connect.eos_connectors",
+        # The test connectors and the FileStream ones: only registered plugins resolve.
+        "plugin.path": f"tests.integration.connect.eos_connectors,{FILE_STREAM_PLUGIN}",
         **extra,
     }
 

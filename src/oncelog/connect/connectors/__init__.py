@@ -1,16 +1,16 @@
-"""Built-in connectors: FileStream, Verifiable and PostgreSQL source/sink."""
+"""Built-in connectors: Verifiable and PostgreSQL source/sink.
 
-from oncelog.connect.connectors.file_stream import (
-    FileStreamSinkConnector,
-    FileStreamSourceConnector,
-)
+The FileStream connectors (``file_stream``) are not among them: like Kafka since 3.2,
+which keeps ``connect-file`` off the default plugin path, they read and write any file
+the worker may, on a REST caller's word, so they load only when ``plugin.path`` names
+their module.
+"""
+
 from oncelog.connect.connectors.postgres_sink import PostgresSinkConnector
 from oncelog.connect.connectors.postgres_source import PostgresSourceConnector
 from oncelog.connect.connectors.verifiable import VerifiableSinkConnector, VerifiableSourceConnector
 
 BUILTIN_CONNECTORS: list[type] = [
-    FileStreamSourceConnector,
-    FileStreamSinkConnector,
     VerifiableSourceConnector,
     VerifiableSinkConnector,
     PostgresSourceConnector,
@@ -19,8 +19,6 @@ BUILTIN_CONNECTORS: list[type] = [
 
 __all__ = [
     "BUILTIN_CONNECTORS",
-    "FileStreamSinkConnector",
-    "FileStreamSourceConnector",
     "PostgresSinkConnector",
     "PostgresSourceConnector",
     "VerifiableSinkConnector",

@@ -70,6 +70,9 @@ from oncelog.connect.transforms import (
 
 ENTRY_POINT_GROUP = "oncelog.connectors"
 PLUGIN_PATH_CONFIG = "plugin.path"
+# The FileStream connectors' module: off unless plugin.path names it (Kafka keeps
+# connect-file off its default plugin path since 3.2).
+FILE_STREAM_PLUGIN = "oncelog.connect.connectors.file_stream"
 
 
 class PluginType(enum.Enum):
@@ -241,7 +244,15 @@ class PluginRegistry:
         """The registered class called ``name``."""
         classes = self._names.get(name)
         if not classes:
-            raise ConfigException(config_key or "class", name, f"Class {name} could not be found.")
+            hint = (
+                f" The FileStream connectors are off by default: add {FILE_STREAM_PLUGIN} "
+                f"to {PLUGIN_PATH_CONFIG} to enable them."
+                if "FileStream" in name
+                else ""
+            )
+            raise ConfigException(
+                config_key or "class", name, f"Class {name} could not be found.{hint}"
+            )
         if len(classes) > 1:
             candidates = ", ".join(sorted(full_name(c) for c in classes))
             raise ConfigException(
