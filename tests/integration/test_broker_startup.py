@@ -240,3 +240,66 @@ def test_embedded_broker_takes_string_paths(tmp_path: Path) -> None:
         assert b.log_path == tmp_path / "data-broker.log" and b.log_path.exists()
     finally:
         assert b.stop() == 0
+
+
+def _other_local_addresses() -> list[str]:
+    """This machine's non-loopback addresses (the source address of a route; nothing is
+    sent)."""
+    found = []
+    for family, target in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            try:
+                s.connect((target, 9))
+            except OSError:
+                continue
+            address = s.getsockname()[0]
+            if not address.startswith(("127.", "::1")):
+                found.append(address)
+    return found
+
+
+def _kafka_round_trip(bootstrap: str, topic: str) -> list[bytes]:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send(topic, b"hello").get(timeout=20)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
+    )
+    values = [r.value for r in consumer]
+    consumer.close()
+    return values
+
+
+def test_an_empty_listener_host_binds_every_interface(tmp_path: Path) -> None:
+    """``PLAINTEXT://:PORT`` binds every interface, IPv4 and IPv6, and advertises the
+    canonical host name (Kafka's SocketServer and its default advertised listener);
+    ``127.0.0.1`` binds loopback only."""
+    from oncelog.broker.listeners import canonical_host_name
+
+    port = free_port()
+    with EmbeddedBroker(tmp_path / "data", settings={"listeners": f"PLAINTEXT://:{port}"}) as b:
+        assert b.ports == {"PLAINTEXT": port}
+        addresses = ["127.0.0.1", "::1", *_other_local_addresses()]
+        for address in addresses:
+            with socket.create_connection((address, port), timeout=5):
+                pass
+        host = f"[{addresses[-1]}]" if ":" in addresses[-1] else addresses[-1]
+        assert _kafka_round_trip(f"{host}:{port}", "everywhere") == [b"hello"]
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+        try:
+            brokers = admin.describe_cluster()["brokers"]
+        finally:
+            admin.close()
+        assert [(x["host"], x["port"]) for x in brokers] == [(canonical_host_name(), port)]
+    loopback = free_port()
+    with EmbeddedBroker(tmp_path / "data2", port=loopback):
+        for address in ["::1", *_other_local_addresses()]:
+            try:
+                socket.create_connection((address, loopback), timeout=2).close()
+            except OSError:
+                continue
+            raise AssertionError(f"a 127.0.0.1 listener accepted a connection on {address}")

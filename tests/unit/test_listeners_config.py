@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oncelog.broker.config import BrokerConfig, BrokerConfigError
-from oncelog.broker.listeners import SecurityProtocol, parse_listeners
+from oncelog.broker.listeners import SecurityProtocol, canonical_host_name, parse_listeners
 from oncelog.broker.tls import openssl_cipher_name
 from oncelog.embedded import parse_ready_line
 from oncelog.security.principal import (
@@ -29,15 +29,17 @@ def test_listeners_map_names_to_protocols_and_advertise_per_listener() -> None:
     assert [(x.name, x.host, x.port, x.protocol) for x in ls] == [
         ("PLAINTEXT", "0.0.0.0", 9092, SecurityProtocol.PLAINTEXT),
         ("CLIENT", "127.0.0.1", 9093, SecurityProtocol.SASL_PLAINTEXT),
-        ("SASL_SSL", "127.0.0.1", 9094, SecurityProtocol.SASL_SSL),
+        # An empty host binds every interface (Kafka's SocketServer).
+        ("SASL_SSL", "", 9094, SecurityProtocol.SASL_SSL),
     ]
     assert [(x.advertised_host, x.advertised_port) for x in ls] == [
         ("127.0.0.1", None),
         ("kafka.example", 19093),
-        ("127.0.0.1", None),
+        # ... and is advertised as the canonical host name, as Kafka does
+        (canonical_host_name(), None),
     ]
     assert ls[1].describe(9093) == "127.0.0.1:9093 (CLIENT/SASL_PLAINTEXT)"
-    assert ls[2].describe(9094) == "127.0.0.1:9094 (SASL_SSL)"
+    assert ls[2].describe(9094) == "*:9094 (SASL_SSL)"
 
 
 def test_a_bare_advertised_address_belongs_to_the_first_listener() -> None:

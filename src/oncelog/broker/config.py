@@ -488,8 +488,9 @@ class BrokerConfig:
         }
 
 
-def parse_host_port(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    """Accepts HOST:PORT, :PORT, or PLAINTEXT://HOST:PORT."""
+def parse_host_port(value: str, default_host: str = "") -> tuple[str, int]:
+    """Accepts HOST:PORT, :PORT, or PLAINTEXT://HOST:PORT. An empty host stays empty: a
+    listener then binds every interface, as Kafka's ``SocketServer`` does."""
     if "://" in value:
         value = value.split("://", 1)[1]
     host, sep, port = value.rpartition(":")

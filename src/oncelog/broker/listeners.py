@@ -8,6 +8,7 @@ itself be a protocol, as in Kafka.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -39,9 +40,10 @@ class Listener:
     advertised_port: int | None  # None: advertise the bound port
 
     def describe(self, bound_port: int) -> str:
-        """How the ready line names it: ``127.0.0.1:9093 (SASL_SSL)``."""
+        """How the ready line names it: ``127.0.0.1:9093 (SASL_SSL)``; ``*:9092`` for
+        every interface."""
         label = self.name if self.name == self.protocol else f"{self.name}/{self.protocol}"
-        return f"{self.host}:{bound_port} ({label})"
+        return f"{self.host or '*'}:{bound_port} ({label})"
 
 
 def _split_entries(value: str, bare_name: str | None = None) -> list[tuple[str, str]]:
@@ -79,6 +81,17 @@ def protocol_map(value: str) -> dict[str, SecurityProtocol]:
     return out
 
 
+def canonical_host_name() -> str:
+    """Kafka's ``InetAddress.getLocalHost.getCanonicalHostName``, or loopback when the
+    name does not resolve here (a client could not resolve it either)."""
+    name = socket.getfqdn()
+    try:
+        socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return "127.0.0.1"
+    return name
+
+
 def parse_listeners(config: BrokerConfig) -> list[Listener]:
     mapping = protocol_map(config.get_str("listener.security.protocol.map"))
     # A KRaft file's controller listeners (CONTROLLER://:9093) serve the quorum: not here.
@@ -105,7 +118,11 @@ def parse_listeners(config: BrokerConfig) -> list[Listener]:
                     f"listener {name} is not in listener.security.protocol.map"
                 ) from exc
         adv_host, adv_port = advertised.get(name, (host, 0))
-        if adv_host in ("0.0.0.0", "", "::"):
+        if adv_host == "":
+            # Kafka advertises an empty host as the machine's canonical host name, so
+            # that clients elsewhere can reach a broker that binds every interface.
+            adv_host = canonical_host_name()
+        elif adv_host in ("0.0.0.0", "::"):
             adv_host = "127.0.0.1"
         listeners.append(
             Listener(name, host, port, protocol, adv_host, adv_port if name in advertised else None)

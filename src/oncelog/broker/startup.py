@@ -3,6 +3,7 @@ rights, a file in the way) or a listener's port (in use, privileged)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import tempfile
@@ -52,7 +53,19 @@ def lock_data_dir(path: Path) -> DataDirLock:
 
 def listen_socket(host: str, port: int, *, backlog: int) -> socket.socket:
     """A bound, listening TCP socket (OSError if the address is taken). Bound before the
-    data directory is touched, so a port conflict changes nothing there."""
+    data directory is touched, so a port conflict changes nothing there. An empty host
+    binds every interface, IPv4 and IPv6 where the system has both (Java's wildcard
+    address, which Kafka's ``SocketServer`` binds for an empty host)."""
+    if not host:
+        if socket.has_dualstack_ipv6():
+            try:
+                return socket.create_server(
+                    ("", port), family=socket.AF_INET6, backlog=backlog, dualstack_ipv6=True
+                )
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise
+        return socket.create_server(("", port), backlog=backlog)
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family = infos[0][0]
     address = infos[0][4]
@@ -61,4 +74,4 @@ def listen_socket(host: str, port: int, *, backlog: int) -> socket.socket:
 
 class ListenError(StartupError):
     def __init__(self, listener: str, host: str, port: int, exc: OSError) -> None:
-        super().__init__(f"cannot listen on {host}:{port} ({listener}): {os_reason(exc)}")
+        super().__init__(f"cannot listen on {host or '*'}:{port} ({listener}): {os_reason(exc)}")
