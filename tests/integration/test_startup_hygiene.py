@@ -147,3 +147,39 @@ def test_broker_start_imports_only_what_it_uses(tmp_path: Path) -> None:
         m for m in imported if any(m == p or m.startswith(p + ".") for p in NOT_AT_START)
     )
     assert unwanted == []
+
+
+def test_a_clean_shutdown_of_a_broker_with_many_partitions_logs_no_stall(
+    tmp_path: Path,
+) -> None:
+    """Closing a few hundred partitions holds the loop for a while on SIGTERM; nobody is
+    served any more, so the stall watchdog must not report it (a 30-line stack per
+    shutdown was noise)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from oncelog.embedded import EmbeddedBroker
+
+    broker = EmbeddedBroker(
+        tmp_path / "data", settings={"oncelog.loop.stall.warn.ms": "50"}
+    ).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topics = [NewTopic(f"t{i}", num_partitions=10, replication_factor=1) for i in range(10)]
+        for future in admin.create_topics(topics).values():
+            future.result(30)
+        # Dirty pages in every partition: closing fsyncs them all.
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        value = os.urandom(100_000)
+        for _ in range(8):
+            for i in range(10):
+                for p in range(10):
+                    producer.produce(f"t{i}", value, partition=p)
+            producer.flush(30)
+        assert producer.flush(30) == 0
+        del producer, admin  # closed before the broker: no librdkafka disconnect noise
+    finally:
+        broker.stop()
+    log = broker.log_path.read_text()
+    assert "shutting down" in log, log[-2000:]
+    shutdown = log[log.index("shutting down") :]
+    assert "event loop held" not in shutdown, shutdown[:4000]

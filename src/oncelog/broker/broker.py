@@ -333,6 +333,9 @@ class Broker:
                     connection.close_idle()
 
     async def stop(self) -> None:
+        # Shutdown closes every partition on the loop (hundreds of milliseconds with many
+        # partitions) while no client is served any more: not a stall worth a stack.
+        self.watchdog.stop()
         if self.http is not None:
             await self.http.stop()
         for server in self._servers:
@@ -346,7 +349,6 @@ class Broker:
         self._page_reads.shutdown(wait=True)
         self.topics.close()
         self.client_faults.close()
-        self.watchdog.stop()
         if self.dir_lock is not None:
             self.dir_lock.release()  # everything in the directory is closed
 

@@ -172,6 +172,9 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
                     last_offset[part] = offset
                 progress.update(task, completed=len(seen))
         consumer.close()
+        # Destroyed while the broker still runs: librdkafka would otherwise log
+        # "Connection refused" as the embedded broker stops under live clients.
+        del producer, admin
         duplicates = sum(c - 1 for c in seen.values())
         missing = records - len(seen)
         ok = duplicates == 0 and missing == 0 and out_of_order == 0

@@ -64,11 +64,11 @@ def wanted(opts: WriteOptions) -> bool:
 
 
 def refused(opts: WriteOptions, exc: TwoPhaseCommitUnavailable) -> None:
-    """``auto``: the broker refused; this worker's tasks use librdkafka for a while."""
+    """``auto``: the broker refused; this worker's tasks use librdkafka for a while.
+    Logged at DEBUG: on a broker without the KIP-939 grant this is the expected path,
+    and the EndTxn path is just as exactly-once."""
     if _key(opts) not in _refused:
-        log.warning(
-            "exactlyOnce.twoPhaseCommit=auto: %s; task transactions use the EndTxn path", exc
-        )
+        log.debug("exactlyOnce.twoPhaseCommit=auto: %s; task transactions use the EndTxn path", exc)
     _refused[_key(opts)] = time.monotonic()
 
 
