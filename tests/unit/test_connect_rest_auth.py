@@ -25,6 +25,14 @@ from oncelog.connect.runtime.worker_config import WorkerConfig
 from oncelog.connect.storage.cluster_view import ClusterState
 
 AUTH = BasicAuthenticator({"ops": "s3cret", "b": "p:w"})
+WORKER = {
+    "group.id": "g",
+    "config.storage.topic": "c",
+    "offset.storage.topic": "o",
+    "status.storage.topic": "s",
+    "key.converter": "JsonConverter",
+    "value.converter": "JsonConverter",
+}
 
 
 def _call(method: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:
@@ -87,12 +95,7 @@ def test_an_empty_credentials_file_is_refused(tmp_path: Path) -> None:
 
 def test_https_settings_are_all_prefixed_or_all_plain() -> None:
     base = {
-        "group.id": "g",
-        "config.storage.topic": "c",
-        "offset.storage.topic": "o",
-        "status.storage.topic": "s",
-        "key.converter": "JsonConverter",
-        "value.converter": "JsonConverter",
+        **WORKER,
         "ssl.truststore.location": "/kafka-ca.pem",
         "ssl.keystore.location": "/kafka-client.pem",
     }
@@ -113,14 +116,6 @@ def test_the_documented_rest_security_settings_are_valid_worker_settings() -> No
     block = section[section.index("```properties\n") + 14 : section.index("```\n", 20)]
     props = javaproperties.loads(block)
     assert props["rest.basic.auth.credentials.file"].endswith("connect-users.properties")
-    base = {
-        "group.id": "g",
-        "config.storage.topic": "c",
-        "offset.storage.topic": "o",
-        "status.storage.topic": "s",
-        "key.converter": "JsonConverter",
-        "value.converter": "JsonConverter",
-    }
-    config = WorkerConfig({**base, **props})
+    config = WorkerConfig({**WORKER, **props})
     assert config.listener_urls() == ["https://0.0.0.0:8443"]
     assert rest_ssl_settings(config)["ssl.keystore.location"] == "/etc/oncelog/connect.pem"
