@@ -338,6 +338,6 @@ def test_protocol_fuzz(tmp_path: Path) -> None:
 @pytest.mark.timeout(_seconds(1800) + 300)
 def test_protocol_fuzz_long(tmp_path: Path) -> None:
     stats = run_fuzz(tmp_path, _seconds(1800))
-    # the goal is 1,000,000 frames in 30 minutes (556/s); on the shared machine a
+    # the fuzzing goal is 1,000,000 frames in 30 minutes (556/s); on the shared machine a
     # 10-minute soak reached 121/s under a load average of 30-57
     assert stats["frames"] > 100 * _seconds(1800)
