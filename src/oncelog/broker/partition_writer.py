@@ -13,7 +13,7 @@ never in the handler.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -22,6 +22,7 @@ from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.topics import TopicRegistry
 from oncelog.clock import Clock
 from oncelog.coordinator.txn_verifier import TxnVerifier
+from oncelog.records.batch import BatchHeader
 from oncelog.storage.errors import LogError
 from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.log import AppendResult, PartitionLog
@@ -75,6 +76,47 @@ class ProduceOutcome:
     unsynced: dict[PartitionLog, int]
 
 
+@dataclass(slots=True)
+class _Validated:
+    """An entry whose batch passed validation, ready to append."""
+
+    topic: str
+    partition: int
+    log: PartitionLog
+    header: BatchHeader
+    records: bytearray | memoryview
+
+
+@dataclass(slots=True)
+class ProducePlan:
+    """A request validated once, before anything is appended: per entry, the batch to
+    append or the error to answer. ``to_add``: the entries whose transactional batch
+    needs its partition added to the producer's transaction first (transaction version
+    2); ``commit`` appends them only if the add succeeded (``refuse`` otherwise)."""
+
+    acks: int
+    transactional_id: str | None
+    items: list[_Validated | ProduceError]
+    to_add: list[NotInTransaction | None]
+
+    def pending_adds(self) -> dict[tuple[int, int], list[int]]:
+        """(producer id, epoch) -> indexes of the entries to add for it."""
+        out: dict[tuple[int, int], list[int]] = {}
+        for i, pending in enumerate(self.to_add):
+            if pending is not None:
+                out.setdefault((pending.producer_id, pending.producer_epoch), []).append(i)
+        return out
+
+    def partition_of(self, index: int) -> tuple[str, int]:
+        item = self.items[index]
+        assert isinstance(item, _Validated)
+        return item.topic, item.partition
+
+    def refuse(self, index: int, error: ProduceError) -> None:
+        self.items[index] = error
+        self.to_add[index] = None
+
+
 class PartitionWriter:
     def __init__(
         self,
@@ -100,23 +142,75 @@ class PartitionWriter:
         produce_version: int,
         transactional_id: str | None,
     ) -> ProduceOutcome:
-        """Append each entry, in order; then ``until_durable`` if ``unsynced``."""
-        results: list[AppendResult | ProduceError] = []
-        written: dict[PartitionLog, int] = {}
+        """Validate and append each entry, in order; then ``until_durable`` if
+        ``unsynced``."""
+        return self.commit(
+            self.prepare(
+                entries,
+                acks=acks,
+                produce_version=produce_version,
+                transactional_id=transactional_id,
+            )
+        )
+
+    def prepare(
+        self,
+        entries: Sequence[PartitionData],
+        *,
+        acks: int,
+        produce_version: int,
+        transactional_id: str | None,
+        implicit_add: bool = False,
+        refused_topics: Mapping[str, ProduceError] | None = None,
+    ) -> ProducePlan:
+        """Validate every entry (nothing is appended). With ``implicit_add`` (a
+        transaction-version-2 Produce), a transactional batch for a partition its
+        transaction does not hold yet is listed to add rather than refused. An entry of
+        a topic in ``refused_topics`` (the handler's authorization) gets that error and
+        is not looked at."""
+        items: list[_Validated | ProduceError] = []
+        to_add: list[NotInTransaction | None] = []
+        now = self._clock()
+        refused = refused_topics or {}
         for entry in entries:
+            pending = None
+            if entry.topic in refused:
+                items.append(refused[entry.topic])
+                to_add.append(None)
+                continue
             try:
                 if acks not in (0, 1, ACKS_ALL):
                     raise ProduceError(
                         ErrorCode.invalid_required_acks, f"Invalid required acks {acks}"
                     )
-                part, result = self._append(entry, produce_version, transactional_id)
-                results.append(result)
-                written[part] = result.last_offset + 1
+                item = self._validate(entry, produce_version, now)
+                if implicit_add:
+                    pending = self._not_in_transaction(item, transactional_id)
+                items.append(item)
             except ProduceError as exc:
                 # kept as an answer, not re-raised: its traceback (this frame, which holds
-                # ``results``) would make a cycle only a full garbage collection frees
+                # ``items``) would make a cycle only a full garbage collection frees
+                items.append(exc.with_traceback(None))
+            to_add.append(pending)
+        return ProducePlan(acks, transactional_id, items, to_add)
+
+    def commit(self, plan: ProducePlan) -> ProduceOutcome:
+        """Append the plan's validated batches in request order, each checked against its
+        transaction right before it is appended (KIP-890 part 1)."""
+        results: list[AppendResult | ProduceError] = []
+        written: dict[PartitionLog, int] = {}
+        now = self._clock()
+        for item in plan.items:
+            if isinstance(item, ProduceError):
+                results.append(item)
+                continue
+            try:
+                result = self._append(item, plan.transactional_id, now)
+                results.append(result)
+                written[item.log] = result.last_offset + 1
+            except ProduceError as exc:
                 results.append(exc.with_traceback(None))
-        durable = acks == ACKS_ALL and self._durable is not None
+        durable = plan.acks == ACKS_ALL and self._durable is not None
         return ProduceOutcome(results, written if durable else {})
 
     async def until_durable(self, outcome: ProduceOutcome) -> list[AppendResult | ProduceError]:
@@ -131,9 +225,7 @@ class PartitionWriter:
             return [failed if isinstance(r, AppendResult) else r for r in outcome.results]
         return outcome.results
 
-    def _append(
-        self, entry: PartitionData, version: int, transactional_id: str | None
-    ) -> tuple[PartitionLog, AppendResult]:
+    def _validate(self, entry: PartitionData, version: int, now: int) -> _Validated:
         topic, index = entry.topic, entry.partition
         t = self._topics.get(topic)
         if t is not None and t.internal:
@@ -147,41 +239,64 @@ class PartitionWriter:
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-        now = self._clock()
         try:
             header = validate_produce_batch(
                 entry.records, produce_version=version, config=part.config, now_ms=now
             )
-            if header.is_transactional:
-                # KIP-890 part 1: a delayed produce must not land outside its transaction.
-                code = self._verify_txn(
-                    transactional_id,
-                    header.producer_id,
-                    header.producer_epoch,
-                    (topic, index),
-                    fenced=ErrorCode.invalid_producer_epoch,
-                )
-                if code != ErrorCode.none:
-                    raise NotInTransaction(
-                        code,
-                        f"partition {topic}-{index} is not part of an ongoing transaction of "
-                        f"producer {header.producer_id} epoch {header.producer_epoch}",
-                        header.producer_id,
-                        header.producer_epoch,
-                    )
-            records = entry.records
-            assert records is not None
-            if not (isinstance(records, memoryview) and not records.readonly):
-                records = bytearray(records)
+        except LogError as exc:
+            raise ProduceError(exc.error_code, str(exc)) from exc
+        records = entry.records
+        assert records is not None
+        if not (isinstance(records, memoryview) and not records.readonly):
+            records = bytearray(records)
+        return _Validated(topic, index, part, header, records)
+
+    def _not_in_transaction(
+        self, item: _Validated, transactional_id: str | None
+    ) -> NotInTransaction | None:
+        """Why a transactional batch may not be appended now (KIP-890 part 1: a delayed
+        produce must not land outside its transaction), or None."""
+        header = item.header
+        if not header.is_transactional:
+            return None
+        code = self._verify_txn(
+            transactional_id,
+            header.producer_id,
+            header.producer_epoch,
+            (item.topic, item.partition),
+            fenced=ErrorCode.invalid_producer_epoch,
+        )
+        if code == ErrorCode.none:
+            return None
+        return NotInTransaction(
+            code,
+            f"partition {item.topic}-{item.partition} is not part of an ongoing transaction "
+            f"of producer {header.producer_id} epoch {header.producer_epoch}",
+            header.producer_id,
+            header.producer_epoch,
+        )
+
+    def _append(self, item: _Validated, transactional_id: str | None, now: int) -> AppendResult:
+        if self._topics.partition(item.topic, item.partition) is not item.log:
+            # Deleted (or re-created) while an implicit add was awaited.
+            raise ProduceError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        refused = self._not_in_transaction(item, transactional_id)
+        if refused is not None:
+            raise refused
+        part = item.log
+        try:
             # The log writes the base offset (and LogAppendTime) into these bytes, then
             # pwrites them: no copy of the batch on the produce path.
-            result = part.append(records, header, now_ms=now)
+            result = part.append(item.records, item.header, now_ms=now)
         except LogError as exc:
             start = part.log_start_offset if isinstance(exc, ProducerStateError) else -1
             raise ProduceError(exc.error_code, str(exc), start) from exc
         except OSError as exc:
-            log.exception("storage error appending to %s-%d", topic, index)
+            log.exception("storage error appending to %s-%d", item.topic, item.partition)
             raise ProduceError(ErrorCode.kafka_storage_error, str(exc)) from exc
         if not result.duplicate:
-            self._notifier.notify((topic, index))
-        return part, result
+            self._notifier.notify((item.topic, item.partition))
+        return result

@@ -22,12 +22,7 @@ from kio.static.primitive import i64
 
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
-from oncelog.broker.partition_writer import (
-    NotInTransaction,
-    PartitionData,
-    ProduceError,
-    ProduceOutcome,
-)
+from oncelog.broker.partition_writer import PartitionData, ProduceError, ProducePlan
 from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -61,90 +56,74 @@ _FAULT_KIND = {
 def produce(ctx: RequestContext, req: Any) -> Any:
     writer = ctx.broker.writer
     # Topic WRITE is checked per topic, as Kafka answers TOPIC_AUTHORIZATION_FAILED per
-    # partition; denied partitions are never appended.
-    writable = {t.name: ctx.authorized(Op.WRITE, Res.TOPIC, t.name) for t in req.topic_data}
-    entries = [
-        PartitionData(t.name, p.index, p.records)
+    # partition; denied partitions are never looked at.
+    denied = {
+        t.name: _WRITE_DENIED
         for t in req.topic_data
-        if writable[t.name]
-        for p in t.partition_data
+        if not ctx.authorized(Op.WRITE, Res.TOPIC, t.name)
+    }
+    entries = [
+        PartitionData(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data
     ]
     bytes_in = ctx.broker.stats.bytes_in
     for entry in entries:  # per partition, never per record
-        bytes_in[entry.topic] += len(entry.records) if entry.records is not None else 0
-    outcome = writer.append(
-        entries, acks=req.acks, produce_version=ctx.version, transactional_id=req.transactional_id
+        if entry.topic not in denied:
+            bytes_in[entry.topic] += len(entry.records) if entry.records is not None else 0
+    plan = writer.prepare(
+        entries,
+        acks=req.acks,
+        produce_version=ctx.version,
+        transactional_id=req.transactional_id,
+        implicit_add=ctx.version >= IMPLICIT_ADD_SINCE and req.transactional_id is not None,
+        refused_topics=denied,
     )
-    to_add = (
-        [i for i, r in enumerate(outcome.results) if isinstance(r, NotInTransaction)]
-        if ctx.version >= IMPLICIT_ADD_SINCE and req.transactional_id is not None
-        else []
-    )
+    adds = plan.pending_adds()
+    if not adds:
+        outcome = writer.commit(plan)
+        if not outcome.unsynced:
+            return _response(ctx, req, outcome.results)
 
-    def in_request_order(results: list[AppendResult | ProduceError]) -> list[Any]:
-        appended = iter(results)
-        return [
-            next(appended)
-            if writable[t.name]
-            else ProduceError(ErrorCode.topic_authorization_failed, "Topic WRITE denied")
-            for t in req.topic_data
-            for _ in t.partition_data
-        ]
+        async def after_fsync() -> Any:
+            return _response(ctx, req, await writer.until_durable(outcome))
 
-    if not outcome.unsynced and not to_add:
-        return _response(ctx, req, in_request_order(outcome.results))
+        return Deferred(after_fsync())
 
-    async def after_fsync() -> Any:
-        retried = await _add_implicitly(ctx, req, entries, outcome, to_add)
-        results = await writer.until_durable(outcome)
-        for i, result in retried.items():
-            results[i] = result
-        return _response(ctx, req, in_request_order(results))
+    async def after_adds() -> Any:
+        await _add_implicitly(ctx, req.transactional_id, plan, adds)
+        outcome = writer.commit(plan)
+        return _response(ctx, req, await writer.until_durable(outcome))
 
-    return Deferred(after_fsync())
+    return Deferred(after_adds())
+
+
+_WRITE_DENIED = ProduceError(ErrorCode.topic_authorization_failed, "Topic WRITE denied")
 
 
 async def _add_implicitly(
     ctx: RequestContext,
-    req: Any,
-    entries: list[PartitionData],
-    outcome: ProduceOutcome,
-    to_add: list[int],
-) -> dict[int, AppendResult | ProduceError]:
-    """TV2: add the partitions of ``to_add`` to the producer's transaction, then append
-    their batches (each is verified again). Returns the new result per entry index."""
-    writer = ctx.broker.writer
-    by_producer: dict[tuple[int, int], list[int]] = {}
-    for i in to_add:
-        first = outcome.results[i]
-        assert isinstance(first, NotInTransaction)
-        by_producer.setdefault((first.producer_id, first.producer_epoch), []).append(i)
-    out: dict[int, AppendResult | ProduceError] = {}
-    for (pid, epoch), indexes in by_producer.items():
-        parts = [(entries[i].topic, entries[i].partition) for i in indexes]
+    transactional_id: str,
+    plan: ProducePlan,
+    adds: dict[tuple[int, int], list[int]],
+) -> None:
+    """Transaction version 2: add the plan's pending partitions to their producer's
+    transaction, before anything of the request is appended (Kafka's
+    AddPartitionsToTxnManager); a partition the coordinator refuses is answered with
+    the produce form of its error and not appended."""
+    for (pid, epoch), indexes in adds.items():
+        parts = [plan.partition_of(i) for i in indexes]
         reply = await ctx.broker.txn.add_partitions(
-            req.transactional_id, pid, epoch, parts, transaction_version=TV_2
+            transactional_id, pid, epoch, parts, transaction_version=TV_2
         )
-        added = []
         for i, tp in zip(indexes, parts, strict=True):
             code = (reply.partition_errors or {}).get(tp, reply.error)
-            if code is ErrorCode.none:
-                added.append(i)
-            else:
-                out[i] = ProduceError(
-                    _ADD_ERROR_FOR_PRODUCE.get(code, code),
-                    f"implicit AddPartitionsToTxn for {tp[0]}-{tp[1]} failed: {code.name}",
+            if code is not ErrorCode.none:
+                plan.refuse(
+                    i,
+                    ProduceError(
+                        _ADD_ERROR_FOR_PRODUCE.get(code, code),
+                        f"implicit AddPartitionsToTxn for {tp[0]}-{tp[1]} failed: {code.name}",
+                    ),
                 )
-        if added:
-            again = writer.append(
-                [entries[i] for i in added],
-                acks=req.acks,
-                produce_version=ctx.version,
-                transactional_id=req.transactional_id,
-            )
-            for i, result in zip(added, await writer.until_durable(again), strict=True):
-                out[i] = result
-    return out
 
 
 def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | ProduceError]) -> Any:
