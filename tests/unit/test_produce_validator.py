@@ -104,10 +104,10 @@ def test_zstd_needs_produce_v7() -> None:
     )
 
 
-def test_sizes_against_max_message_bytes_and_segment_bytes() -> None:
+def test_sizes_are_the_logs_rule_not_the_validators() -> None:
+    """max.message.bytes and segment.bytes are checked once, by the log's append
+    (test_storage_log), for client and coordinator batches alike."""
     raw = batch(10)
-    assert code_of(raw, max_message_bytes=len(raw) - 1) == ErrorCode.message_too_large
-    assert code_of(raw, segment_bytes=len(raw) - 1) == ErrorCode.record_list_too_large
     cfg = LogConfig(max_message_bytes=len(raw), segment_bytes=len(raw))
     assert validate_produce_batch(raw, produce_version=V, config=cfg, now_ms=NOW).size == len(raw)
 

@@ -279,7 +279,7 @@ class PartitionLog:
         """Append one CRC-validated client batch; duplicates are answered, not written.
 
         A client batch has passed ``validator.validate_produce_batch`` first; the size
-        rule is checked again here because coordinators append without it.
+        rule (``check_size``) is checked here only, for every writer.
         ``coordinator``: a batch written by a coordinator on a producer's behalf (Kafka's
         AppendOrigin.COORDINATOR, e.g. transactional offsets): no sequence checks, but a
         transactional batch still opens the producer's transaction in this partition.

@@ -47,12 +47,12 @@ def validate_produce_batch(
 ) -> BatchHeader:
     """Check one partition's ``records`` from a ProduceRequest; return its header.
 
-    Raises InvalidBatchError, InvalidTimestampError, RecordTooLargeError or
-    RecordBatchTooLargeError (all LogErrors with their Kafka ``error_code``).
+    Raises InvalidBatchError or InvalidTimestampError (LogErrors with their Kafka
+    ``error_code``). The size rule is the log's: ``PartitionLog.append`` checks it for
+    every writer, clients and coordinators alike, so it is checked once.
     """
     header = check_batch_shape(records, produce_version)
     check_timestamps(header, config, now_ms)
-    check_size(header.size, config)
     if config.compact_enabled:
         assert records is not None  # check_batch_shape refused None
         check_keys_for_compaction(records)
