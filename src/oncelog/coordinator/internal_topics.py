@@ -1,16 +1,22 @@
 """The internal topics the coordinators own, and the narrow view of storage they get.
 
 Services receive these protocol types instead of the broker, so ``txn``, ``group`` and
-``coordinator`` never import ``oncelog.broker``.
+``coordinator`` never import ``oncelog.broker``, nor ``oncelog.storage.log``: a
+coordinator sees a partition as a :class:`CoordinatorLog` (Kafka's ``PartitionWriter``
+plus the reads its loader makes), never the whole ``PartitionLog``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
-from oncelog.storage.log import PartitionLog
+from oncelog.records.batch import BatchHeader
+from oncelog.storage.append_result import AppendResult
+from oncelog.storage.group_sync import SyncableLog
+from oncelog.storage.producer_state import ProducerEntry
+from oncelog.storage.replay import LogBatch
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -38,16 +44,49 @@ def skip_undecodable(
     )
 
 
+class CoordinatorLog(SyncableLog, Protocol):
+    """One partition as a coordinator uses it: append its records and the markers it
+    writes, read the producer facts a marker depends on, read batches to load."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def append(
+        self,
+        batch: bytearray | memoryview,
+        header: BatchHeader,
+        *,
+        now_ms: int,
+        coordinator: bool = False,
+    ) -> AppendResult: ...
+
+    def append_control(
+        self, batch: bytearray, header: BatchHeader, *, now_ms: int
+    ) -> AppendResult: ...
+
+    def producer_entry(self, producer_id: int) -> ProducerEntry | None: ...
+
+    def read_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[LogBatch]: ...
+
+
 class PartitionLookup(Protocol):
     """Finds a local partition log (``None``: no such topic or partition)."""
 
-    def partition(self, name: str, index: int) -> PartitionLog | None: ...
+    def partition(self, name: str, index: int) -> CoordinatorLog | None: ...
 
 
 class InternalTopics(PartitionLookup, Protocol):
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
-    ) -> Sequence[PartitionLog]:
+    ) -> Sequence[CoordinatorLog]:
         """The topic's partition logs, creating the topic first if it does not exist. An
         existing topic keeps its own partition count, whatever ``partitions`` says."""
         ...

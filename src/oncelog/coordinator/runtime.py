@@ -42,12 +42,11 @@ from typing import Any, Generic, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from oncelog.clock import Clock
-from oncelog.coordinator.internal_topics import PartitionLookup
+from oncelog.coordinator.internal_topics import CoordinatorLog, PartitionLookup
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.errors import LogError
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +138,7 @@ class CoordinatorRuntime(Generic[R]):
         self._stopping = False
         self._durable = durable
         # Logs appended to and not yet known durable: log -> end offset written.
-        self._unsynced: dict[PartitionLog, int] = {}
+        self._unsynced: dict[CoordinatorLog, int] = {}
 
     # -- steps ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import (
     CONSUMER_OFFSETS_TOPIC,
+    CoordinatorLog,
     InternalTopics,
     internal_topic_config,
     skip_undecodable,
@@ -62,8 +63,7 @@ from oncelog.group.offsets import commit_errors
 from oncelog.group.offsets_codec import OffsetsCodecError
 from oncelog.group.partitioned import PartitionedGroups
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.log import PartitionLog
-from oncelog.storage.replay import LogBatch, iter_log_batches
+from oncelog.storage.replay import LogBatch
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class GroupService:
         self.on_loaded: list[Callable[[], None]] = []
         self._timer_started = False
         self._started_up = False
-        self._parts: Sequence[PartitionLog] = ()
+        self._parts: Sequence[CoordinatorLog] = ()
         # The load under way or last done, per partition (a retry starts its partition's
         # afresh): records replayed, undecodable records skipped, and legacy-layout keys
         # (-> their latest record is a value).
@@ -147,7 +147,7 @@ class GroupService:
         self._begin_load(parts)
         self._load_in_background(range(len(parts)))
 
-    def _ensure_topic(self) -> Sequence[PartitionLog]:
+    def _ensure_topic(self) -> Sequence[CoordinatorLog]:
         parts = self._topics.ensure_internal_topic(
             CONSUMER_OFFSETS_TOPIC,
             self.config.offsets_topic_num_partitions,
@@ -172,7 +172,7 @@ class GroupService:
         """The ``__consumer_offsets`` partition of ``group_id``."""
         return self.coordinator.partition_for(group_id)
 
-    def _begin_load(self, parts: Sequence[PartitionLog]) -> None:
+    def _begin_load(self, parts: Sequence[CoordinatorLog]) -> None:
         self._load_started = time.monotonic()
         self._load_total = sum(max(0, p.high_watermark - p.log_start_offset) for p in parts)
         self._parts = parts
@@ -317,7 +317,7 @@ class GroupService:
             next_deadline=lambda: self.coordinator.next_deadline(),
         )
 
-    def _load(self, parts: Sequence[PartitionLog] | None = None) -> None:
+    def _load(self, parts: Sequence[CoordinatorLog] | None = None) -> None:
         """Load every partition of ``__consumer_offsets`` to its end, at once."""
         parts = self._ensure_topic() if parts is None else parts
         self.coordinator = PartitionedGroups(self.config)
@@ -327,7 +327,7 @@ class GroupService:
                 pass
         self._log_loaded()
 
-    def _load_steps(self, index: int, part: PartitionLog) -> Iterator[None]:
+    def _load_steps(self, index: int, part: CoordinatorLog) -> Iterator[None]:
         """Replay partition ``index`` into a new core, yielding after each batch; installs
         the core when done. What is appended to the partition while it yields (transaction
         markers: its unloaded core ignores them) is read by a last pass that does not
@@ -337,10 +337,10 @@ class GroupService:
         self._replayed[index] = self._records[index] = self._skipped[index] = 0
         legacy = self._legacy_keys[index] = {}
         end = part.high_watermark
-        for batch in iter_log_batches(part, part.log_start_offset, end):
+        for batch in part.read_batches(part.log_start_offset, end):
             self._replay(coordinator, index, batch, legacy)
             yield
-        for batch in iter_log_batches(part, end):  # what came in meanwhile, without yielding
+        for batch in part.read_batches(end):  # what came in meanwhile, without yielding
             self._replay(coordinator, index, batch, legacy)
         coordinator.finish_load(self._clock())
         self.coordinator.install(index, coordinator)

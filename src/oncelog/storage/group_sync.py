@@ -15,9 +15,25 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Protocol, TypeVar
 
 from oncelog.storage.errors import LogClosedError
-from oncelog.storage.log import PartitionLog
+
+
+class SyncableLog(Protocol):
+    """What a group fdatasync needs of a log (``PartitionLog`` is one)."""
+
+    @property
+    def durable_offset(self) -> int: ...
+
+    def sync_target(self) -> tuple[int, int, Future[int] | None]: ...
+
+    def mark_durable(self, offset: int) -> None: ...
+
+
+_Log = TypeVar("_Log", bound=SyncableLog)
+
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +44,12 @@ FileSync = Callable[[int], None]
 class GroupSync:
     def __init__(self, fsync: FileSync = os.fdatasync) -> None:
         self._fsync = fsync
-        self._queued: set[PartitionLog] = set()
+        self._queued: set[SyncableLog] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._runner: asyncio.Task[None] | None = None
         self.syncs = 0  # fdatasync rounds done (each covers every log queued at its start)
 
-    async def wait(self, targets: Mapping[PartitionLog, int]) -> None:
+    async def wait(self, targets: Mapping[_Log, int]) -> None:
         """Return once every ``log`` holds ``end`` (an end offset it has reached) durably.
         Raises ``OSError`` if the sync failed: the caller must not acknowledge."""
         logs = [part for part, end in targets.items() if part.durable_offset < end]

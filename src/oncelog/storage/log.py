@@ -21,7 +21,7 @@ import os
 import shutil
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ from oncelog.records.batch import (
 from oncelog.records.control import read_marker
 
 from . import segment_swap
+from .append_result import AppendResult
 from .checkpoint import (
     CleanShutdown,
     delete_snapshot,
@@ -60,8 +61,9 @@ from .errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from .producer_state import OpenTxn, ProducerStateManager
+from .producer_state import OpenTxn, ProducerEntry, ProducerStateManager
 from .recovery import load_log
+from .replay import LogBatch, iter_log_batches
 from .retention import size_breached, start_breached, time_breached
 from .roll_flush import (
     FileWrite,
@@ -102,15 +104,6 @@ def _locked(
             return method(self, *args, **kwargs)
 
     return wrapper
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +295,15 @@ class PartitionLog:
         return AppendResult(base, base + header.last_offset_delta, log_append_time, self._log_start)
 
     @_locked
+    def producer_entry(self, producer_id: int) -> ProducerEntry | None:
+        """What the log knows of a producer (its epoch, open transaction, sequences)."""
+        return self.producer_state.producer(producer_id)
+
+    def read_batches(self, start: int | None = None, end: int | None = None) -> Iterator[LogBatch]:
+        """Data batches and end-txn markers from ``start`` to ``end`` (see
+        ``replay.iter_log_batches``): how a coordinator loads its partition."""
+        return iter_log_batches(self, start, end)
+
     def append_control(self, batch: bytearray, header: BatchHeader, *, now_ms: int) -> AppendResult:
         """Append a COMMIT/ABORT marker from the transaction coordinator."""
         self._check_open()

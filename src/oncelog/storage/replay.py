@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from oncelog.records.builder import iter_batches_kv
 from oncelog.records.control import parse_control_record
-from oncelog.storage.log import PartitionLog
+
+if TYPE_CHECKING:
+    from oncelog.storage.log import PartitionLog
 
 READ_CHUNK = 4 * 1024 * 1024
 
@@ -69,7 +71,12 @@ def iter_log_batches(
 
 def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
     """Every record and end-txn marker from the log start to the high watermark."""
-    for batch in iter_log_batches(part):
+    return log_entries(iter_log_batches(part))
+
+
+def log_entries(batches: Iterable[LogBatch]) -> Iterator[LogEntry]:
+    """The records and end-txn markers of ``batches``, one by one."""
+    for batch in batches:
         pid = batch.producer_id
         if batch.marker_commit is not None:
             (marker_offset, _, _) = batch.records[0]

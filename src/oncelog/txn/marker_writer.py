@@ -62,7 +62,7 @@ class MarkerWriter:
         if part is None:
             return ErrorCode.unknown_topic_or_partition
         if only_if_written:
-            entry = part.producer_state.producer(marker.producer_id)
+            entry = part.producer_entry(marker.producer_id)
             if entry is None or entry.current_txn_first_offset is None:
                 return ErrorCode.none
         batch = bytearray(

@@ -31,7 +31,7 @@ from oncelog.records.batch import InvalidRecordError
 from oncelog.storage.errors import LogError
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.replay import iter_log
+from oncelog.storage.replay import log_entries
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.log_codec import (
@@ -125,7 +125,7 @@ class TransactionService:
         records: list[tuple[str, bytes | None]] = []
         latest: dict[str, tuple[int, bytes | None]] = {}  # id -> (partition, latest value)
         for index, part in enumerate(parts):
-            for entry in iter_log(part):
+            for entry in log_entries(part.read_batches()):
                 if entry.key is None or entry.marker_commit is not None:
                     continue
                 try:
@@ -295,7 +295,7 @@ class TransactionService:
         writes to internal topics."""
         if topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
             part = self._topics.partition(topic, partition)
-            entry = None if part is None else part.producer_state.producer(marker.producer_id)
+            entry = None if part is None else part.producer_entry(marker.producer_id)
             if (
                 topic == TRANSACTION_STATE_TOPIC
                 or entry is None
