@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -56,6 +57,16 @@ from oncelog.txn.metadata import (
 log = logging.getLogger(__name__)
 
 RETRY_MIN_S, RETRY_MAX_S = 0.1, 5.0
+
+
+@dataclass(slots=True)
+class _PendingMarkers:
+    """An ended transaction whose markers are not all written: ``todo`` shrinks as they
+    are."""
+
+    action: WriteMarkers
+    todo: list[TopicPartition]
+    ended_at: float  # time.monotonic(): real time, whatever the coordinator's clock
 
 
 def next_coordinator_epoch(path: Path) -> int:
@@ -101,7 +112,8 @@ class TransactionService:
         self.loaded = False
         self.skipped_records = 0  # undecodable __transaction_state records seen at start
         self.load_time_s = 0.0  # how long the start-up load of __transaction_state took
-        self._marker_queue: list[WriteMarkers] = []  # ended transactions awaiting markers
+        self._marker_queue: list[_PendingMarkers] = []  # ended transactions awaiting markers
+        self._marker_writer_running = False
         self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -388,47 +400,79 @@ class TransactionService:
 
     def perform(self, effect: object) -> None:
         assert isinstance(effect, WriteMarkers)
-        if self.config.marker_delay_ms > 0 or self._durable is not None:
-            # Held back (test hook) or to be synced before completion: a task of its own.
-            self.runtime.spawn(
-                self._write_markers(
-                    effect, sorted(effect.partitions), self.config.marker_delay_ms / 1000
-                )
-            )
-            return
-        # Written by one callback for every transaction that ended meanwhile, after the
-        # EndTxn response went out (like a remote marker writer): no task, no sleep, per
-        # transaction.
-        self._marker_queue.append(effect)
-        if len(self._marker_queue) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_markers)
+        self._marker_queue.append(
+            _PendingMarkers(effect, sorted(effect.partitions), time.monotonic())
+        )
+        if not self._marker_writer_running:
+            self._marker_writer_running = True
+            self.runtime.spawn(self._write_markers())
 
-    def _flush_markers(self) -> None:
-        queue, self._marker_queue = self._marker_queue, []
-        if self._stopped:
-            return  # as a cancelled marker task: the next start-up completes them
-        now = self._clock()
-        for action in queue:
-            try:
-                todo = sorted(action.partitions)
-                while todo:
+    async def _write_markers(self) -> None:
+        """The one marker-writing path: a task that drains the queue of ended
+        transactions, all of them per turn (no task per transaction), after their EndTxn
+        responses went out, like Kafka's remote marker writer
+        (``TransactionMarkerChannelManager``). A failed write or sync is retried with one
+        back-off, for ever: a transaction must never stay half-marked. A transaction is
+        complete once its markers are written, and durable under acks=all durability."""
+        delay_s = self.config.marker_delay_ms / 1000
+        backoff_s = RETRY_MIN_S
+        try:
+            while self._marker_queue and not self._stopped:
+                # Yield at least once, so the EndTxn response leaves first; the test hook
+                # holds each transaction's markers back for its delay from its end.
+                hold_s = self._marker_queue[0].ended_at + delay_s - time.monotonic()
+                await asyncio.sleep(max(hold_s, 0.0))
+                due = time.monotonic() - delay_s
+                batch = [m for m in self._marker_queue if m.ended_at <= due]
+                self._marker_queue = [m for m in self._marker_queue if m.ended_at > due]
+                now = self._clock()
+                written: list[_PendingMarkers] = []
+                failed: list[_PendingMarkers] = []
+                for pending in batch:
+                    outcome = self._write_pending(pending, now)
+                    if outcome is not None:
+                        (written if outcome else failed).append(pending)
+                if written and self._durable is not None:
                     try:
-                        self._write_one_marker(action, *todo[0], now)
-                    except OSError:
-                        log.exception(
-                            "marker write for %s failed; retrying", action.transactional_id
+                        await self._until_durable(
+                            tp for pending in written for tp in pending.action.partitions
                         )
-                        self.runtime.spawn(self._write_markers(action, todo, RETRY_MIN_S))
-                        break
-                    del todo[0]
-                else:
+                    except OSError:
+                        log.exception("marker sync failed; retrying")
+                        failed = [*written, *failed]
+                        written = []
+                for pending in written:
                     self.runtime.run(
                         self.coordinator.on_markers_written(
-                            action.transactional_id, now_ms=self._clock()
+                            pending.action.transactional_id, now_ms=self._clock()
                         )
                     )
-            except Exception:  # one transaction's bug must not strand the others queued
-                log.exception("writing the markers of %s failed", action.transactional_id)
+                if failed:
+                    self._marker_queue = [*failed, *self._marker_queue]
+                    await asyncio.sleep(backoff_s)
+                    backoff_s = min(backoff_s * 2, RETRY_MAX_S)
+                else:
+                    backoff_s = RETRY_MIN_S
+        finally:
+            self._marker_writer_running = False
+
+    def _write_pending(self, pending: _PendingMarkers, now: int) -> bool | None:
+        """Write what remains of one transaction's markers; False if a storage failure
+        left some to retry (``pending.todo`` keeps them), None if a bug stopped it (logged;
+        the transaction stays unfinished, as it would after a crash, for the next
+        start-up to complete)."""
+        action = pending.action
+        try:
+            while pending.todo:
+                self._write_one_marker(action, *pending.todo[0], now)
+                del pending.todo[0]
+        except OSError:
+            log.exception("marker write for %s failed; retrying", action.transactional_id)
+            return False
+        except Exception:  # one transaction's bug must not strand the others queued
+            log.exception("writing the markers of %s failed", action.transactional_id)
+            return None
+        return True
 
     def _write_one_marker(self, action: WriteMarkers, topic: str, index: int, now: int) -> None:
         """One partition's marker; raises ``OSError`` on a storage failure (retried).
@@ -440,34 +484,3 @@ class TransactionService:
                 "marker of %s for %s-%d rejected: %s",
                 action.transactional_id, topic, index, code.name,
             )  # fmt: skip
-
-    async def _write_markers(
-        self, action: WriteMarkers, partitions: list[TopicPartition], wait_s: float
-    ) -> None:
-        # Let the EndTxn response go out first, like a remote marker writer (or back off
-        # after a failed write).
-        await asyncio.sleep(wait_s)
-        now = self._clock()
-        for topic, index in partitions:
-            delay_s = RETRY_MIN_S
-            while True:
-                # A storage error is retried with backoff: a transaction must never stay
-                # half-marked.
-                try:
-                    self._write_one_marker(action, topic, index, now)
-                    break
-                except OSError:
-                    log.exception("marker write for %s failed; retrying", action.transactional_id)
-                    await asyncio.sleep(delay_s)
-                    delay_s = min(delay_s * 2, RETRY_MAX_S)
-        # The transaction is complete only once its markers are durable (acks=all).
-        while True:
-            try:
-                await self._until_durable(action.partitions)
-                break
-            except OSError:
-                log.exception("marker sync for %s failed; retrying", action.transactional_id)
-                await asyncio.sleep(RETRY_MAX_S)
-        self.runtime.run(
-            self.coordinator.on_markers_written(action.transactional_id, now_ms=self._clock())
-        )
