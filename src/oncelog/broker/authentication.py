@@ -7,7 +7,7 @@ durable credential store, managed with AlterUserScramCredentials.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from oncelog.broker.config import BrokerConfig, BrokerConfigError
 from oncelog.clock import now_ms
@@ -16,7 +16,9 @@ from oncelog.security.sasl import (
     MECHANISMS,
     Authenticator,
     PlainAuthenticator,
+    SaslAuthenticationError,
     ScramAuthenticator,
+    login_with_password,
     plain_users_from_jaas,
 )
 
@@ -69,3 +71,35 @@ class Authentication:
         if mechanism == "PLAIN":
             return PlainAuthenticator(self.plain_users(listener))
         return ScramAuthenticator(mechanism, self.credentials.get)
+
+    def password_mechanisms(self, listeners: Iterable[str]) -> list[tuple[str, str]]:
+        """(listener, mechanism) pairs a user name and password can log in with on
+        ``listeners`` (SASL ones): PLAIN once per listener (its users are its own), each
+        SCRAM mechanism once (its credentials are broker-wide)."""
+        out: list[tuple[str, str]] = []
+        seen_scram: set[str] = set()
+        for listener in listeners:
+            for mechanism in self.enabled_mechanisms(listener):
+                if mechanism == "PLAIN":
+                    out.append((listener, mechanism))
+                elif mechanism not in seen_scram:
+                    seen_scram.add(mechanism)
+                    out.append((listener, mechanism))
+        return out
+
+    def check_password(
+        self, mechanisms: Iterable[tuple[str, str]], username: str, password: str
+    ) -> str:
+        """The principal a Kafka client logging in as ``username`` with ``password``
+        would get through one of ``mechanisms`` (from ``password_mechanisms``), checked
+        by the same authenticators SaslAuthenticate runs (secrets compared in constant
+        time there); ``SaslAuthenticationError`` when none accepts them."""
+        for listener, mechanism in mechanisms:
+            authenticator = self.authenticator(listener, mechanism)
+            if authenticator is None:
+                continue
+            try:
+                return login_with_password(authenticator, username, password)
+            except SaslAuthenticationError:
+                continue
+        raise SaslAuthenticationError("Authentication failed: Invalid username or password")

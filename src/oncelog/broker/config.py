@@ -129,6 +129,11 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     # Host names the HTTP listener answers to besides its own and loopback's (DNS
     # rebinding defence): comma-separated.
     "metrics.listener.allowed.hosts": (str, ""),
+    # Who the HTTP listener's callers are: none (anyone who reaches it, as
+    # User:ANONYMOUS), or basic (HTTP basic authentication as one of the users the
+    # broker's SASL listeners accept, PLAIN or SCRAM). With an authorizer, what a caller
+    # sees and may abort follows that principal's ACLs.
+    "metrics.listener.authentication": (str, "none"),
     # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
     # and transaction markers are answered only after an fdatasync of what they wrote.
     "oncelog.flush.on.ack": (parse_bool, False),
@@ -287,6 +292,7 @@ _CHECKS: dict[str, Check] = {
     "max.connections": at_least(0),
     "max.connections.per.ip": at_least(0),
     "ssl.client.auth": one_of("required", "requested", "none"),
+    "metrics.listener.authentication": one_of("none", "basic"),
     "log.cleaner.threads": at_least(0),
     "log.cleaner.backoff.ms": at_least(0),
     "log.cleaner.min.cleanable.ratio": between(0, 1),

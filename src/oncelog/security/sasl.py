@@ -111,3 +111,24 @@ class ScramAuthenticator:
             reason = "Invalid user credentials" if self._unknown_user else str(exc)
             raise SaslAuthenticationError(f"Authentication failed: {reason}") from exc
         raise SaslAuthenticationError("unexpected SCRAM message after the exchange ended")
+
+
+def login_with_password(authenticator: Authenticator, username: str, password: str) -> str:
+    """Play the client's side of ``authenticator``'s whole exchange in process and return
+    the principal it grants: a user name and password from elsewhere (HTTP basic
+    authentication) checked by exactly the code that checks a Kafka client's SASL login.
+    Raises ``SaslAuthenticationError`` as that login would fail."""
+    if authenticator.mechanism == "PLAIN":
+        authenticator.step(b"\0".join((b"", username.encode(), password.encode())))
+    else:
+        library = scramp()
+        try:
+            client = library.ScramClient([authenticator.mechanism], username, password)
+            first = authenticator.step(client.get_client_first().encode())
+            client.set_server_first(first.decode())
+            authenticator.step(client.get_client_final().encode())
+        except library.ScramException as exc:  # e.g. a user name SCRAM cannot carry
+            raise SaslAuthenticationError(f"Authentication failed: {exc}") from exc
+    if authenticator.principal is None:
+        raise SaslAuthenticationError("Authentication failed: the exchange did not complete")
+    return authenticator.principal

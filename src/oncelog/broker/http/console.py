@@ -9,8 +9,10 @@ confirmation (``hx-confirm``).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
+from typing import Protocol
 
 from oncelog.broker.state_view import (
     BrokerStateView,
@@ -25,6 +27,20 @@ CHART_SAMPLES = 150  # at one sample a second: the last 2.5 minutes
 CHART_TOPICS = 6  # lines drawn: the topics with the most LSO lag
 CHART_W, CHART_H = 720, 180
 MAX_ROWS = 500  # partitions listed on the page
+
+
+class StateSource(Protocol):
+    """What the panels read: ``BrokerStateView``, or a caller's filtered view of it."""
+
+    def now_ms(self) -> int: ...
+    def partitions(self, *, internal: bool = False) -> list[PartitionState]: ...
+    def transactions(self) -> list[TxnView]: ...
+    def hanging(
+        self,
+        partitions: list[PartitionState] | None = None,
+        transactions: list[TxnView] | None = None,
+    ) -> list[Hanging]: ...
+    def group_lag(self) -> list[GroupLag]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +107,16 @@ document.body.addEventListener("htmx:beforeSwap", function (e) {{
 
 
 def page(
-    view: BrokerStateView, history: LagHistory, broker: str, allow_abort: bool, token: str = ""
+    view: StateSource,
+    history: LagHistory,
+    broker: str,
+    allow_abort: bool,
+    token: str = "",
+    visible_topic: Callable[[str], bool] | None = None,
 ) -> str:
     """The console page; ``token`` (the listener's per-start CSRF token) is sent back by
-    htmx on every request the page makes, and required by the abort action."""
+    htmx on every request the page makes, and required by the abort action.
+    ``visible_topic``: the topics the chart may draw (all when None)."""
     return PAGE.format(
         token=escape(token),
         broker=escape(broker),
@@ -102,7 +124,7 @@ def page(
         if allow_abort
         else "disabled (set console.allow.abort=true to enable)",
         refresh=REFRESH,
-        chart=chart(history),
+        chart=chart(history, visible_topic),
         hanging=hanging_table(view, allow_abort),
         transactions=transactions_table(view),
         partitions=partitions_table(view),
@@ -124,7 +146,7 @@ def _age(ms: int) -> str:
     return f"{ms / 1000:.1f} s"
 
 
-def partitions_table(view: BrokerStateView) -> str:
+def partitions_table(view: StateSource) -> str:
     parts: list[PartitionState] = view.partitions()
     # Lagging partitions first; a page refreshed every 2 s shows at most MAX_ROWS.
     shown = sorted(parts, key=lambda p: (-p.lso_lag, p.topic, p.partition))[:MAX_ROWS]
@@ -151,7 +173,7 @@ def partitions_table(view: BrokerStateView) -> str:
     return table
 
 
-def transactions_table(view: BrokerStateView) -> str:
+def transactions_table(view: StateSource) -> str:
     now = view.now_ms()
     txns: list[TxnView] = view.transactions()
     hanging_ids = {h.transactional_id for h in view.hanging(transactions=txns)}
@@ -176,7 +198,7 @@ def transactions_table(view: BrokerStateView) -> str:
     )
 
 
-def hanging_table(view: BrokerStateView, allow_abort: bool) -> str:
+def hanging_table(view: StateSource, allow_abort: bool) -> str:
     hanging: list[Hanging] = view.hanging()
     rows = []
     for h in hanging:
@@ -218,7 +240,7 @@ def hanging_table(view: BrokerStateView, allow_abort: bool) -> str:
     )
 
 
-def groups_table(view: BrokerStateView) -> str:
+def groups_table(view: StateSource) -> str:
     lags: list[GroupLag] = view.group_lag()
     rows = [
         f'<tr><td class="id">{escape(g.group_id)}</td><td>{escape(g.state)}</td>'
@@ -236,8 +258,9 @@ def groups_table(view: BrokerStateView) -> str:
 _COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
 
-def chart(history: LagHistory) -> str:
-    """An inline SVG line chart of the sampled LSO lag, one line per topic."""
+def chart(history: LagHistory, visible_topic: Callable[[str], bool] | None = None) -> str:
+    """An inline SVG line chart of the sampled LSO lag, one line per topic (of those
+    ``visible_topic`` allows, when given)."""
     samples = list(history.samples)
     if len(samples) < 2:
         return '<p class="muted">collecting samples…</p>'
@@ -245,6 +268,8 @@ def chart(history: LagHistory) -> str:
     for s in samples:
         for topic, lag in s.by_topic.items():
             totals[topic] = max(totals.get(topic, 0), lag)
+    if visible_topic is not None:
+        totals = {t: lag for t, lag in totals.items() if visible_topic(t)}
     topics = sorted(totals, key=lambda t: (-totals[t], t))[:CHART_TOPICS]
     top = max([1, *(totals[t] for t in topics)])
     t0, t1 = samples[0].at_ms, samples[-1].at_ms

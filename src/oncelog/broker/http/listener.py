@@ -12,6 +12,14 @@ An aiohttp app on the broker's own event loop. Routes:
 Every request must name, in its ``Host`` header, the listener's own host, a loopback
 name, this machine's names or one of ``metrics.listener.allowed.hosts``: a web page on a
 rebinding domain that resolves to this address cannot read the metrics or the console.
+
+With ``metrics.listener.authentication=basic`` every request must also carry HTTP basic
+credentials of a user the broker's SASL listeners accept (401 otherwise); the listener
+speaks plain HTTP only, so keep it on loopback or behind a TLS proxy. The caller's
+principal (``User:ANONYMOUS`` without authentication) is then authorized as on the Kafka
+port: with ``authorizer.class.name`` set, /metrics and the console show only what it may
+describe, and the abort action needs what ``oncelog transactions abort`` needs (see
+``access``).
 """
 
 from __future__ import annotations
@@ -31,6 +39,13 @@ from prometheus_client.exposition import choose_encoder
 
 from oncelog.broker.config import BrokerConfigError
 from oncelog.broker.http import console
+from oncelog.broker.http.access import (
+    Scope,
+    ScopedView,
+    abort_refusal,
+    basic_credentials,
+    scoped_snapshot,
+)
 from oncelog.broker.metrics import (
     TEXT_CONTENT_TYPE,
     BrokerCollector,
@@ -40,6 +55,8 @@ from oncelog.broker.metrics import (
 )
 from oncelog.broker.startup import ListenError, listen_socket
 from oncelog.broker.state_view import BrokerStateView
+from oncelog.security.principal import ANONYMOUS
+from oncelog.security.sasl import SaslAuthenticationError
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -68,6 +85,8 @@ def parse_http_listener(url: str) -> tuple[str, int]:
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 TOKEN_HEADER = "X-Oncelog-Token"
+CHALLENGE = {"WWW-Authenticate": 'Basic realm="oncelog"'}
+SCOPE = web.RequestKey("scope", Scope)  # the request's caller, set by the auth middleware
 
 
 class HttpListener:
@@ -92,6 +111,23 @@ class HttpListener:
         self._broker = broker
         self._view = view
         self._allow_abort = allow_abort
+        self._basic = broker.config.get_str("metrics.listener.authentication") == "basic"
+        # Who may log in: the (listener, mechanism) pairs of the SASL listeners.
+        self._mechanisms = broker.authentication.password_mechanisms(
+            x.name for x in broker.listeners if x.protocol.uses_sasl
+        )
+        if self._basic and not self._mechanisms:
+            raise BrokerConfigError(
+                "metrics.listener.authentication=basic checks the users of the broker's SASL "
+                "listeners, and there is none: add a SASL_PLAINTEXT or SASL_SSL listener "
+                "offering PLAIN or SCRAM"
+            )
+        if self._basic and self.host.lower() not in LOOPBACK_NAMES:
+            log.warning(
+                "metrics.listener %s takes basic authentication over plain HTTP: passwords "
+                "cross the network in clear; keep it on loopback or behind a TLS proxy",
+                url,
+            )
         self._collector = BrokerCollector(broker, view)
         self._history = console.LagHistory(view)
         self._runner: web.AppRunner | None = None
@@ -104,16 +140,18 @@ class HttpListener:
         return f"http://{host}:{self.port}"
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._host_guard])
+        app = web.Application(middlewares=[self._host_guard, self._authenticate])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/", self._page)
         app.router.add_get("/static/htmx.min.js", self._htmx)
-        panels: dict[str, Callable[[], str]] = {
-            "partitions": lambda: console.partitions_table(self._view),
-            "transactions": lambda: console.transactions_table(self._view),
-            "hanging": lambda: console.hanging_table(self._view, self._allow_abort),
-            "groups": lambda: console.groups_table(self._view),
-            "chart": lambda: console.chart(self._history),
+        panels: dict[str, Callable[[Scope], str]] = {
+            "partitions": lambda scope: console.partitions_table(self._view_for(scope)),
+            "transactions": lambda scope: console.transactions_table(self._view_for(scope)),
+            "hanging": lambda scope: console.hanging_table(
+                self._view_for(scope), self._allow_abort
+            ),
+            "groups": lambda scope: console.groups_table(self._view_for(scope)),
+            "chart": lambda scope: console.chart(self._history, self._topic_filter(scope)),
         }
         for name, render in panels.items():
             app.router.add_get(f"/console/{name}", self._panel(render))
@@ -174,9 +212,51 @@ class HttpListener:
                 return _text(403, f"cross-origin request from {origin} refused")
         return await handler(request)
 
+    @web.middleware
+    async def _authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """The caller's principal: ANONYMOUS, or with basic authentication the user its
+        credentials log in as on the Kafka port (Kafka Connect's JaasBasicAuthFilter answers
+        401 likewise)."""
+        principal = ANONYMOUS
+        if self._basic:
+            credentials = basic_credentials(request.headers.get("Authorization"))
+            if credentials is None:
+                return _text(401, "authentication required (HTTP basic)", CHALLENGE)
+            user, password = credentials
+            try:
+                # A SCRAM login derives the salted password (PBKDF2): off the event loop.
+                principal = await asyncio.to_thread(
+                    self._broker.authentication.check_password, self._mechanisms, user, password
+                )
+            except SaslAuthenticationError as exc:
+                # Counted and logged as the Kafka port's failures are (once per window),
+                # and answered after connection.failed.authentication.delay.ms.
+                broker = self._broker
+                broker.stats.failed_authentications += 1
+                broker.client_faults.note(
+                    "failed authentications", logging.INFO,
+                    "Failed authentication with %s (HTTP basic, metrics.listener): %s",
+                    request.remote, exc,
+                )  # fmt: skip
+                await asyncio.sleep(broker.failed_authentication_delay_s)
+                return _text(401, "invalid user name or password", CHALLENGE)
+        request[SCOPE] = Scope(self._broker.authorizer, principal, request.remote or "")
+        return await handler(request)
+
+    def _view_for(self, scope: Scope) -> console.StateSource:
+        return self._view if scope.everything else ScopedView(self._view, scope)
+
+    def _topic_filter(self, scope: Scope) -> Callable[[str], bool] | None:
+        return None if scope.everything else ScopedView(self._view, scope).topic_visible
+
     async def _metrics(self, request: web.Request) -> web.Response:
         # State is copied on the loop; the families and their text are built in a thread.
         snap = self._collector.snapshot()
+        scope = request[SCOPE]
+        if not scope.everything:
+            snap = scoped_snapshot(snap, scope)  # on the loop: the ACLs may change
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         if content_type.startswith("text/plain"):
             body = await asyncio.to_thread(lambda: encode_text(families(snap)))
@@ -189,8 +269,14 @@ class HttpListener:
         if not self._history.samples:
             self._history.sample()  # the chart's first point
         self._viewed()
+        scope = request[SCOPE]
         text = console.page(
-            self._view, self._history, self._broker.ready_line(), self._allow_abort, self.token
+            self._view_for(scope),
+            self._history,
+            self._broker.ready_line(),
+            self._allow_abort,
+            self.token,
+            self._topic_filter(scope),
         )
         return web.Response(text=text, content_type="text/html")
 
@@ -202,10 +288,12 @@ class HttpListener:
             headers={"Cache-Control": "max-age=3600"},
         )
 
-    def _panel(self, render: Callable[[], str]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _panel(
+        self, render: Callable[[Scope], str]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
             self._viewed()
-            return web.Response(text=render(), content_type="text/html")
+            return web.Response(text=render(request[SCOPE]), content_type="text/html")
 
         return handler
 
@@ -223,12 +311,27 @@ class HttpListener:
             producer_id = int(str(form["producer_id"]))
         except (KeyError, ValueError):
             return _text(400, "expected form fields topic, partition and producer_id")
+        scope = request[SCOPE]
+        if not scope.everything:
+            target = next(
+                (
+                    h
+                    for h in self._view.hanging()
+                    if (h.topic, h.partition, h.producer_id) == (topic, partition, producer_id)
+                ),
+                None,
+            )
+            # No await between this check and the abort's own lookup: the same target.
+            refusal = abort_refusal(scope.check, scope.principal, topic, target)
+            if refusal is not None:
+                return _text(403, refusal)
         outcome = await self._view.abort(topic, partition, producer_id)
         log.warning(
-            "console abort of producer %d in %s-%d: %s",
+            "console abort of producer %d in %s-%d by %s: %s",
             producer_id,
             topic,
             partition,
+            scope.principal,
             outcome.message,
         )
         return _text(200 if outcome.ok else 409, outcome.message)
@@ -242,5 +345,5 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _text(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=message)
+def _text(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, text=message, headers=headers)
