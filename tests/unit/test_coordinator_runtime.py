@@ -12,7 +12,14 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.config import BrokerConfig
-from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, Step, client_error
+from oncelog.coordinator.runtime import (
+    APPEND_RETRY_S,
+    Append,
+    CoordinatorRuntime,
+    Pending,
+    Step,
+    client_error,
+)
 from oncelog.coordinator.settings import property_defaults
 from oncelog.group.config import GroupConfig
 from oncelog.storage.config import LogConfig
@@ -226,6 +233,22 @@ def test_run_later_backs_off(parts: Partitions) -> None:
 
     assert asyncio.run(scenario()) == []
     assert logged_keys(parts.log) == [b"retry"]
+
+
+def test_a_step_retry_is_appended_after_the_back_off(parts: Partitions) -> None:
+    """A core marks an append to make again later (Step.retry): the runtime appends it
+    after APPEND_RETRY_S, not at once."""
+    core = Core(parts)
+    rt = runtime(parts, core)
+
+    async def scenario() -> list[bytes | None]:
+        rt.run(Step(appends=[rec(b"now")], retry=[rec(b"later")]))
+        at_once = logged_keys(parts.log)
+        await asyncio.sleep(APPEND_RETRY_S * 3)
+        return at_once
+
+    assert asyncio.run(scenario()) == [b"now"]
+    assert logged_keys(parts.log) == [b"now", b"later"]
 
 
 def test_typed_config_defaults_are_the_broker_defaults() -> None:

@@ -405,7 +405,7 @@ def test_failed_appends() -> None:
     sh.perform_one()  # PrepareCommit
     sh.perform_one()  # markers
     assert isinstance(sh.queue[0], Append)
-    sh.perform_one(E.not_enough_replicas)  # CompleteCommit failed: re-emitted
+    sh.perform_one(E.not_enough_replicas)  # CompleteCommit failed: retried after a back-off
     [retry] = sh.queue
     assert isinstance(retry, Append) and retry.label is S.COMPLETE_COMMIT
     sh.drain()

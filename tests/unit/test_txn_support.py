@@ -9,8 +9,9 @@ Action = Append | WriteMarkers
 
 
 def acts(step: TxnStep) -> list[Action]:
-    """The step's side effects in the order a shell performs them: appends, then markers."""
-    out: list[Action] = [*step.appends]
+    """The step's side effects in the order a shell performs them: appends, then markers
+    (a retried append, made again after a back-off, counts as an append)."""
+    out: list[Action] = [*step.appends, *step.retry]
     for effect in step.effects:
         assert isinstance(effect, WriteMarkers)
         out.append(effect)

@@ -51,6 +51,11 @@ from oncelog.storage.group_sync import GroupSync
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+# The back-off before a ``Step.retry`` append is made again.
+APPEND_RETRY_S = 0.1
+# What a core asks its shell to do besides appending (the transaction core: write markers;
+# the group core asks nothing: ``NoEffect``).
+E = TypeVar("E")
 NO_PRODUCER = -1
 
 
@@ -71,6 +76,13 @@ class Append:
     label: object = None
 
 
+class NoEffect:
+    """The effect type of a core that asks for none (no instance is ever made)."""
+
+    def __init__(self) -> None:
+        raise TypeError("NoEffect has no instances")
+
+
 @dataclass(frozen=True, slots=True)
 class Pending:
     """The reply arrives later, in some ``Step.resolved`` entry for ``token``."""
@@ -79,13 +91,25 @@ class Pending:
 
 
 @dataclass(slots=True)
-class Step(Generic[R]):
+class Step(Generic[R, E]):
     """The outcome of one call into a core; see the module docstring."""
 
     reply: R | Pending | None = None
     appends: list[Append] = field(default_factory=list)
     resolved: list[tuple[int, R]] = field(default_factory=list)
-    effects: list[object] = field(default_factory=list)
+    effects: list[E] = field(default_factory=list)
+    # Appends to make again after ``APPEND_RETRY_S`` (a record whose outcome is decided,
+    # e.g. a transaction's completion, whose append failed).
+    retry: list[Append] = field(default_factory=list)
+
+    def merge(self, other: Step[R, E]) -> Step[R, E]:
+        """This step followed by ``other``'s appends, replies, effects and retries (its
+        immediate reply is not kept: a failure path answers through ``resolved``)."""
+        self.appends.extend(other.appends)
+        self.resolved.extend(other.resolved)
+        self.effects.extend(other.effects)
+        self.retry.extend(other.retry)
+        return self
 
 
 def client_error(append_error: ErrorCode) -> ErrorCode:
@@ -104,26 +128,26 @@ def client_error(append_error: ErrorCode) -> ErrorCode:
     return append_error
 
 
-class Feedback(Protocol[R]):
+class Feedback(Protocol[R, E]):
     """What a service tells the runtime about its core (see ``CoordinatorRuntime.run``)."""
 
-    def appended(self, append: Append, now_ms: int) -> Step[R] | None: ...
+    def appended(self, append: Append, now_ms: int) -> Step[R, E] | None: ...
 
     def append_failed(
-        self, append: Append, error: ErrorCode, rest: Step[R], now_ms: int
-    ) -> Step[R]: ...
+        self, append: Append, error: ErrorCode, rest: Step[R, E], now_ms: int
+    ) -> Step[R, E]: ...
 
-    def perform(self, effect: object) -> None: ...
+    def perform(self, effect: E) -> None: ...
 
 
-class CoordinatorRuntime(Generic[R]):
+class CoordinatorRuntime(Generic[R, E]):
     def __init__(
         self,
         *,
         name: str,
         topic: str,
         partitions: PartitionLookup,
-        feedback: Feedback[R],
+        feedback: Feedback[R, E],
         clock: Clock,
         durable: GroupSync | None = None,
     ) -> None:
@@ -142,9 +166,12 @@ class CoordinatorRuntime(Generic[R]):
 
     # -- steps ---------------------------------------------------------------------------
 
-    def run(self, step: Step[R]) -> R | Pending | None:
+    def run(self, step: Step[R, E]) -> R | Pending | None:
         """Perform ``step``; returns its immediate reply (after any append failure, the
         reply of the step that replaced it)."""
+        if step.retry:
+            retry = step.retry
+            self.run_later(APPEND_RETRY_S, lambda: Step(appends=retry))
         appends = step.appends
         for i, append in enumerate(appends):
             now = self._clock()
@@ -162,15 +189,13 @@ class CoordinatorRuntime(Generic[R]):
         self._settle(step.resolved, step.effects)
         return step.reply
 
-    def _settle(self, resolved: list[tuple[int, R]], effects: list[object]) -> None:
+    def _settle(self, resolved: list[tuple[int, R]], effects: list[E]) -> None:
         for token, reply in resolved:
             self._resolve(token, reply)
         for effect in effects:
             self._feedback.perform(effect)
 
-    async def _settle_when_durable(
-        self, resolved: list[tuple[int, R]], effects: list[object]
-    ) -> None:
+    async def _settle_when_durable(self, resolved: list[tuple[int, R]], effects: list[E]) -> None:
         await self._until_durable()
         self._settle(resolved, effects)
 
@@ -187,7 +212,7 @@ class CoordinatorRuntime(Generic[R]):
 
     async def call(
         self,
-        step: Step[R],
+        step: Step[R, E],
         *,
         timeout_s: float | None = None,
         cancel: Callable[[int], R | None] | None = None,
@@ -258,7 +283,7 @@ class CoordinatorRuntime(Generic[R]):
 
     # -- timers and tasks ----------------------------------------------------------------
 
-    def run_later(self, delay_s: float, step: Callable[[], Step[R]]) -> None:
+    def run_later(self, delay_s: float, step: Callable[[], Step[R, E]]) -> None:
         """Run ``step()`` after ``delay_s`` (a back-off after a failed append)."""
 
         async def later() -> None:
@@ -269,7 +294,7 @@ class CoordinatorRuntime(Generic[R]):
 
     def start_timer(
         self,
-        tick: Callable[[int], Step[R]],
+        tick: Callable[[int], Step[R, E]],
         *,
         max_wait_ms: int,
         next_deadline: Callable[[], int | None] | None = None,
@@ -282,7 +307,7 @@ class CoordinatorRuntime(Generic[R]):
 
     async def _timer(
         self,
-        tick: Callable[[int], Step[R]],
+        tick: Callable[[int], Step[R, E]],
         max_wait_ms: int,
         next_deadline: Callable[[], int | None] | None,
     ) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.coordinator.runtime import Append, Pending, Step
+from oncelog.coordinator.runtime import Append, NoEffect, Pending, Step
 
 TopicPartition = tuple[str, int]
 NO_GENERATION = -1
@@ -349,7 +349,7 @@ Reply = (
 
 # -- steps -------------------------------------------------------------------------------
 
-GroupStep = Step[Reply]
+GroupStep = Step[Reply, NoEffect]
 
 
 def failed_replies(step: GroupStep, error: ErrorCode) -> list[tuple[int | None, Reply]]:

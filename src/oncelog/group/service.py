@@ -27,7 +27,13 @@ from oncelog.coordinator.internal_topics import (
     internal_topic_config,
     skip_undecodable,
 )
-from oncelog.coordinator.runtime import Append, CoordinatorRuntime, Pending, client_error
+from oncelog.coordinator.runtime import (
+    Append,
+    CoordinatorRuntime,
+    NoEffect,
+    Pending,
+    client_error,
+)
 from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
@@ -117,7 +123,7 @@ class GroupService:
         self._failed_attempts: dict[int, int] = {}
         # Requests waiting for their group's partition to load (see _await_load).
         self._load_waiters: dict[int, list[asyncio.Future[None]]] = {}
-        self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
+        self.runtime: CoordinatorRuntime[Reply, NoEffect] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
             partitions=topics,
@@ -542,5 +548,5 @@ class GroupService:
             return
         self._load_in_background(partitions)
 
-    def perform(self, effect: object) -> None:
+    def perform(self, effect: NoEffect) -> None:
         raise AssertionError(f"the group coordinator has no effect {effect!r}")

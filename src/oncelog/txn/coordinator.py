@@ -339,8 +339,9 @@ class TransactionCoordinator:
         step = Step()
         if error is not E.none:
             if transit.kind is _Kind.COMPLETE:
-                # The outcome is decided and the markers are written: only retrying is left.
-                step.appends.append(self._append_action(transit.target))
+                # The outcome is decided and the markers are written: only retrying is
+                # left, after a back-off (Step.retry).
+                step.retry.append(self._append_action(transit.target))
                 return step
             del self._transits[transactional_id]
             meta.cancel_pending()

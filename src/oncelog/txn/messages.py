@@ -62,4 +62,4 @@ class Reply:
         return self.error is ErrorCode.none
 
 
-TxnStep = Step[Reply]
+TxnStep = Step[Reply, WriteMarkers]

@@ -101,7 +101,7 @@ class TransactionService:
         self.coordinator = TransactionCoordinator(
             allocate_producer_id=allocate_producer_id, config=config
         )
-        self.runtime: CoordinatorRuntime[Reply] = CoordinatorRuntime(
+        self.runtime: CoordinatorRuntime[Reply, WriteMarkers] = CoordinatorRuntime(
             name="transaction coordinator",
             topic=TRANSACTION_STATE_TOPIC,
             partitions=topics,
@@ -387,19 +387,11 @@ class TransactionService:
         self, append: Append, error: ErrorCode, rest: TxnStep, now_ms: int
     ) -> TxnStep:
         # Appends of other ids in the same step still go ahead; only this id learns the error.
-        out = self.coordinator.on_log_appended(append.owner, now_ms=now_ms, error=error)
-        retry = [a for a in out.appends if a.owner == append.owner]
-        if retry:
-            # The outcome is decided: the completion record is retried, after a pause.
-            out.appends = [a for a in out.appends if a.owner != append.owner]
-            self.runtime.run_later(RETRY_MIN_S, lambda: TxnStep(appends=retry))
-        rest.appends.extend(out.appends)
-        rest.resolved.extend(out.resolved)
-        rest.effects.extend(out.effects)
-        return rest
+        return rest.merge(
+            self.coordinator.on_log_appended(append.owner, now_ms=now_ms, error=error)
+        )
 
-    def perform(self, effect: object) -> None:
-        assert isinstance(effect, WriteMarkers)
+    def perform(self, effect: WriteMarkers) -> None:
         self._marker_queue.append(
             _PendingMarkers(effect, sorted(effect.partitions), time.monotonic())
         )
