@@ -59,9 +59,12 @@ def test_find_and_abort_hanging_transaction(tmp_path: Path, topic_name: str) -> 
             topic_name,
             "--max-transaction-timeout-ms",
             "0",
+            "-o",
+            "json",
         )
         assert out.returncode == 0, out.stderr
-        assert topic_name in out.stdout
+        [row] = json.loads(out.stdout)
+        assert (row["topic"], row["start_offset"], row["kind"]) == (topic_name, 0, "orphaned")
         with TxnAdmin(ClientConfig(b.bootstrap)) as admin:
             hanging = admin.find_hanging([topic_name], max_timeout_ms=0)
         assert len(hanging) == 1 and hanging[0].current_txn_start_offset == 0

@@ -109,7 +109,7 @@ def _snapshot() -> Snapshot:
             TxnView("app-1", 7, 0, "Ongoing", 60_000, 500, (("orders", 0),)),
             TxnView("app-2", 8, 3, "CompleteCommit", 60_000, -1, ()),
         ],
-        hanging=[Hanging("orders", 0, 7, 0, 2, 10, 3_500, None)],
+        hanging=[Hanging("orders", 0, 7, 0, 2, 10, 3_500, None, "orphaned")],
         groups=[GroupLag('we"ird\\group\nid', "Stable", "orders", 1, 4, 9)],
         requests={"PRODUCE": 12, "FETCH": 30},
         errors={("PRODUCE", "NOT_LEADER_OR_FOLLOWER"): 2},

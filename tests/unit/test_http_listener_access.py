@@ -145,8 +145,8 @@ def _snapshot() -> Snapshot:
             TxnView("secret-txn", 8, 0, "Ongoing", 60_000, 0, (("shown", 0),)),
         ],
         hanging=[
-            Hanging("shown", 0, 8, 0, 0, 3, 90_000, "secret-txn"),
-            Hanging("secret", 0, 9, 0, 0, 3, 90_000, None),
+            Hanging("shown", 0, 8, 0, 0, 3, 90_000, "secret-txn", "overdue"),
+            Hanging("secret", 0, 9, 0, 0, 3, 90_000, None, "orphaned"),
         ],
         groups=[
             GroupLag("shown-group", "Empty", "shown", 0, 1, 5),
@@ -206,8 +206,8 @@ def test_super_users_and_no_authorizer_see_everything(tmp_path: Path) -> None:
 
 
 def test_abort_rule() -> None:
-    untracked = Hanging("t", 0, 9, 0, 0, 3, 90_000, None)
-    overdue = Hanging("t", 0, 8, 0, 0, 3, 90_000, "app-txn")
+    untracked = Hanging("t", 0, 9, 0, 0, 3, 90_000, None, "orphaned")
+    overdue = Hanging("t", 0, 8, 0, 0, 3, 90_000, "app-txn", "overdue")
 
     def may(*grants: tuple[AclOperation, ResourceType, str]):  # type: ignore[no-untyped-def]
         return lambda op, res, name: (op, res, name) in grants

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from oncelog.group.messages import OffsetFetchRequest
+from oncelog.hanging import ORPHANED, OVERDUE, REASONS, hanging_kind
 from oncelog.storage.producer_state import OpenTxn
 from oncelog.txn.messages import TxnMarker
 from oncelog.txn.metadata import TransactionMetadata
@@ -72,13 +73,9 @@ class TxnView:
 
 @dataclass(frozen=True, slots=True)
 class Hanging:
-    """An open transaction that holds the LSO back for longer than it may.
-
-    ``overdue``: the coordinator tracks it, and it has been open longer than its own
-    transaction timeout (the coordinator should have aborted it). Otherwise it is
-    ``kafka-transactions.sh find-hanging``'s case: open in a partition, older than
-    ``transaction.max.timeout.ms``, and its producer has no open transaction at the
-    coordinator."""
+    """An open transaction that holds the LSO back for longer than it may, by the rule of
+    :mod:`oncelog.hanging` (``kind``: overdue or orphaned), which ``oncelog transactions
+    find-hanging`` applies too."""
 
     topic: str
     partition: int
@@ -88,10 +85,15 @@ class Hanging:
     first_offset: int
     age_ms: int
     transactional_id: str | None  # set when the coordinator tracks it (overdue)
+    kind: str  # hanging.OVERDUE or hanging.ORPHANED
 
     @property
     def overdue(self) -> bool:
-        return self.transactional_id is not None
+        return self.kind == OVERDUE
+
+    @property
+    def reason(self) -> str:
+        return REASONS[self.kind]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +172,22 @@ class BrokerStateView:
         out = []
         for p in parts:
             for o in p.open_txns:
-                tracked = open_by_pid.get(o.producer_id)
-                if tracked is not None:
-                    age = tracked.age_ms(now)
-                    if age > tracked.timeout_ms:
-                        out.append(_hanging(p, o, age, tracked.transactional_id))
-                elif now - o.last_timestamp > max_timeout:
-                    out.append(_hanging(p, o, now - o.first_timestamp, None))
+                txn = open_by_pid.get(o.producer_id)
+                # Tracked: the coordinator's open transaction of this producer holds the
+                # partition (as find-hanging checks through DescribeTransactions).
+                tracked = txn is not None and (p.topic, p.partition) in txn.partitions
+                kind = hanging_kind(
+                    tracked=tracked,
+                    txn_age_ms=txn.age_ms(now) if txn is not None else 0,
+                    txn_timeout_ms=txn.timeout_ms if txn is not None else 0,
+                    producer_idle_ms=now - o.last_timestamp,
+                    max_timeout_ms=max_timeout,
+                )
+                if kind == OVERDUE:
+                    assert txn is not None
+                    out.append(_hanging(p, o, txn.age_ms(now), txn.transactional_id, kind))
+                elif kind == ORPHANED:
+                    out.append(_hanging(p, o, now - o.first_timestamp, None, kind))
         return out
 
     # -- consumer groups ---------------------------------------------------------------
@@ -265,7 +276,9 @@ def _txn_view(m: TransactionMetadata) -> TxnView:
     )
 
 
-def _hanging(p: PartitionState, o: OpenTxn, age_ms: int, transactional_id: str | None) -> Hanging:
+def _hanging(
+    p: PartitionState, o: OpenTxn, age_ms: int, transactional_id: str | None, kind: str
+) -> Hanging:
     return Hanging(
         p.topic,
         p.partition,
@@ -275,4 +288,5 @@ def _hanging(p: PartitionState, o: OpenTxn, age_ms: int, transactional_id: str |
         o.first_offset,
         age_ms,
         transactional_id,
+        kind,
     )

@@ -10,15 +10,26 @@ import typer
 from rich.console import Console
 
 from oncelog.cli import command_config
-from oncelog.cli.common import Bootstrap, CommandConfig, Output, emit, ensure_reachable, table
+from oncelog.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    admin,
+    emit,
+    ensure_reachable,
+    table,
+)
 from oncelog.client.admin import LATEST, Admin
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
 from oncelog.client.retry import RetryPolicy
 from oncelog.client.transactions import OPEN_STATES, TxnAdmin
+from oncelog.hanging import REASONS
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
 console = Console()
+# Kafka's transaction.max.timeout.ms default.
+KAFKA_MAX_TIMEOUT_MS = 900_000
 # An operator waits at most this long for an unreachable or busy cluster.
 POLICY = RetryPolicy(deadline_s=30.0)
 
@@ -133,17 +144,36 @@ def find_hanging(
     config_file: CommandConfig = None,
     topic: Annotated[list[str] | None, typer.Option("--topic")] = None,
     max_transaction_timeout_ms: Annotated[
-        int, typer.Option("--max-transaction-timeout-ms")
-    ] = 900_000,
+        int | None,
+        typer.Option(
+            "--max-transaction-timeout-ms",
+            help="How long a producer the coordinator does not track may stay idle in an "
+            "open transaction (default: the broker's transaction.max.timeout.ms).",
+        ),
+    ] = None,
     output: Output = "table",
 ) -> None:
-    """Open transactions the coordinator no longer tracks: they pin the LSO."""
+    """Transactions that will not end by themselves, and why: overdue (the coordinator
+    tracks it, and it is open longer than its timeout) or orphaned (the coordinator has no
+    open transaction of its producer there). The web console flags the same ones."""
+    max_timeout_ms = max_transaction_timeout_ms
+    if max_timeout_ms is None:
+        max_timeout_ms = _broker_max_timeout_ms(bootstrap, config_file)
     with _admin(bootstrap, config_file) as admin:
         try:
-            rows = admin.find_hanging(topic, max_transaction_timeout_ms)
+            rows = admin.find_hanging(topic, max_timeout_ms)
         except ClientError as exc:
             _fail(exc)
-    columns = ("topic", "partition", "producer id", "epoch", "coordinator epoch", "start offset")
+    columns = (
+        "topic",
+        "partition",
+        "producer id",
+        "epoch",
+        "coordinator epoch",
+        "start offset",
+        "transactional id",
+        "why",
+    )
     values = [
         (
             r.topic,
@@ -152,16 +182,40 @@ def find_hanging(
             r.producer_epoch,
             r.coordinator_epoch,
             r.current_txn_start_offset,
+            r.transactional_id,
+            r.kind,
         )
         for r in rows
     ]
     if output == "json":
-        keys = [c.replace(" ", "_") for c in columns]
-        emit(output, [dict(zip(keys, v, strict=True)) for v in values], None)
+        keys = [c.replace(" ", "_") for c in columns[:-1]]
+        emit(
+            output,
+            [
+                {**dict(zip(keys, v[:-1], strict=True)), "kind": r.kind, "reason": r.reason}
+                for v, r in zip(values, rows, strict=True)
+            ],
+            None,
+        )
     elif not rows:
         console.print("no hanging transactions")
     else:
         console.print(table(None, columns, values))
+        for kind in sorted({r.kind for r in rows}):
+            console.print(f"{kind}: {REASONS[kind]}")
+
+
+def _broker_max_timeout_ms(bootstrap: str, config_file: Path | None) -> int:
+    """The broker's transaction.max.timeout.ms, the bound the console applies; Kafka's
+    default when the broker does not say (no DESCRIBE_CONFIGS on the cluster)."""
+    try:
+        with admin(bootstrap, config_file) as a:
+            for entry in a.describe_configs("broker", "0"):
+                if entry.name == "transaction.max.timeout.ms" and entry.value:
+                    return int(entry.value)
+    except (ClientError, ValueError):
+        pass
+    return KAFKA_MAX_TIMEOUT_MS
 
 
 @app.command()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -20,11 +21,63 @@ from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError
 from oncelog.client.protocol import ProducerInfo, ProtocolClient, TxnListing
 from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
+from oncelog.hanging import OVERDUE, REASONS, hanging_kind
 
 T = TypeVar("T")
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 # KIP-939: a two-phase-commit transaction's timeout (Integer.MAX_VALUE ms), its only mark.
 TWO_PHASE_TIMEOUT = datetime.timedelta(milliseconds=2_147_483_647)
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTxn:
+    """One hanging transaction in one partition (see :mod:`oncelog.hanging`)."""
+
+    producer: ProducerInfo
+    transactional_id: str | None  # known when the coordinator tracks it (overdue)
+    kind: str  # hanging.OVERDUE or hanging.ORPHANED
+
+    @property
+    def reason(self) -> str:
+        return REASONS[self.kind]
+
+    # The producer's facts, as find-hanging lists them.
+    @property
+    def topic(self) -> str:
+        return self.producer.topic
+
+    @property
+    def partition(self) -> int:
+        return self.producer.partition
+
+    @property
+    def producer_id(self) -> int:
+        return self.producer.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.producer.producer_epoch
+
+    @property
+    def coordinator_epoch(self) -> int:
+        return self.producer.coordinator_epoch
+
+    @property
+    def current_txn_start_offset(self) -> int:
+        return self.producer.current_txn_start_offset
+
+
+def _ms(value: Any) -> int:
+    """A kio timestamp (datetime) or milliseconds as milliseconds."""
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+def _duration_ms(value: Any) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
 
 
 def is_two_phase(state: Any) -> bool:
@@ -175,10 +228,12 @@ class TxnAdmin:
     # -- hanging transactions (KIP-664) --------------------------------------------------------
     def find_hanging(
         self, topics: list[str] | None = None, max_timeout_ms: int = 900_000
-    ) -> list[ProducerInfo]:
-        """Open transactions in partitions that the coordinator no longer tracks as open for
-        that producer, and older than the maximum transaction timeout (Kafka's
-        kafka-transactions.sh find-hanging)."""
+    ) -> list[HangingTxn]:
+        """Hanging transactions by :mod:`oncelog.hanging`'s rule, the one the web console
+        applies: open in a partition (DescribeProducers) and either overdue at the
+        coordinator (DescribeTransactions: open, holding the partition, older than its
+        timeout) or orphaned (no open transaction of the producer there, idle for longer
+        than ``max_timeout_ms``, Kafka's kafka-transactions.sh find-hanging)."""
         now = int(time.time() * 1000)
         known = self.topics()
         candidates = [
@@ -186,13 +241,33 @@ class TxnAdmin:
             for topic in topics or sorted(known)
             for p in range(known.get(topic, 0))
             for info in self.describe_producers(topic, p)
-            if info.current_txn_start_offset >= 0 and now - info.last_timestamp > max_timeout_ms
+            if info.current_txn_start_offset >= 0
         ]
         if not candidates:
             return []
         listed = self.list_transactions(producer_ids=tuple({c.producer_id for c in candidates}))
-        ongoing = {t.producer_id for t in listed if t.state in OPEN_STATES}
-        return [c for c in candidates if c.producer_id not in ongoing]
+        open_ids = [t.transactional_id for t in listed if t.state in OPEN_STATES]
+        by_producer: dict[int, tuple[str | None, Any]] = {}
+        for txn_id, described in self.describe_many(open_ids).items():
+            if described is not None and described.transaction_state in OPEN_STATES:
+                by_producer[described.producer_id] = (txn_id, described)
+        out = []
+        for c in candidates:
+            tid, state = by_producer.get(c.producer_id, (None, None))
+            tracked = state is not None and any(
+                t.topic == c.topic and c.partition in t.partitions for t in state.topics
+            )
+            age = now - _ms(state.transaction_start_time) if state is not None else 0
+            kind = hanging_kind(
+                tracked=tracked,
+                txn_age_ms=age,
+                txn_timeout_ms=_duration_ms(state.transaction_timeout) if state is not None else 0,
+                producer_idle_ms=now - c.last_timestamp,
+                max_timeout_ms=max_timeout_ms,
+            )
+            if kind is not None:
+                out.append(HangingTxn(c, tid if kind == OVERDUE else None, kind))
+        return out
 
     def abort_partition(
         self,

@@ -221,7 +221,7 @@ def hanging_table(view: StateSource, allow_abort: bool) -> str:
             f'<td class="id">{escape(h.topic)}</td><td>{h.partition}</td>'
             f"<td>{h.producer_id}</td><td>{h.producer_epoch}</td>"
             f'<td class="id">{who}</td><td>{h.first_offset}</td><td>{_age(h.age_ms)}</td>'
-            f"<td>{'overdue' if h.overdue else 'untracked'}</td><td>{action}</td></tr>"
+            f'<td title="{escape(h.reason)}">{h.kind}</td><td>{action}</td></tr>'
         )
     return _table(
         [
