@@ -47,7 +47,7 @@ def test_dashboard_queries_exist_in_a_real_scrape(tmp_path: Path, topic_name: st
         documented = set(METRIC.findall((DOCS / "metrics.md").read_text()))
         exported = {re.sub(r"_(bucket|sum|count)$", "", name) for name in samples}
         assert exported - documented == set()
-        assert len(exported) == 41  # with the connection-refusal and failed-auth counters
+        assert len(exported) == 42  # with the connection refusal, throttle and failed-auth counters
         p.abort_transaction(15)
     finally:
         b.stop()

@@ -246,3 +246,56 @@ def test_a_certificate_no_mapping_rule_matches_is_refused_in_one_log_line(
         assert "Traceback" not in log
     finally:
         b.stop()
+
+
+def test_a_certificate_from_an_untrusted_ca_is_refused_counted_and_logged_once(
+    tmp_path: Path, tls: TlsFiles
+) -> None:
+    """A client certificate another CA issued fails the handshake (ssl.client.auth=required):
+    one log line naming the peer and OpenSSL's reason, counted as a failed authentication
+    as Kafka's Selector counts an SslAuthenticationException; five more attempts are only
+    counted. A trusted certificate still gets in."""
+    from tests.integration.metrics_scrape import scrape, value, wait_for
+
+    stranger = make_tls(tmp_path / "other-ca", client_cn="mallory")
+    settings = {
+        "listeners": "SSL://127.0.0.1:0",
+        **tls_listener_settings(tls, "SSL", client_auth="required"),
+        "metrics.listener": "http://127.0.0.1:0",
+    }
+    b = _start(tmp_path, settings)
+    try:
+        assert b.http_url is not None
+        ctx = ssl.create_default_context(cafile=str(tls.ca))  # trusts the broker
+        ctx.load_cert_chain(str(stranger.client_cert), str(stranger.client_key))
+        peers = []
+        for _ in range(6):
+            with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=5) as raw:
+                peers.append(f"127.0.0.1:{raw.getsockname()[1]}")
+                try:
+                    # TLS 1.3: the client's side may finish before the broker has checked
+                    # its certificate; the refusal then arrives as an alert or a close.
+                    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls_sock:
+                        tls_sock.settimeout(5)
+                        assert tls_sock.recv(1) == b""
+                except (ssl.SSLError, ConnectionResetError):
+                    pass
+        samples = wait_for(
+            b.http_url, lambda s: value(s, "oncelog_failed_authentication_total") >= 6
+        )
+        assert value(samples, "oncelog_failed_authentication_total") == 6
+        trusted = AdminClient(
+            {"bootstrap.servers": b.bootstrap, **confluent_ssl(tls, client_cert=True)}
+        )
+        assert trusted.list_topics(timeout=10).brokers
+        assert value(scrape(b.http_url), "oncelog_failed_authentication_total") == 6
+    finally:
+        b.stop()
+    lines = [line for line in b.log_path.read_text().splitlines() if "SSL handshake failed" in line]
+    assert len(lines) == 1, lines
+    assert (
+        f"Failed authentication with {peers[0]} (SSL handshake failed on listener SSL: "
+        in (lines[0])
+    )
+    assert "CERTIFICATE_VERIFY_FAILED: unable to get local issuer certificate" in lines[0]
+    assert "5 more failed SSL handshakes" in b.log_path.read_text()

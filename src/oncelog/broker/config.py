@@ -110,6 +110,11 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "max.connections": (int, 2**31 - 1),
     "max.connections.per.ip": (int, 2**31 - 1),
     "max.connections.per.ip.overrides": (str, ""),
+    "max.connection.creation.rate": (int, 2**31 - 1),
+    # The sensor window of max.connection.creation.rate (Kafka's QuotaConfig; oncelog has
+    # no client quotas, so here they shape only the connection rate).
+    "quota.window.num": (int, 11),
+    "quota.window.size.seconds": (int, 1),
     "authorizer.class.name": (str, ""),
     "super.users": (str, ""),
     "allow.everyone.if.no.acl.found": (parse_bool, False),
@@ -291,6 +296,9 @@ _CHECKS: dict[str, Check] = {
     "connections.max.idle.ms": at_least(-1),
     "max.connections": at_least(0),
     "max.connections.per.ip": at_least(0),
+    "max.connection.creation.rate": at_least(0),
+    "quota.window.num": at_least(1),
+    "quota.window.size.seconds": at_least(1),
     "ssl.client.auth": one_of("required", "requested", "none"),
     "metrics.listener.authentication": one_of("none", "basic"),
     "log.cleaner.threads": at_least(0),

@@ -81,6 +81,7 @@ class Snapshot:
     fetch_disk_read_bytes: int = 0  # fetched ranges found outside the page cache
     fetch_cold_plans: int = 0  # fetches planned in a page-read thread
     connections_refused: int = 0  # by max.connections / max.connections.per.ip
+    connections_throttled: int = 0  # accepted late by max.connection.creation.rate
     failed_authentications: int = 0
 
 
@@ -113,6 +114,7 @@ class BrokerCollector(Collector):
             connections_opened=stats.connections_opened,
             connections_closed=stats.connections_closed,
             connections_refused=stats.connections_refused,
+            connections_throttled=stats.connections_throttled,
             failed_authentications=stats.failed_authentications,
             cleaner=CleanerFigures(
                 cleaner.passes,
@@ -356,8 +358,15 @@ def _requests(snap: Snapshot) -> Iterable[Metric]:
         snap.connections_refused,
     )
     yield _counter(
+        "connections_throttled",
+        "Connections accepted only after a wait for max.connection.creation.rate. Kafka: "
+        "the acceptor's AcceptorBlockedPercent and connection-accept-throttle-time.",
+        snap.connections_throttled,
+    )
+    yield _counter(
         "failed_authentication",
-        "Failed SASL authentications. Kafka: socket-server-metrics failed-authentication-total.",
+        "Failed SASL authentications and refused TLS handshakes. Kafka: socket-server-metrics "
+        "failed-authentication-total.",
         snap.failed_authentications,
     )
 

@@ -60,7 +60,8 @@ class RequestStats:
         self.bytes_out: defaultdict[str, int] = defaultdict(int)  # topic -> fetched bytes
         self.connections_opened = 0
         self.connections_refused = 0  # by a connection limit (connection_quotas)
-        self.failed_authentications = 0
+        self.connections_throttled = 0  # accepted late by max.connection.creation.rate
+        self.failed_authentications = 0  # SASL, and TLS handshakes refused
         self.connections_closed = 0
         self.produce_waiting = 0  # acks=all produces waiting for their fdatasync
         self.fetch_waiting = 0  # fetches parked until data arrives or max.wait.ms passes

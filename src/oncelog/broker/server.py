@@ -120,15 +120,21 @@ class Connection:
                     break
                 self.last_active = self._clock()
                 out = await self.dispatch(frame)
+                failed = self.session.close_after_response is not None
+                if failed:
+                    # Kafka's connection.failed.authentication.delay.ms: the error answer
+                    # itself waits (KafkaChannel.delayCloseOnAuthenticationFailure holds
+                    # the send until the delayed close), so a password guesser that hangs
+                    # up as soon as it reads the answer is slowed down as much as a
+                    # client that waits for the close.
+                    await asyncio.sleep(self.broker.failed_authentication_delay_s)
                 if isinstance(out, asyncio.Future) or self._owing():
                     await self._owe(out)
                 elif out is not None:
                     # The next frame is read only after this response is written: in order.
                     await self.protocol.send(out)
-                if self.session.close_after_response is not None:
-                    # Kafka's connection.failed.authentication.delay.ms: the client reads
-                    # the error before the close, and retry storms are slowed down.
-                    await asyncio.sleep(self.broker.failed_authentication_delay_s)
+                if failed:
+                    await self._flush_owed()  # the error answer goes out before the close
                     break
                 if self.session.authenticated:
                     self.protocol.parser.max_size = self._full_frame_size
@@ -158,6 +164,14 @@ class Connection:
     def close_idle(self) -> None:
         """Close an idle connection: its request loop sees the end of the stream."""
         self.protocol.close()
+
+    async def _flush_owed(self, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) until the response writer has sent every owed answer."""
+        deadline = self._clock() + timeout_s
+        while self._owing() and self._writer is not None and not self._writer.done():
+            if self._clock() > deadline:
+                return
+            await asyncio.sleep(0.01)
 
     def _owing(self) -> bool:
         return self._writer is not None and self._owed.qsize() + self._writing > 0
