@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from confluent_kafka import (
     KafkaError,
     KafkaException,
 )
+from kio.schema.errors import ErrorCode
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import ClientError
+from oncelog.client.errors import ClientError, from_kafka_error
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.reach import check_cluster
 from oncelog.client.security import ClientConfigError
@@ -105,17 +106,20 @@ def librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
     return client_config(conf).librdkafka(**own, logger=CLIENT_LOGGER)
 
 
-FENCED_CODES = frozenset(
-    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-)
+# The producer was fenced out: by the broker (a newer epoch) or, locally, by librdkafka.
+FENCED_CODES = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 
 
-def transaction_error(what: str, exc: KafkaException) -> ConnectException:
-    error = exc.args[0] if exc.args else None
-    code = error.code() if isinstance(error, KafkaError) else None
-    if code in FENCED_CODES:
-        return ProducerFencedError(
+def raise_transaction_error(what: str, exc: KafkaException) -> NoReturn:
+    """A task producer's transaction call failed: raise it as Connect does, with the
+    client layer's one mapping of the error (its Kafka code, or librdkafka's local code)
+    as the cause."""
+    error = from_kafka_error(exc, f"{what} failed")
+    if error.error_code in FENCED_CODES or error.local_code == KafkaError._FENCED:
+        out: ConnectException = ProducerFencedError(
             f"{what} failed: the producer was fenced out (a newer instance of this task, or "
             f"a round of zombie fencing, took over its transactional id): {error}"
         )
-    return ConnectException(f"{what} failed: {error}")
+    else:
+        out = ConnectException(str(error))
+    raise out from error

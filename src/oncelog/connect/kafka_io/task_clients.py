@@ -35,7 +35,7 @@ from oncelog.connect.kafka_io.internal_topics import (
 from oncelog.connect.kafka_io.settings import (
     client_config,
     librdkafka,
-    transaction_error,
+    raise_transaction_error,
 )
 from oncelog.connect.runtime import client_configs
 from oncelog.connect.runtime.abstract_source_task import DeliveryCallback
@@ -127,7 +127,7 @@ class TransactionalProducerSender(ProducerSender):
         try:
             self.producer.init_transactions(timeout_s)
         except KafkaException as exc:
-            raise transaction_error("Initializing the producer's transactions", exc) from None
+            raise_transaction_error("Initializing the producer's transactions", exc)
 
     def send(
         self,
@@ -147,19 +147,19 @@ class TransactionalProducerSender(ProducerSender):
             )  # fmt: skip
         except KafkaException as exc:
             # A fatal producer state (fenced, or its transaction timed out) refuses sends.
-            raise transaction_error(f"Sending a record to {topic}", exc) from None
+            raise_transaction_error(f"Sending a record to {topic}", exc)
 
     def flush(self, timeout_s: float) -> int:
         try:
             return int(self.producer.flush(timeout_s))
         except KafkaException as exc:
-            raise transaction_error("Flushing the transaction's records", exc) from None
+            raise_transaction_error("Flushing the transaction's records", exc)
 
     def begin_transaction(self) -> None:
         try:
             self.producer.begin_transaction()
         except KafkaException as exc:
-            raise transaction_error("Beginning a transaction", exc) from None
+            raise_transaction_error("Beginning a transaction", exc)
 
     def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         for key, value in records:
@@ -175,13 +175,13 @@ class TransactionalProducerSender(ProducerSender):
                 except BufferError:
                     self.producer.poll(0.1)
                 except KafkaException as exc:
-                    raise transaction_error(f"Writing offsets to {topic}", exc) from None
+                    raise_transaction_error(f"Writing offsets to {topic}", exc)
 
     def commit_transaction(self, timeout_s: float) -> None:
         try:
             self.producer.commit_transaction(timeout_s)
         except KafkaException as exc:
-            raise transaction_error("Committing the transaction", exc) from None
+            raise_transaction_error("Committing the transaction", exc)
         if self._write_errors:
             errors, self._write_errors = self._write_errors, []
             raise ConnectException(f"Writing offsets failed: {errors}")
@@ -191,7 +191,7 @@ class TransactionalProducerSender(ProducerSender):
         try:
             self.producer.abort_transaction(timeout_s)
         except KafkaException as exc:
-            raise transaction_error("Aborting the transaction", exc) from None
+            raise_transaction_error("Aborting the transaction", exc)
 
     def close(self) -> None:
         self.producer.flush(5)
