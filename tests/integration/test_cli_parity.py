@@ -149,8 +149,11 @@ def test_topics_alter_partitions_and_describe_json(b: EmbeddedBroker) -> None:
         f"error: cannot alter topic '{topic}': it has 3 partitions; "
         "--partitions must be more than that\n",
     )
-    assert ok_json("topics", "describe", topic, "-b", b.bootstrap) == {
+    described = ok_json("topics", "describe", topic, "-b", b.bootstrap)
+    assert isinstance(described, dict) and len(described["topic_id"]) == 22  # base64, as Kafka
+    assert described == {
         "topic": topic,
+        "topic_id": described["topic_id"],
         "partitions": [
             {
                 "partition": p,

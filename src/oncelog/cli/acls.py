@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
-from oncelog.cli import command_config
+from oncelog.cli import common
 from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
-from oncelog.cli.common import client_conf, emit, ensure_reachable, table
+from oncelog.cli.common import client_conf, emit, table
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
-console = Console()
 TIMEOUT_S = 15.0
 
 Topic = Annotated[
@@ -35,16 +33,33 @@ Operation = Annotated[
 ]
 
 
+# Kafka answers every ACL request with SECURITY_DISABLED when no authorizer is configured.
+NO_AUTHORIZER = (
+    "the broker has no authorizer, so it keeps no ACLs: set "
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer to use them"
+)
+
+
 def _admin(bootstrap: str, config: Path | None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config))
+    with common.failures("cannot reach the authorizer"):
+        # librdkafka lists no ACLs rather than report SECURITY_DISABLED: ask first.
+        if not common.admin(bootstrap, config).authorizer_enabled():
+            _fail(NO_AUTHORIZER)
     return AdminClient(client_conf(bootstrap, config))
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
+
+
+def _failure(what: str, exc: Exception) -> NoReturn:
+    """One line for a failed ACL request; SECURITY_DISABLED as what to do about it."""
+    if "SECURITY_DISABLED" in str(exc):
+        _fail(NO_AUTHORIZER)
+    _fail(f"{what}: {exc}")
 
 
 def _enum(enum: Any, name: str, flag: str) -> Any:
@@ -86,10 +101,30 @@ def add(
     transactional_id: TxnId = None,
     cluster: Cluster = False,
     resource_pattern_type: PatternOpt = "literal",
+    producer: Annotated[
+        bool,
+        typer.Option(
+            "--producer",
+            help="A producer's ACLs: WRITE, DESCRIBE, CREATE on --topic; WRITE, DESCRIBE on "
+            "--transactional-id (as kafka-acls.sh).",
+        ),
+    ] = False,
+    consumer: Annotated[
+        bool,
+        typer.Option(
+            "--consumer",
+            help="A consumer's ACLs: READ, DESCRIBE on --topic; READ on --group (as kafka-acls.sh).",
+        ),
+    ] = False,
+    idempotent: Annotated[
+        bool,
+        typer.Option("--idempotent", help="With --producer: IDEMPOTENT_WRITE on the cluster."),
+    ] = False,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config: CommandConfig = None,
 ) -> None:
-    """Add ALLOW/DENY ACLs for every principal x host x operation x resource given."""
+    """Add ALLOW/DENY ACLs for every principal x host x operation x resource given, or a
+    producer's / consumer's set of them (--producer, --consumer)."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -97,13 +132,25 @@ def add(
         ResourcePatternType,
     )
 
-    resources = _resources(topic, group, transactional_id, cluster)
-    if not resources or not operation or not (allow_principal or deny_principal):
-        _fail(
-            "give a resource (--topic/--group/--transactional-id/--cluster), --operation and a principal"
+    if not (allow_principal or deny_principal):
+        _fail("give a principal (--allow-principal or --deny-principal)", 2)
+    if producer or consumer:
+        grants = _convenience_grants(
+            topic, group, transactional_id, cluster, operation, producer, consumer, idempotent
         )
+    else:
+        if idempotent:
+            _fail("--idempotent goes with --producer", 2)
+        resources = _resources(topic, group, transactional_id, cluster)
+        if not resources or not operation:
+            _fail(
+                "give a resource (--topic/--group/--transactional-id/--cluster) and --operation,"
+                " or --producer/--consumer",
+                2,
+            )
+        ops = [_enum(AclOperation, op, "--operation") for op in operation or []]
+        grants = [(rtype, name, op) for rtype, name in resources for op in ops]
     pattern = _enum(ResourcePatternType, resource_pattern_type, "--resource-pattern-type")
-    ops = [_enum(AclOperation, op, "--operation") for op in operation or []]
     bindings = []
     for permission, principals, hosts in (
         (AclPermissionType.ALLOW, allow_principal, allow_host),
@@ -111,19 +158,63 @@ def add(
     ):
         for principal in principals or []:
             for host in hosts or ["*"]:
-                for rtype, name in resources:
-                    for op in ops:
-                        bindings.append(
-                            AclBinding(rtype, name, pattern, principal, host, op, permission)
-                        )
+                for rtype, name, op in grants:
+                    bindings.append(
+                        AclBinding(rtype, name, pattern, principal, host, op, permission)
+                    )
     _check_operations(bindings)
     admin = _admin(bootstrap, config)
     for binding, future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).items():
         try:
             future.result(TIMEOUT_S)
         except Exception as exc:
-            _fail(f"cannot add {binding}: {exc}")
+            _failure(f"cannot add {binding}", exc)
     typer.echo(f"added {len(bindings)} ACL(s)")
+
+
+def _convenience_grants(
+    topic: list[str] | None,
+    group: list[str] | None,
+    txn: list[str] | None,
+    cluster: bool,
+    operation: list[str] | None,
+    producer: bool,
+    consumer: bool,
+    idempotent: bool,
+) -> list[tuple[Any, str, Any]]:
+    """(resource type, name, operation) of kafka-acls.sh's --producer and --consumer
+    (AclCommand's getProducerResourceFilterToAcls / getConsumerResourceFilterToAcls)."""
+    from confluent_kafka.admin import AclOperation as Op
+    from confluent_kafka.admin import ResourceType
+
+    if operation:
+        _fail("--operation does not go with --producer/--consumer", 2)
+    if cluster:
+        _fail("--cluster does not go with --producer/--consumer (see --idempotent)", 2)
+    if idempotent and not producer:
+        _fail("--idempotent goes with --producer", 2)
+    if not topic:
+        _fail("--producer and --consumer need a --topic", 2)
+    if consumer and not group:
+        _fail("--consumer needs a --group", 2)
+    if txn and not producer:
+        _fail("--transactional-id goes with --producer", 2)
+    grants: list[tuple[Any, str, Any]] = []
+    if producer:
+        grants += [
+            (ResourceType.TOPIC, t, op) for t in topic for op in (Op.WRITE, Op.DESCRIBE, Op.CREATE)
+        ]
+        grants += [
+            (ResourceType.TRANSACTIONAL_ID, t, op)
+            for t in txn or []
+            for op in (Op.WRITE, Op.DESCRIBE)
+        ]
+        if idempotent:
+            grants.append((ResourceType.BROKER, "kafka-cluster", Op.IDEMPOTENT_WRITE))
+    if consumer:
+        grants += [(ResourceType.TOPIC, t, op) for t in topic for op in (Op.READ, Op.DESCRIBE)]
+        grants += [(ResourceType.GROUP, g, Op.READ) for g in group or []]
+    return list(dict.fromkeys(grants))
 
 
 def _check_operations(bindings: list[Any]) -> None:
@@ -160,7 +251,13 @@ def _filter(
     cluster: bool,
     pattern_name: str,
     principal: str | None,
+    *,
+    allow: list[str] | None = None,
+    deny: list[str] | None = None,
 ) -> list[Any]:
+    """Filters for the resources given (any without one): one per principal, ALLOW ones
+    for ``allow`` and DENY ones for ``deny`` (kafka-acls.sh --remove --allow-principal),
+    either permission for ``principal``; every principal when none is given."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -173,18 +270,23 @@ def _filter(
     resources: list[tuple[Any, str | None]] = list(_resources(topic, group, txn, cluster)) or [
         (ResourceType.ANY, None)
     ]
+    who: list[tuple[str | None, Any]] = [(a, AclPermissionType.ALLOW) for a in allow or []]
+    who += [(d, AclPermissionType.DENY) for d in deny or []]
+    if principal is not None or not who:
+        who.append((principal, AclPermissionType.ANY))
     return [
         # confluent-kafka's stubs say str, but None is its documented "any"
         AclBindingFilter(
             rtype,
             name,  # type: ignore[arg-type]
             pattern,
-            principal,  # type: ignore[arg-type]
+            who_principal,  # type: ignore[arg-type]
             None,  # type: ignore[arg-type]
             AclOperation.ANY,
-            AclPermissionType.ANY,
+            permission,
         )
         for rtype, name in resources
+        for who_principal, permission in who
     ]
 
 
@@ -209,7 +311,7 @@ def list_(
         try:
             found = admin.describe_acls(acl_filter, request_timeout=TIMEOUT_S).result(TIMEOUT_S)
         except Exception as exc:
-            _fail(f"cannot list ACLs: {exc}")
+            _failure("cannot list ACLs", exc)
         for a in found:
             rows.append(
                 {
@@ -235,19 +337,42 @@ def remove(
     transactional_id: TxnId = None,
     cluster: Cluster = False,
     resource_pattern_type: PatternOpt = "literal",
-    principal: Annotated[str | None, typer.Option("--principal")] = None,
+    principal: Annotated[
+        str | None, typer.Option("--principal", help="Only this principal's ACLs (any permission).")
+    ] = None,
+    allow_principal: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-principal", help="Only this principal's ALLOW ACLs (as kafka-acls.sh)."
+        ),
+    ] = None,
+    deny_principal: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--deny-principal", help="Only this principal's DENY ACLs (as kafka-acls.sh)."
+        ),
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config: CommandConfig = None,
 ) -> None:
-    """Remove the ACLs on the resources given (optionally only one principal's)."""
+    """Remove the ACLs on the resources given (optionally only some principals')."""
     if not _resources(topic, group, transactional_id, cluster):
-        _fail("give a resource (--topic/--group/--transactional-id/--cluster)")
+        _fail("give a resource (--topic/--group/--transactional-id/--cluster)", 2)
+    filters = _filter(
+        topic,
+        group,
+        transactional_id,
+        cluster,
+        resource_pattern_type,
+        principal,
+        allow=allow_principal,
+        deny=deny_principal,
+    )
     admin = _admin(bootstrap, config)
-    filters = _filter(topic, group, transactional_id, cluster, resource_pattern_type, principal)
     removed = 0
     for future in admin.delete_acls(filters, request_timeout=TIMEOUT_S).values():
         try:
             removed += len(future.result(TIMEOUT_S))
         except Exception as exc:
-            _fail(f"cannot remove ACLs: {exc}")
+            _failure("cannot remove ACLs", exc)
     typer.echo(f"removed {removed} ACL(s)")

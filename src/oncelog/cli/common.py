@@ -1,15 +1,17 @@
 """What every client-side command shares: ``--bootstrap-server/-b`` (checked),
 ``--command-config``, ``--output table|json``, one error line per failure, tables that wrap
-long ids instead of cutting them, and librdkafka's logs routed to Python logging."""
+long ids on a terminal and never when piped, Kafka's flag spellings beside oncelog's
+positional arguments, and librdkafka's logs routed to Python logging."""
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,7 +34,39 @@ TIMEOUT_S = 15.0
 LIBRDKAFKA_LOGGER = logging.getLogger("oncelog.cli.librdkafka")
 LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOGGER.propagate = False
-console = Console()
+# The width of stdout when it is no terminal: wide enough that no row of a table wraps,
+# so `| grep` sees one row per line with every cell whole, as with Kafka's tools.
+PIPE_WIDTH = 1 << 20
+T = TypeVar("T")
+
+
+def stdout_console() -> Console:
+    """The console every command prints to: the terminal's width on a terminal, where
+    long cells wrap; one row per line (PIPE_WIDTH) otherwise. Built per call, as a command
+    may run with another stdout (CliRunner, a pipe) than the module was imported under."""
+    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+class _StdoutConsole:
+    """``console.print(...)`` on :func:`stdout_console`, whatever stdout is now."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        stdout_console().print(*objects, **kwargs)
+
+
+console = _StdoutConsole()
+
+
+def one_of(positional: T | None, flag_value: T | None, positional_name: str, flag: str) -> T:
+    """The value given either positionally (oncelog's spelling) or by ``flag`` (Kafka's:
+    kafka-topics.sh --topic, kafka-transactions.sh --transactional-id, ...). Both with
+    different values, or neither, is a one-line usage error naming both spellings."""
+    if positional is not None and flag_value is not None and positional != flag_value:
+        fail(f"{positional_name} {positional!r} and {flag} {flag_value!r} disagree: give one", 2)
+    value = positional if positional is not None else flag_value
+    if value is None:
+        fail(f"missing {positional_name} (or {flag} {positional_name})", 2)
+    return value
 
 
 def ensure_reachable(

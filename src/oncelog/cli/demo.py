@@ -12,15 +12,13 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import Progress
 
 from oncelog.cli import command_config
 from oncelog.cli.command_config import CommandConfig
+from oncelog.cli.common import console, stdout_console
 from oncelog.client.config import ClientConfig
 from oncelog.embedded import DEMO_METRICS_LISTENER
-
-console = Console()
 
 
 def demo(
@@ -59,7 +57,7 @@ def demo(
     if not broker_only:
         from oncelog.demo.spark_demo import run_demo
 
-        raise typer.Exit(run_demo(records))
+        raise typer.Exit(run_demo(records, console=stdout_console()))
     config = None if bootstrap is None else command_config.client_config(bootstrap, config_file)
     broker_round_trip(records, partitions, config)
 
@@ -112,7 +110,7 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
                 acked.append(msg.offset())
 
         started = time.perf_counter()
-        with Progress(console=console, transient=True) as progress:
+        with Progress(console=stdout_console(), transient=True) as progress:
             task = progress.add_task("producing", total=records)
             for i in range(records):
                 while True:
@@ -155,7 +153,7 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
         last_offset: dict[int, int] = {}
         out_of_order = 0
         deadline = time.monotonic() + 60
-        with Progress(console=console, transient=True) as progress:
+        with Progress(console=stdout_console(), transient=True) as progress:
             task = progress.add_task("consuming", total=records)
             while len(seen) < records and time.monotonic() < deadline:
                 for msg in consumer.consume(1000, 1.0):

@@ -1,24 +1,44 @@
-"""`oncelog topics ...`: topic admin through the standard Admin API."""
+"""`oncelog topics ...`: topic admin through the standard Admin API, with kafka-topics.sh's
+spellings beside oncelog's (``--topic X`` for the positional name, ``--if-exists``,
+``--if-not-exists``, describe of every topic when none is named)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from kio.schema.errors import ErrorCode
 
 from oncelog.cli.common import (
     Bootstrap,
     CommandConfig,
     Output,
     admin,
+    console,
     emit,
     fail,
     failures,
+    one_of,
     table,
 )
-from oncelog.client.admin import EARLIEST, LATEST
+from oncelog.client.admin import EARLIEST, LATEST, Admin
+from oncelog.client.errors import ClientError
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, describe, alter and delete topics.")
+
+Name = Annotated[
+    str | None, typer.Argument(help="The topic (or --topic NAME, as kafka-topics.sh).")
+]
+TopicFlag = Annotated[
+    str | None,
+    typer.Option("--topic", "-t", help="The topic: kafka-topics.sh's spelling of NAME."),
+]
+IfExists = Annotated[
+    bool,
+    typer.Option(
+        "--if-exists", help="Do nothing, successfully, if the topic does not exist (as Kafka)."
+    ),
+]
 
 
 def _parse_configs(values: list[str] | None) -> dict[str, str]:
@@ -33,21 +53,36 @@ def _parse_configs(values: list[str] | None) -> dict[str, str]:
 
 @app.command()
 def create(
-    name: str,
+    name: Name = None,
+    topic: TopicFlag = None,
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 1,
     replication_factor: Annotated[int, typer.Option("--replication-factor", "-r")] = 1,
     config: Annotated[
         list[str] | None, typer.Option("--config", "-c", help="key=value topic config")
     ] = None,
+    if_not_exists: Annotated[
+        bool,
+        typer.Option(
+            "--if-not-exists", help="Do nothing, successfully, if the topic exists (as Kafka)."
+        ),
+    ] = False,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
 ) -> None:
     """Create a topic."""
+    name = one_of(name, topic, "NAME", "--topic")
     configs = _parse_configs(config)
     with failures(f"cannot create topic {name!r}"):
-        admin(bootstrap, config_file).create_topics(
-            [name], partitions, replication_factor, config=configs, exist_ok=False
-        )
+        try:
+            admin(bootstrap, config_file).create_topics(
+                [name], partitions, replication_factor, config=configs, exist_ok=False
+            )
+        except ClientError as exc:
+            # kafka-topics.sh --if-not-exists: an existing topic is no failure
+            if if_not_exists and exc.error_code == ErrorCode.topic_already_exists:
+                typer.echo(f"topic {name} already exists")
+                return
+            raise
     typer.echo(f"created topic {name} ({partitions} partitions)")
 
 
@@ -69,60 +104,113 @@ def list_(
         typer.echo(name)
 
 
-@app.command()
-def describe(
-    name: str,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
-    config_file: CommandConfig = None,
-    output: Output = "table",
-) -> None:
-    """Show a topic's partitions, offsets (log start, LSO, high watermark) and non-default
-    configs."""
-    a = admin(bootstrap, config_file)
-    with failures(f"cannot describe topic {name!r}"):
-        t = a.describe_topics().get(name)
-        if t is None:
-            fail(f"unknown topic {name!r}")
-        tps = [(name, p) for p in sorted(t.leaders)]
-        starts = a.list_offsets(tps, EARLIEST, read_committed=False)
-        stable = a.list_offsets(tps, LATEST, read_committed=True)
-        ends = a.list_offsets(tps, LATEST, read_committed=False)
-        overrides = a.topic_config_overrides(name)
+def _describe_one(a: Admin, name: str, leaders: dict[int, int], topic_id: str) -> dict[str, Any]:
+    tps = [(name, p) for p in sorted(leaders)]
+    starts = a.list_offsets(tps, EARLIEST, read_committed=False)
+    stable = a.list_offsets(tps, LATEST, read_committed=True)
+    ends = a.list_offsets(tps, LATEST, read_committed=False)
+    overrides = a.topic_config_overrides(name)
     rows = [
         {
             "partition": p,
-            "leader": t.leaders[p],
+            "leader": leaders[p],
             "log_start_offset": starts[(name, p)],
             "last_stable_offset": stable[(name, p)],
             "high_watermark": ends[(name, p)],
         }
         for _, p in tps
     ]
-    data = {"topic": name, "partitions": rows, "configs": dict(sorted(overrides.items()))}
-    render = table(
-        f"topic {name}",
-        ("partition", "leader", "log start", "LSO", "high watermark"),
-        [list(r.values()) for r in rows],
+    return {
+        "topic": name,
+        "topic_id": topic_id,
+        "partitions": rows,
+        "configs": dict(sorted(overrides.items())),
+    }
+
+
+def _print_description(d: dict[str, Any]) -> None:
+    # kafka-topics.sh --describe's summary line, tab-separated as Kafka prints it
+    configs = ",".join(f"{k}={v}" for k, v in d["configs"].items())
+    typer.echo(
+        f"Topic: {d['topic']}\tTopicId: {d['topic_id']}\tPartitionCount: {len(d['partitions'])}"
+        f"\tReplicationFactor: 1\tConfigs: {configs}"
     )
-    emit(output, data, render)
-    if output == "table" and overrides:
-        typer.echo("configs: " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+    console.print(
+        table(
+            None,
+            ("partition", "leader", "log start", "LSO", "high watermark"),
+            [list(r.values()) for r in d["partitions"]],
+        ),
+        soft_wrap=False,
+    )
+
+
+@app.command()
+def describe(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="The topic (or --topic NAME, as kafka-topics.sh); every topic when neither "
+            "is given."
+        ),
+    ] = None,
+    topic: TopicFlag = None,
+    internal: Annotated[
+        bool, typer.Option("--internal", help="With no topic named: internal topics too.")
+    ] = False,
+    if_exists: IfExists = False,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Output = "table",
+) -> None:
+    """Show topics' ids, partitions, offsets (log start, LSO, high watermark) and
+    non-default configs: one topic, or all of them (as kafka-topics.sh --describe)."""
+    if name is not None or topic is not None:
+        name = one_of(name, topic, "NAME", "--topic")
+    a = admin(bootstrap, config_file)
+    with failures(f"cannot describe topic {name!r}" if name else "cannot describe topics"):
+        known = a.describe_topics()
+        if name is not None and name not in known:
+            if if_exists:
+                return
+            fail(f"unknown topic {name!r}")
+        names = (
+            [name]
+            if name is not None
+            else sorted(n for n in known if internal or not n.startswith("__"))
+        )
+        ids = a.topic_ids(names)
+        described = [_describe_one(a, n, known[n].leaders, ids[n]) for n in names]
+    if output == "json":
+        emit(output, described[0] if name is not None else described, None)
+        return
+    for d in described:
+        _print_description(d)
 
 
 @app.command()
 def alter(
-    name: str,
+    name: Name = None,
+    topic: TopicFlag = None,
     partitions: Annotated[
-        int, typer.Option("--partitions", "-p", min=1, help="The new (larger) partition count.")
-    ],
+        int | None,
+        typer.Option("--partitions", "-p", min=1, help="The new (larger) partition count."),
+    ] = None,
+    if_exists: IfExists = False,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
 ) -> None:
     """Add partitions to a topic (partitions can never be removed)."""
+    name = one_of(name, topic, "NAME", "--topic")
+    if partitions is None:
+        fail("missing --partitions", 2)
     a = admin(bootstrap, config_file)
     with failures(f"cannot alter topic {name!r}"):
         have = a.topics().get(name)
         if have is None:
+            if if_exists:
+                typer.echo(f"no topic {name}: nothing to alter")
+                return
             fail(f"unknown topic {name!r}")
         if partitions <= have:
             fail(
@@ -135,9 +223,20 @@ def alter(
 
 @app.command()
 def delete(
-    name: str, bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None
+    name: Name = None,
+    topic: TopicFlag = None,
+    if_exists: IfExists = False,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
 ) -> None:
     """Delete a topic and its data."""
+    name = one_of(name, topic, "NAME", "--topic")
     with failures(f"cannot delete topic {name!r}"):
-        admin(bootstrap, config_file).delete_topic(name)
+        try:
+            admin(bootstrap, config_file).delete_topic(name)
+        except ClientError as exc:
+            if if_exists and exc.error_code == ErrorCode.unknown_topic_or_partition:
+                typer.echo(f"no topic {name}: nothing to delete")
+                return
+            raise
     typer.echo(f"deleted topic {name}")

@@ -8,19 +8,18 @@ first super user before the broker starts (like ``kafka-storage format --add-scr
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from oncelog.cli import command_config
 from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
 from oncelog.cli.common import client_conf, emit, ensure_reachable, table
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and delete SCRAM users.")
-console = Console()
 TIMEOUT_S = 15.0
 STORE = ("meta", "scram_credentials.json")
 
@@ -83,10 +82,48 @@ def _mechanism(name: str) -> Any:
     return mech
 
 
+def _password(given: str | None, from_stdin: bool) -> str:
+    """The password of ``users add``: --password, a line of stdin, or a prompt on a terminal.
+    Never getpass without a terminal: it would echo the password and warn (GetPassWarning)."""
+    if given is not None and from_stdin:
+        _usage("--password and --password-stdin exclude each other")
+    if from_stdin:
+        given = sys.stdin.readline().rstrip("\r\n")
+        if not given:
+            _usage("--password-stdin: the first line of standard input is empty")
+    elif given is None:
+        if not sys.stdin.isatty():
+            _usage("no password: give --password or --password-stdin (prompting needs a terminal)")
+        given = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not given:
+        _usage("the password is empty")
+    return given
+
+
+def _usage(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
 @app.command()
 def add(
     name: str,
-    password: Annotated[str, typer.Option("--password", prompt=True, hide_input=True)],
+    password: Annotated[
+        str | None,
+        typer.Option(
+            "--password",
+            help="The password. Without it or --password-stdin the command prompts for it on "
+            "a terminal, and fails (exit code 2) without one.",
+        ),
+    ] = None,
+    password_stdin: Annotated[
+        bool,
+        typer.Option(
+            "--password-stdin",
+            help="Read the password from the first line of standard input (for scripts: it "
+            "stays out of the process list and the shell history).",
+        ),
+    ] = False,
     mechanism: Mechanism = "SCRAM-SHA-512",
     iterations: Annotated[int, typer.Option("--iterations", min=4096, max=16384)] = 8192,
     bootstrap: Bootstrap = "127.0.0.1:9092",
@@ -95,6 +132,7 @@ def add(
 ) -> None:
     """Create or replace a user's SCRAM credential."""
     mech = _mechanism(mechanism)
+    password = _password(password, password_stdin)
     if data_dir is not None:
         from oncelog.security.scram import credential_from_password
 

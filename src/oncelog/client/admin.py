@@ -145,6 +145,20 @@ class Admin:
 
         return self.policy.call(once)
 
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """{topic: topic id} (DescribeTopics, KIP-516), in Kafka's base64 spelling as
+        kafka-topics.sh --describe prints it."""
+        from confluent_kafka import TopicCollection
+
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        futures = self.client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout)
+        return {
+            name: str(self.await_result(fut, f"DescribeTopics {name!r}").topic_id)
+            for name, fut in futures.items()
+        }
+
     def topics(self) -> dict[str, int]:
         """{topic: partition count}, freshly from Metadata."""
         return {name: info.partitions for name, info in self.describe_topics().items()}
@@ -327,6 +341,12 @@ class Admin:
             self.client.describe_configs([res])[res], f"DescribeConfigs {name!r}"
         )
         return {k: v.value for k, v in configs.items() if not v.is_default}
+
+    # -- ACLs -----------------------------------------------------------------------------------
+    def authorizer_enabled(self) -> bool:
+        """Whether the cluster has an authorizer (else it keeps no ACLs: Kafka's
+        SECURITY_DISABLED, which librdkafka's DescribeAcls turns into an empty list)."""
+        return bool(self.policy.call(lambda: self._protocol_client().authorizer_enabled()))
 
     # -- producers (KIP-618) -----------------------------------------------------------------
     def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, tuple[int, int]]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.api_versions.v4 import request as av
+from kio.schema.describe_acls.v3 import request as da
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.describe_transactions.v0 import request as dt
 from kio.schema.end_txn.v3 import request as et
@@ -30,6 +31,7 @@ from kio.schema.list_transactions.v1 import request as lt
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_delete.v0 import request as od
 from kio.schema.write_txn_markers.v1 import request as wm
+from kio.static.primitive import i8
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import AuthenticationError, ClientError, check
@@ -409,6 +411,24 @@ class ProtocolClient:
         )
         check(resp.error_code, f"InitProducerId of {transactional_id!r}")
         return int(resp.producer_id), int(resp.producer_epoch)
+
+    # -- ACLs -----------------------------------------------------------------------------------
+    def authorizer_enabled(self) -> bool:
+        """Whether the cluster has an authorizer: Kafka answers DescribeAcls with
+        SECURITY_DISABLED without one (librdkafka reports that as an empty list). The filter
+        matches nothing; being refused it (CLUSTER_AUTHORIZATION_FAILED) means there is one."""
+        resp = self.bootstrap().request(
+            da.DescribeAclsRequest(
+                resource_type_filter=i8(2),  # TOPIC
+                resource_name_filter="",
+                pattern_type_filter=i8(3),  # LITERAL
+                principal_filter=None,
+                host_filter=None,
+                operation=i8(1),  # ANY
+                permission_type=i8(1),  # ANY
+            )
+        )
+        return bool(resp.error_code != ErrorCode.security_disabled)
 
     # -- KIP-664 ----------------------------------------------------------------------------
     def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
