@@ -31,20 +31,36 @@ def commit_topics(req: Any) -> tuple[tuple[str, tuple[gm.CommitPartition, ...]],
     )
 
 
-def split_readable(
+def split_committable(
     ctx: RequestContext, topics: tuple[tuple[str, tuple[gm.CommitPartition, ...]], ...]
 ) -> tuple[
     tuple[tuple[str, tuple[gm.CommitPartition, ...]], ...],
     tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...],
 ]:
-    """(topics the principal may READ, TOPIC_AUTHORIZATION_FAILED results for the rest)."""
-    allowed = tuple(t for t in topics if ctx.authorized(Op.READ, Res.TOPIC, t[0]))
-    denied = tuple(
-        (name, tuple((p.partition, ErrorCode.topic_authorization_failed) for p in parts))
-        for name, parts in topics
-        if (name, parts) not in allowed
-    )
-    return allowed, denied
+    """(what may be committed, the refused partitions with their errors), as Kafka's
+    ``KafkaApis.handleOffsetCommitRequest`` and ``handleTxnOffsetCommitRequest`` split a
+    request before the coordinator sees it: a topic the principal may not READ gets
+    TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist gets
+    UNKNOWN_TOPIC_OR_PARTITION (its offsets are never stored)."""
+    registry = ctx.broker.topics
+    allowed: list[tuple[str, tuple[gm.CommitPartition, ...]]] = []
+    refused: list[tuple[str, tuple[tuple[int, ErrorCode], ...]]] = []
+    for name, parts in topics:
+        if not ctx.authorized(Op.READ, Res.TOPIC, name):
+            refused.append((name, tuple((p.partition, _DENIED) for p in parts)))
+            continue
+        count = registry.partition_count(name) or 0
+        valid = tuple(p for p in parts if 0 <= p.partition < count)
+        unknown = tuple((p.partition, _UNKNOWN) for p in parts if not 0 <= p.partition < count)
+        if valid:
+            allowed.append((name, valid))
+        if unknown:
+            refused.append((name, unknown))
+    return tuple(allowed), tuple(refused)
+
+
+_DENIED = ErrorCode.topic_authorization_failed
+_UNKNOWN = ErrorCode.unknown_topic_or_partition
 
 
 def commit_error_response(ctx: RequestContext, prefix: str, req: Any, code: ErrorCode) -> Any:

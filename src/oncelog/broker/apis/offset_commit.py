@@ -11,7 +11,7 @@ from oncelog.broker.apis.commit_shapes import (
     commit_error_response,
     commit_response,
     commit_topics,
-    split_readable,
+    split_committable,
 )
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.apis.wire_values import duration_ms
@@ -22,7 +22,10 @@ from oncelog.protocol.api_keys import ApiKey
 
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
-    topics, unreadable = split_readable(ctx, commit_topics(req))
+    topics, refused = split_committable(ctx, commit_topics(req))
+    if not topics:
+        # Nothing left for the coordinator (Kafka answers without asking it).
+        return commit_response(ctx.response, "OffsetCommit", gm.CommitReply(refused))
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
     reply = await groups.commit_offsets(
         gm.OffsetCommitRequest(
@@ -37,7 +40,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             api_version=ctx.version,
         )
     )
-    reply = gm.CommitReply(reply.topics + unreadable)
+    reply = gm.CommitReply(reply.topics + refused)
     return commit_response(ctx.response, "OffsetCommit", reply)
 
 

@@ -17,23 +17,29 @@ from oncelog.protocol.messages import make
 async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     groups = ctx.broker.groups
     r = ctx.response
-    unreadable = {t.name for t in req.topics if not ctx.authorized(Op.READ, Res.TOPIC, t.name)}
-    reply = await groups.delete_offsets(
-        gm.OffsetDeleteRequest(
-            req.group_id,
-            tuple(
-                (t.name, tuple(p.partition_index for p in t.partitions))
-                for t in req.topics
-                if t.name not in unreadable
-            ),
+    # Kafka's KafkaApis.handleOffsetDeleteRequest: READ on the topic, then the topic and
+    # partition must exist (UNKNOWN_TOPIC_OR_PARTITION), before the coordinator is asked.
+    registry = ctx.broker.topics
+    valid: list[tuple[str, tuple[int, ...]]] = []
+    refused: list[tuple[str, tuple[tuple[int, ErrorCode], ...]]] = []
+    for t in req.topics:
+        indexes = tuple(p.partition_index for p in t.partitions)
+        if not ctx.authorized(Op.READ, Res.TOPIC, t.name):
+            refused.append(
+                (t.name, tuple((i, ErrorCode.topic_authorization_failed) for i in indexes))
+            )
+            continue
+        count = registry.partition_count(t.name) or 0
+        known = tuple(i for i in indexes if 0 <= i < count)
+        unknown = tuple(
+            (i, ErrorCode.unknown_topic_or_partition) for i in indexes if not 0 <= i < count
         )
-    )
-    denied = ErrorCode.topic_authorization_failed
-    topics = list(reply.topics) + [
-        (t.name, tuple((p.partition_index, denied) for p in t.partitions))
-        for t in req.topics
-        if t.name in unreadable
-    ]
+        if known:
+            valid.append((t.name, known))
+        if unknown:
+            refused.append((t.name, unknown))
+    reply = await groups.delete_offsets(gm.OffsetDeleteRequest(req.group_id, tuple(valid)))
+    topics = list(reply.topics) + refused
     return make(
         r.OffsetDeleteResponse,
         error_code=reply.error,

@@ -16,7 +16,7 @@ from oncelog.broker.apis.commit_shapes import (
     commit_error_response,
     commit_response,
     commit_topics,
-    split_readable,
+    split_committable,
 )
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
@@ -30,7 +30,10 @@ IMPLICIT_ADD_SINCE = 5
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
     # The service checks that the producer holds the transaction (KIP-98) and the
     # group generation (KIP-447); only the fenced code depends on the version.
-    topics, unreadable = split_readable(ctx, commit_topics(req))
+    topics, refused = split_committable(ctx, commit_topics(req))
+    if not topics:
+        # Nothing left for the coordinator (Kafka answers without asking it).
+        return commit_response(ctx.response, "TxnOffsetCommit", gm.CommitReply(refused))
     fenced = ErrorCode.producer_fenced if ctx.version >= 2 else ErrorCode.invalid_producer_epoch
     if ctx.version >= IMPLICIT_ADD_SINCE:
         added = await ctx.broker.txn.add_offsets(
@@ -45,7 +48,7 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
                 (name, tuple((p.partition, added.error) for p in parts)) for name, parts in topics
             )
             return commit_response(
-                ctx.response, "TxnOffsetCommit", gm.CommitReply(failed + unreadable)
+                ctx.response, "TxnOffsetCommit", gm.CommitReply(failed + refused)
             )
     reply = await ctx.broker.groups.txn_commit_offsets(
         gm.TxnOffsetCommitRequest(
@@ -60,7 +63,7 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
         ),
         fenced=fenced,
     )
-    reply = gm.CommitReply(reply.topics + unreadable)
+    reply = gm.CommitReply(reply.topics + refused)
     return commit_response(ctx.response, "TxnOffsetCommit", reply)
 
 
