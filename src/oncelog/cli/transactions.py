@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from oncelog.cli import command_config
 from oncelog.cli.common import (
@@ -15,8 +15,10 @@ from oncelog.cli.common import (
     CommandConfig,
     Output,
     admin,
+    console,
     emit,
     ensure_reachable,
+    one_of,
     table,
 )
 from oncelog.client.admin import LATEST, Admin
@@ -27,7 +29,6 @@ from oncelog.client.transactions import OPEN_STATES, TxnAdmin
 from oncelog.hanging import REASONS
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, find hanging and abort transactions.")
-console = Console()
 # Kafka's transaction.max.timeout.ms default.
 KAFKA_MAX_TIMEOUT_MS = 900_000
 # An operator waits at most this long for an unreachable or busy cluster.
@@ -54,7 +55,13 @@ def list_(
     ] = None,
     producer_id: Annotated[list[int] | None, typer.Option("--producer-id")] = None,
     min_duration_ms: Annotated[
-        int, typer.Option("--min-duration-ms", help="Only transactions open longer than this.")
+        int,
+        typer.Option(
+            "--min-duration-ms",
+            "--duration-filter",
+            help="Only transactions open longer than this many ms (--duration-filter: "
+            "kafka-transactions.sh's spelling).",
+        ),
     ] = -1,
     output: Output = "table",
 ) -> None:
@@ -79,37 +86,84 @@ def list_(
 
 @app.command()
 def describe(
-    transactional_id: str,
+    transactional_id: Annotated[
+        str | None,
+        typer.Argument(
+            help="The transactional id (or --transactional-id, as kafka-transactions.sh)."
+        ),
+    ] = None,
+    transactional_id_flag: Annotated[
+        str | None,
+        typer.Option("--transactional-id", help="kafka-transactions.sh's spelling of the id."),
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
+    output: Output = "table",
 ) -> None:
-    """Show one transaction: state, producer, timeout, partitions."""
+    """Show one transaction: state, producer, timeout, start, duration, partitions."""
+    tid = one_of(transactional_id, transactional_id_flag, "TRANSACTIONAL_ID", "--transactional-id")
     with _admin(bootstrap, config_file) as admin:
         try:
-            s = admin.describe_txn(transactional_id)
+            s = admin.describe_txn(tid)
         except ClientError as exc:
             _fail(exc)
     if s is None:
-        _fail(ClientError(f"cannot describe {transactional_id!r}: TRANSACTIONAL_ID_NOT_FOUND"))
+        _fail(ClientError(f"cannot describe {tid!r}: TRANSACTIONAL_ID_NOT_FOUND"))
     start = s.transaction_start_time
+    start_ms = int(start.timestamp() * 1000) if start is not None else None
+    # kafka-transactions.sh describe's TransactionDurationMs: now - start, None if not started
+    duration_ms = int(time.time() * 1000) - start_ms if start_ms is not None else None
+    timeout_ms = int(s.transaction_timeout.total_seconds() * 1000)
+    partitions = [f"{t.topic}-{p}" for t in s.topics for p in t.partitions]
+    if output == "json":
+        emit(
+            output,
+            {
+                "transactional_id": s.transactional_id,
+                "producer_id": s.producer_id,
+                "producer_epoch": s.producer_epoch,
+                "state": s.transaction_state,
+                "transaction_timeout_ms": timeout_ms,
+                "transaction_start_time_ms": start_ms,
+                "transaction_duration_ms": duration_ms,
+                "topic_partitions": partitions,
+            },
+            None,
+        )
+        return
     console.print(f"transactional id  {s.transactional_id}")
     console.print(f"state             {s.transaction_state}")
     console.print(f"producer          id {s.producer_id} epoch {s.producer_epoch}")
-    console.print(f"timeout           {int(s.transaction_timeout.total_seconds() * 1000)} ms")
+    console.print(f"timeout           {timeout_ms} ms")
     console.print(f"started           {start.isoformat() if start is not None else '-'}")
+    console.print(f"duration          {f'{duration_ms} ms' if duration_ms is not None else '-'}")
     for t in s.topics:
         console.print(f"partitions        {t.topic}: {', '.join(map(str, t.partitions))}")
 
 
 @app.command("describe-producers")
 def describe_producers(
-    topic: str,
-    partition: int,
+    topic: Annotated[
+        str | None, typer.Argument(help="The topic (or --topic, as kafka-transactions.sh).")
+    ] = None,
+    partition: Annotated[
+        int | None,
+        typer.Argument(help="The partition (or --partition, as kafka-transactions.sh)."),
+    ] = None,
+    topic_flag: Annotated[
+        str | None, typer.Option("--topic", help="kafka-transactions.sh's spelling of TOPIC.")
+    ] = None,
+    partition_flag: Annotated[
+        int | None,
+        typer.Option("--partition", help="kafka-transactions.sh's spelling of PARTITION."),
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
     output: Output = "table",
 ) -> None:
     """Producer state of one partition (DescribeProducers)."""
+    topic = one_of(topic, topic_flag, "TOPIC", "--topic")
+    partition = one_of(partition, partition_flag, "PARTITION", "--partition")
     with _admin(bootstrap, config_file) as admin:
         try:
             rows = admin.describe_producers(topic, partition)
@@ -228,24 +282,57 @@ def abort(
     ] = None,
     topic: Annotated[str | None, typer.Option("--topic")] = None,
     partition: Annotated[int | None, typer.Option("--partition")] = None,
+    start_offset: Annotated[
+        int | None,
+        typer.Option(
+            "--start-offset",
+            help="With --topic and --partition: the open transaction starting at this offset "
+            "(as kafka-transactions.sh; see describe-producers).",
+        ),
+    ] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id")] = None,
     producer_epoch: Annotated[int | None, typer.Option("--producer-epoch")] = None,
     coordinator_epoch: Annotated[int | None, typer.Option("--coordinator-epoch")] = None,
 ) -> None:
-    """Abort a transaction by transactional id, or a hanging one by partition and producer."""
-    by_partition = topic is not None or partition is not None or producer_id is not None
+    """Abort a transaction by transactional id, or a hanging one by partition and its start
+    offset or producer."""
+    by_partition = any(v is not None for v in (topic, partition, producer_id, start_offset))
     if (transactional_id is None) == (not by_partition):
         raise typer.BadParameter(
-            "give either --transactional-id, or --topic, --partition and --producer-id"
+            "give either --transactional-id, or --topic, --partition and --start-offset"
+            " (or --producer-id)"
         )
+    if by_partition and (start_offset is None) == (producer_id is None):
+        raise typer.BadParameter("give one of --start-offset or --producer-id")
     with _admin(bootstrap, config_file) as admin:
         try:
             if transactional_id is not None:
                 pid, epoch = admin.fence(transactional_id)
                 console.print(f"aborted {transactional_id}: producer {pid} now at epoch {epoch}")
             else:
-                if topic is None or partition is None or producer_id is None:
-                    raise typer.BadParameter("--topic, --partition and --producer-id go together")
+                if topic is None or partition is None:
+                    raise typer.BadParameter(
+                        "--topic and --partition go with --start-offset or --producer-id"
+                    )
+                if start_offset is not None:
+                    # kafka-transactions.sh abort --start-offset: the producer whose open
+                    # transaction starts there, with its epochs (coordinator epoch -1 -> 0)
+                    found = [
+                        p
+                        for p in admin.describe_producers(topic, partition)
+                        if p.current_txn_start_offset == start_offset
+                    ]
+                    if not found:
+                        _fail(
+                            ClientError(
+                                f"could not find any open transaction starting at offset "
+                                f"{start_offset} on partition {topic}-{partition}"
+                            )
+                        )
+                    producer_id = found[0].producer_id
+                    producer_epoch = found[0].producer_epoch
+                    coordinator_epoch = max(found[0].coordinator_epoch, 0)
+                assert producer_id is not None
                 admin.abort_partition(
                     topic, partition, producer_id, producer_epoch, coordinator_epoch
                 )
@@ -257,14 +344,36 @@ def abort(
 
 
 @app.command()
-def metrics(bootstrap: Bootstrap = "127.0.0.1:9092", config_file: CommandConfig = None) -> None:
+def metrics(
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    config_file: CommandConfig = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            callback=command_config._check_output,
+            help="json (the default, for scripts) or table.",
+        ),
+    ] = "json",
+) -> None:
     """KIP-98 metrics: live producer ids, active transactional ids, LSO and its lag per partition."""
     try:
         data = txn_metrics(command_config.client_config(bootstrap, config_file))
     except ClientError as exc:
         _fail(exc)
     data["partitions"] = {k: v for k, v in data["partitions"].items() if not k.startswith("__")}
-    typer.echo(json.dumps(data, indent=2))
+    if output == "json":
+        typer.echo(json.dumps(data, indent=2))
+        return
+    console.print(f"live producer ids         {data['live_producer_ids']}")
+    console.print(f"active transactional ids  {data['active_transactional_ids']}")
+    console.print(f"ongoing transactions      {data['ongoing_transactions']}")
+    rows = [
+        (tp, m["high_watermark"], m["last_stable_offset"], m["lso_lag"])
+        for tp, m in data["partitions"].items()
+    ]
+    console.print(table(None, ("partition", "high watermark", "LSO", "LSO lag"), rows))
 
 
 def txn_metrics(config: ClientConfig) -> dict[str, Any]:

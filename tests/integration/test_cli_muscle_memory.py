@@ -1,0 +1,624 @@
+"""What a Kafka operator's hands type: tables piped through grep keep one row per line with
+every cell whole; kafka-*.sh's flag spellings give the same output as oncelog's; `users add`
+reads a password from stdin and never falls into getpass without a terminal; ACL commands
+on a broker without an authorizer say so in one line; Kafka's extra flags (--if-exists,
+--if-not-exists, --producer/--consumer/--idempotent, abort --start-offset, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from typer.testing import CliRunner
+
+from oncelog.cli.main import app
+from oncelog.client.admin import Admin
+from oncelog.client.config import ClientConfig
+from oncelog.embedded import EmbeddedBroker
+
+pytestmark = pytest.mark.xdist_group("test_cli_muscle_memory")
+
+runner = CliRunner()
+FAST = {
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+AUTHORIZED = {
+    **FAST,
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+NO_AUTHORIZER = (
+    "error: the broker has no authorizer, so it keeps no ACLs: set "
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer "
+    "to use them\n"
+)
+
+
+@pytest.fixture(scope="module")
+def b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("mm") / "data", settings=FAST).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def ab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """A broker with an authorizer; PLAINTEXT clients (ANONYMOUS) are super users."""
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("mm-acl") / "data", settings=AUTHORIZED)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    # COLUMNS=80: the width rich would take for a pipe; it must not matter
+    r = runner.invoke(app, list(args), input=input, env={"COLUMNS": "80"})
+    return r.exit_code, r.stdout, r.stderr
+
+
+def ok(*args: str, input: str | None = None) -> str:
+    code, out, err = run(*args, input=input)
+    assert code == 0, err
+    return out
+
+
+def piped(*args: str, input: str | None = None) -> str:
+    """The command's stdout through a real pipe (no terminal), as `... | cat` sees it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "oncelog.cli.main", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def cells_of(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("│").split("│")]
+
+
+def row_with(out: str, *cells: object) -> str:
+    """The one table row holding every cell whole: no cell wrapped onto another line or cut."""
+    want = [str(c) for c in cells]
+    rows = [line for line in out.splitlines() if "│" in line]
+    found = [row for row in rows if all(w in cells_of(row) for w in want)]
+    assert len(found) == 1, f"no single row with {cells} in:\n{out}"
+    return found[0]
+
+
+def line_with(out: str, text: str) -> str:
+    found = [line for line in out.splitlines() if text in line]
+    assert len(found) == 1, f"no single line with {text!r} in:\n{out}"
+    return found[0]
+
+
+def long_name(prefix: str) -> str:
+    return f"{prefix}-{'a-very-long-name-' * 6}{uuid.uuid4().hex[:8]}"
+
+
+def new_topic(broker: EmbeddedBroker, name: str | None = None, partitions: int = 1) -> str:
+    name = name or f"mm-{uuid.uuid4().hex[:8]}"
+    with Admin(ClientConfig(broker.bootstrap)) as admin:
+        admin.create_topics([name], partitions)
+    return name
+
+
+def produce(broker: EmbeddedBroker, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(n):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
+    p.flush()
+
+
+def open_txn(broker: EmbeddedBroker, topic: str, tid: str) -> Producer:
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid})
+    p.init_transactions()
+    p.begin_transaction()
+    p.produce(topic, value=b"v", partition=0)
+    p.flush()
+    return p
+
+
+# -- 1. tables through a pipe ---------------------------------------------------------------
+def test_grep_finds_the_whole_config_line(b: EmbeddedBroker) -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m oncelog.cli.main configs describe --broker 0 --all"
+        f" -b {b.bootstrap} | grep transaction.max.timeout.ms",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert cells_of(done.stdout) == ["transaction.max.timeout.ms", "900000", "DEFAULT_CONFIG"]
+
+
+def test_every_table_command_keeps_one_row_per_line(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b, long_name("topic"))
+    produce(b, topic, 3)
+    ok("configs", "alter", "--topic", topic, "--add-config", "retention.ms=86400000", *bs)
+
+    out = piped("topics", "describe", topic, *bs)
+    assert out.splitlines()[0].startswith(f"Topic: {topic}\tTopicId: ")
+    assert out.splitlines()[0].endswith("\tConfigs: retention.ms=86400000")
+    assert cells_of(row_with(out, "3")) == ["0", "0", "0", "3", "3"]
+    row_with(piped("configs", "describe", "--topic", topic, *bs), "retention.ms", "86400000")
+    line_with(piped("get-offsets", "-t", topic, *bs), f"{topic}:0:3")
+
+    tid = long_name("txn")
+    p = open_txn(b, topic, tid)
+    try:
+        row_with(piped("transactions", "list", *bs), tid, "Ongoing")
+        producers = piped("transactions", "describe-producers", topic, "0", *bs)
+        (state,) = json.loads(
+            ok("transactions", "describe-producers", topic, "0", "-o", "json", *bs)
+        )
+        row_with(producers, state["producer_id"], state["last_timestamp"])
+        line_with(piped("transactions", "describe", tid, *bs), f"transactional id  {tid}")
+        row_with(piped("transactions", "metrics", "-o", "table", *bs), f"{topic}-0", "3", "1")
+    finally:
+        p.abort_transaction()
+
+    group = long_name("group")
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": group,
+            "client.id": long_name("client"),
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    try:
+        row_with(piped("groups", "list", *bs), group)
+        described = json.loads(ok("groups", "describe", "-g", group, "-o", "json", *bs))
+        member = described["partitions"][0]["consumer_id"]
+        assert member and len(member) > 100
+        row_with(piped("groups", "describe", "-g", group, *bs), topic, member)
+    finally:
+        c.close()
+    reset = piped("groups", "reset-offsets", "-g", group, "-t", topic, "--to-earliest", *bs)
+    row_with(reset, topic, "0")
+
+
+def test_acl_and_user_tables_keep_one_row_per_line(ab: EmbeddedBroker) -> None:
+    bs = ("-b", ab.bootstrap)
+    topic, principal = long_name("acl-topic"), long_name("User:someone")
+    ok(
+        "acls",
+        "add",
+        "--allow-principal",
+        principal,
+        "--operation",
+        "IdempotentWrite",
+        "--cluster",
+        *bs,
+    )
+    ok(
+        "acls",
+        "add",
+        "--allow-principal",
+        principal,
+        "--operation",
+        "DescribeConfigs",
+        "--topic",
+        topic,
+        *bs,
+    )
+    out = piped("acls", "list", *bs)
+    row_with(out, f"TOPIC:{topic}", principal, "DESCRIBE_CONFIGS", "ALLOW")
+    row_with(out, "CLUSTER:kafka-cluster", principal, "IDEMPOTENT_WRITE")
+    user = long_name("user")
+    ok("users", "add", user, "--password-stdin", *bs, input="pw-1\n")
+    row_with(piped("users", "list", *bs), user, "SCRAM-SHA-512", "8192")
+
+
+# -- 2. Kafka's spellings -------------------------------------------------------------------
+def test_topics_take_kafka_topic_flag(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    t1, t2 = f"mm-{uuid.uuid4().hex[:8]}", f"mm-{uuid.uuid4().hex[:8]}"
+    created = [
+        ok("topics", "create", t1, "-p", "2", *bs),
+        ok("topics", "create", "--topic", t2, "-p", "2", *bs),
+    ]
+    assert [o.replace(t2, t1) for o in created] == [f"created topic {t1} (2 partitions)\n"] * 2
+    for fmt in ("json", "table"):
+        assert ok("topics", "describe", t1, "-o", fmt, *bs) == ok(
+            "topics", "describe", "--topic", t1, "-o", fmt, *bs
+        )
+    altered = [
+        ok("topics", "alter", t1, "--partitions", "3", *bs),
+        ok("topics", "alter", "--topic", t2, "--partitions", "3", *bs),
+    ]
+    assert [o.replace(t2, t1) for o in altered] == [f"topic {t1}: 2 -> 3 partitions\n"] * 2
+    deleted = [ok("topics", "delete", t1, *bs), ok("topics", "delete", "--topic", t2, *bs)]
+    assert [o.replace(t2, t1) for o in deleted] == [f"deleted topic {t1}\n"] * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("topics", "create", "a", "--topic", "b"), "NAME 'a' and --topic 'b' disagree: give one"),
+        (("topics", "create"), "missing NAME (or --topic NAME)"),
+        (("topics", "delete"), "missing NAME (or --topic NAME)"),
+        (
+            ("transactions", "describe", "x", "--transactional-id", "y"),
+            "TRANSACTIONAL_ID 'x' and --transactional-id 'y' disagree: give one",
+        ),
+        (
+            ("transactions", "describe"),
+            "missing TRANSACTIONAL_ID (or --transactional-id TRANSACTIONAL_ID)",
+        ),
+        (
+            ("transactions", "describe-producers", "t", "0", "--partition", "1"),
+            "PARTITION 0 and --partition 1 disagree: give one",
+        ),
+        (
+            ("transactions", "describe-producers", "t"),
+            "missing PARTITION (or --partition PARTITION)",
+        ),
+        (
+            (
+                "configs",
+                "describe",
+                "--topic",
+                "a",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "b",
+            ),
+            "--topic 'a' and --entity-name 'b' disagree: give one",
+        ),
+        (
+            ("configs", "describe", "--entity-type", "users", "--entity-name", "u"),
+            "--entity-type users: expected topics or brokers",
+        ),
+        (
+            ("configs", "describe", "--entity-type", "topics"),
+            "--entity-type and --entity-name go together",
+        ),
+    ],
+)
+def test_both_spellings_disagreeing_or_neither_is_one_usage_line(
+    args: tuple[str, ...], message: str
+) -> None:
+    assert run(*args, "-b", "127.0.0.1:1") == (2, "", f"error: {message}\n")
+
+
+def test_transactions_take_kafka_flags(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    tid = f"mm-empty-{uuid.uuid4().hex[:8]}"
+    Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid}).init_transactions()
+    for fmt in ("json", "table"):
+        assert ok("transactions", "describe", tid, "-o", fmt, *bs) == ok(
+            "transactions", "describe", "--transactional-id", tid, "-o", fmt, *bs
+        )
+    described = json.loads(ok("transactions", "describe", tid, "-o", "json", *bs))
+    assert described == {
+        "transactional_id": tid,
+        "producer_id": described["producer_id"],
+        "producer_epoch": 0,
+        "state": "Empty",
+        "transaction_timeout_ms": 60000,
+        "transaction_start_time_ms": None,
+        "transaction_duration_ms": None,
+        "topic_partitions": [],
+    }
+    open_id = f"mm-open-{uuid.uuid4().hex[:8]}"
+    p = open_txn(b, topic, open_id)
+    try:
+        for fmt in ("json", "table"):
+            assert ok("transactions", "describe-producers", topic, "0", "-o", fmt, *bs) == ok(
+                "transactions",
+                "describe-producers",
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+                "-o",
+                fmt,
+                *bs,
+            )
+        time.sleep(0.3)
+        for filt in ("0", "600000"):
+            assert ok("transactions", "list", "--min-duration-ms", filt, "-o", "json", *bs) == ok(
+                "transactions", "list", "--duration-filter", filt, "-o", "json", *bs
+            )
+        listed = json.loads(
+            ok("transactions", "list", "--duration-filter", "100", "-o", "json", *bs)
+        )
+        assert [t["state"] for t in listed if t["transactional_id"] == open_id] == ["Ongoing"]
+        assert (
+            json.loads(ok("transactions", "list", "--duration-filter", "600000", "-o", "json", *bs))
+            == []
+        )
+    finally:
+        p.abort_transaction()
+
+
+def test_configs_take_entity_type_and_name(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    assert ok(
+        "configs",
+        "alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+        "--add-config",
+        "retention.ms=1000",
+        *bs,
+    ) == (f"altered configs of topic {topic}\n")
+    for fmt in ("json", "table"):
+        assert ok("configs", "describe", "--topic", topic, "-o", fmt, *bs) == ok(
+            "configs", "describe", "--entity-type", "topics", "--entity-name", topic, "-o", fmt, *bs
+        )
+    assert ok("configs", "describe", "--broker", "0", "--all", "-o", "json", *bs) == ok(
+        "configs",
+        "describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "0",
+        "--all",
+        "-o",
+        "json",
+        *bs,
+    )
+
+
+def test_acls_remove_takes_allow_and_deny_principal(ab: EmbeddedBroker) -> None:
+    bs = ("-b", ab.bootstrap)
+    topic = f"mm-{uuid.uuid4().hex[:8]}"
+
+    def grant() -> None:
+        for flag in ("--allow-principal", "--deny-principal"):
+            ok("acls", "add", flag, "User:bob", "--operation", "Read", "--topic", topic, *bs)
+
+    def remaining() -> list[str]:
+        return [
+            a["permission"]
+            for a in json.loads(ok("acls", "list", "--topic", topic, "-o", "json", *bs))
+        ]
+
+    grant()
+    assert (
+        ok("acls", "remove", "--topic", topic, "--allow-principal", "User:bob", *bs)
+        == "removed 1 ACL(s)\n"
+    )
+    assert remaining() == ["DENY"]
+    assert (
+        ok("acls", "remove", "--topic", topic, "--deny-principal", "User:bob", *bs)
+        == "removed 1 ACL(s)\n"
+    )
+    grant()
+    # oncelog's --principal: either permission
+    assert (
+        ok("acls", "remove", "--topic", topic, "--principal", "User:bob", *bs)
+        == "removed 2 ACL(s)\n"
+    )
+    assert remaining() == []
+
+
+# -- 3. users add's password ----------------------------------------------------------------
+def test_users_add_password_stdin_and_no_terminal(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    assert ok("users", "add", "carol", "--password-stdin", *bs, input="s3cret\nignored\n") == (
+        "added SCRAM-SHA-512 credential for carol\n"
+    )
+    assert run("users", "add", "carol", "--password-stdin", *bs, input="\n") == (
+        2,
+        "",
+        "error: --password-stdin: the first line of standard input is empty\n",
+    )
+    assert run(
+        "users", "add", "carol", "--password", "x", "--password-stdin", *bs, input="y\n"
+    ) == (
+        2,
+        "",
+        "error: --password and --password-stdin exclude each other\n",
+    )
+    # a real process with no terminal on stdin: one line, no GetPassWarning
+    done = subprocess.run(
+        [sys.executable, "-m", "oncelog.cli.main", "users", "add", "dave", *bs],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "error: no password: give --password or --password-stdin (prompting needs a terminal)\n",
+    )
+    help_text = ok("users", "add", "--help")
+    assert "--password-stdin" in help_text and "prompts" in help_text
+
+
+# -- 4. ACLs without an authorizer ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("acls", "list"),
+        ("acls", "add", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t"),
+        ("acls", "remove", "--topic", "t"),
+    ],
+)
+def test_acl_commands_without_an_authorizer_say_so(
+    b: EmbeddedBroker, args: tuple[str, ...]
+) -> None:
+    assert run(*args, "-b", b.bootstrap) == (1, "", NO_AUTHORIZER)
+
+
+# -- 5. Kafka's extra flags -----------------------------------------------------------------
+def test_topics_if_exists_if_not_exists_and_describe_all(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    assert (
+        ok("topics", "create", topic, "--if-not-exists", *bs) == f"topic {topic} already exists\n"
+    )
+    code, _, err = run("topics", "create", topic, *bs)
+    assert code == 1 and "TOPIC_ALREADY_EXISTS" in err
+    missing = f"mm-missing-{uuid.uuid4().hex[:8]}"
+    assert ok("topics", "delete", "--topic", missing, "--if-exists", *bs) == (
+        f"no topic {missing}: nothing to delete\n"
+    )
+    assert ok("topics", "alter", missing, "--partitions", "2", "--if-exists", *bs) == (
+        f"no topic {missing}: nothing to alter\n"
+    )
+    assert ok("topics", "describe", missing, "--if-exists", *bs) == ""
+    everything = json.loads(ok("topics", "describe", "-o", "json", *bs))
+    names = [d["topic"] for d in everything]
+    assert topic in names and names == sorted(names)
+    assert not any(n.startswith("__") for n in names)
+    one = json.loads(ok("topics", "describe", topic, "-o", "json", *bs))
+    assert one in everything
+    with_internal = json.loads(ok("topics", "describe", "--internal", "-o", "json", *bs))
+    assert "__consumer_offsets" in [d["topic"] for d in with_internal]
+    text = ok("topics", "describe", *bs)
+    summaries = [line for line in text.splitlines() if line.startswith("Topic: ")]
+    assert len(summaries) == len(names)
+    assert (
+        f"Topic: {topic}\tTopicId: {one['topic_id']}\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: \n"
+        in text
+    )
+
+
+def acl_set(ab: EmbeddedBroker, *filters: str) -> set[tuple[str, str, str]]:
+    rows = json.loads(ok("acls", "list", *filters, "-o", "json", "-b", ab.bootstrap))
+    return {
+        (f"{r['resource_type']}:{r['resource_name']}", r["operation"], r["permission"])
+        for r in rows
+    }
+
+
+def test_acls_producer_consumer_idempotent(ab: EmbeddedBroker) -> None:
+    bs = ("-b", ab.bootstrap)
+    topic, txn, group = (f"mm-{what}-{uuid.uuid4().hex[:8]}" for what in ("t", "x", "g"))
+    principal = f"User:p-{uuid.uuid4().hex[:8]}"
+    assert (
+        ok(
+            "acls",
+            "add",
+            "--allow-principal",
+            principal,
+            "--producer",
+            "--topic",
+            topic,
+            "--transactional-id",
+            txn,
+            "--idempotent",
+            *bs,
+        )
+        == "added 6 ACL(s)\n"
+    )
+    got = {a for a in acl_set(ab, "--principal", principal)}
+    assert got == {
+        (f"TOPIC:{topic}", "WRITE", "ALLOW"),
+        (f"TOPIC:{topic}", "DESCRIBE", "ALLOW"),
+        (f"TOPIC:{topic}", "CREATE", "ALLOW"),
+        (f"TRANSACTIONAL_ID:{txn}", "WRITE", "ALLOW"),
+        (f"TRANSACTIONAL_ID:{txn}", "DESCRIBE", "ALLOW"),
+        ("CLUSTER:kafka-cluster", "IDEMPOTENT_WRITE", "ALLOW"),
+    }
+    consumer = f"User:c-{uuid.uuid4().hex[:8]}"
+    assert (
+        ok(
+            "acls",
+            "add",
+            "--allow-principal",
+            consumer,
+            "--consumer",
+            "--topic",
+            topic,
+            "--group",
+            group,
+            *bs,
+        )
+        == "added 3 ACL(s)\n"
+    )
+    assert acl_set(ab, "--principal", consumer) == {
+        (f"TOPIC:{topic}", "READ", "ALLOW"),
+        (f"TOPIC:{topic}", "DESCRIBE", "ALLOW"),
+        (f"GROUP:{group}", "READ", "ALLOW"),
+    }
+    for args, message in (
+        (("--consumer", "--topic", topic), "--consumer needs a --group"),
+        (("--producer",), "--producer and --consumer need a --topic"),
+        (
+            ("--idempotent", "--topic", topic, "--operation", "Write"),
+            "--idempotent goes with --producer",
+        ),
+        (
+            ("--producer", "--topic", topic, "--operation", "Write"),
+            "--operation does not go with --producer/--consumer",
+        ),
+    ):
+        assert run("acls", "add", "--allow-principal", principal, *args, *bs) == (
+            2,
+            "",
+            f"error: {message}\n",
+        )
+
+
+def test_abort_by_start_offset(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    produce(b, topic, 2)
+    p = open_txn(b, topic, f"mm-abort-{uuid.uuid4().hex[:8]}")
+    (state,) = json.loads(ok("transactions", "describe-producers", topic, "0", "-o", "json", *bs))
+    assert state["txn_start_offset"] == 2
+    assert run(
+        "transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "1", *bs
+    ) == (
+        1,
+        "",
+        f"error: could not find any open transaction starting at offset 1 on partition {topic}-0\n",
+    )
+    assert ok(
+        "transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "2", *bs
+    ) == (f"wrote ABORT marker for producer {state['producer_id']} to {topic}-0\n")
+    (after,) = json.loads(ok("transactions", "describe-producers", topic, "0", "-o", "json", *bs))
+    assert after["txn_start_offset"] == -1
+    del p  # its transaction is over: it was aborted under it
+
+
+def test_metrics_table_and_json_agree(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    produce(b, topic, 4)
+    data = json.loads(ok("transactions", "metrics", *bs))
+    assert json.loads(ok("transactions", "metrics", "-o", "json", *bs))["partitions"][
+        f"{topic}-0"
+    ] == {
+        "high_watermark": 4,
+        "last_stable_offset": 4,
+        "lso_lag": 0,
+    }
+    table = ok("transactions", "metrics", "-o", "table", *bs)
+    assert f"live producer ids         {data['live_producer_ids']}\n" in table
+    row_with(table, f"{topic}-0", "4", "0")
