@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -622,3 +624,28 @@ def test_metrics_table_and_json_agree(b: EmbeddedBroker) -> None:
     table = ok("transactions", "metrics", "-o", "table", *bs)
     assert f"live producer ids         {data['live_producer_ids']}\n" in table
     row_with(table, f"{topic}-0", "4", "0")
+
+
+# -- docs -----------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_kafka_spellings_snippet_of_docs_cli_runs_as_written(ab: EmbeddedBroker) -> None:
+    text = (ROOT / "docs" / "cli.md").read_text()
+    (block,) = re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M)
+    script = "set -euo pipefail\n" + block.replace("127.0.0.1:9092", ab.bootstrap)
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    out = done.stdout
+    assert "created topic orders (3 partitions)\n" in out
+    assert out.count("Topic: orders\tTopicId: ") == 1
+    assert cells_of(line_with(out, "transaction.max.timeout.ms")) == [
+        "transaction.max.timeout.ms",
+        "900000",
+        "DEFAULT_CONFIG",
+    ]
+    assert "added 6 ACL(s)\nremoved 3 ACL(s)\n" in out
+    assert out.endswith("added SCRAM-SHA-512 credential for app\ndeleted topic orders\n")
