@@ -649,3 +649,130 @@ def test_the_kafka_spellings_snippet_of_docs_cli_runs_as_written(ab: EmbeddedBro
     ]
     assert "added 6 ACL(s)\nremoved 3 ACL(s)\n" in out
     assert out.endswith("added SCRAM-SHA-512 credential for app\ndeleted topic orders\n")
+
+
+# -- console tools --------------------------------------------------------------------------
+def test_console_consumer_partition_offset_headers_and_include(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    prefix = f"mm-inc-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(b, f"{prefix}-a", partitions=2)
+    other = new_topic(b, f"{prefix}-b")
+    new_topic(b, f"x{prefix}-c")  # matches the pattern only partly: not read
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(4):
+        headers = [("h1", b"a"), ("h2", None)] if i == 3 else None
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0, headers=headers)
+    p.produce(topic, value=b"elsewhere", partition=1)
+    p.produce(other, value=b"other", partition=0)
+    p.flush()
+    code, out, err = run(
+        "console-consumer", "-t", topic, "--partition", "0", "--offset", "2",
+        "--max-messages", "2", "--property", "print.key=true", "--property", "print.offset=true",
+        "--property", "print.partition=true", "--property", "print.headers=true",
+        "--property", "key.separator=|", *bs,
+    )  # fmt: skip
+    assert (code, out, err) == (
+        0,
+        "Partition:0|Offset:2|NO_HEADERS|k2|v2\nPartition:0|Offset:3|h1:a,h2:null|k3|v3\n",
+        "Processed a total of 2 messages\n",
+    )
+    timestamped = ok(
+        "console-consumer", "-t", topic, "--partition", "0", "--offset", "earliest",
+        "--max-messages", "1", "--property", "print.timestamp=true", *bs,
+    )  # fmt: skip
+    assert timestamped.startswith("CreateTime:") and timestamped.endswith("\tv0\n")
+    code, out, _ = run(
+        "console-consumer", "--include", f"{prefix}-.*", "--from-beginning",
+        "--max-messages", "6", "--timeout-ms", "15000", *bs,
+    )  # fmt: skip
+    assert code == 0 and sorted(out.split()) == ["elsewhere", "other", "v0", "v1", "v2", "v3"]
+    for args, message in (
+        ((), "exactly one of --topic or --include is required"),
+        (("-t", topic, "--include", "x"), "exactly one of --topic or --include is required"),
+        (("-t", topic, "--offset", "1"), "--offset needs --partition"),
+        (("--include", "x", "--partition", "0"), "--partition needs --topic"),
+        (("-t", topic, "--partition", "0", "--group", "g"), "--group and --partition exclude each other"),
+        (("-t", topic, "--partition", "0", "--offset", "-3"), "--offset -3: expected earliest, latest or a non-negative number"),
+        (("-t", topic, "--partition", "0", "--offset", "1", "--from-beginning"), "--from-beginning and --offset exclude each other"),
+    ):  # fmt: skip
+        assert run("console-consumer", *args, *bs) == (2, "", f"error: {message}\n")
+
+
+def test_console_consumer_properties_and_config_file(b: EmbeddedBroker, tmp_path: Path) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    produce(b, topic, 2)
+    p = open_txn(b, topic, f"mm-cc-{uuid.uuid4().hex[:8]}")
+    try:
+        base = ("console-consumer", "-t", topic, "--from-beginning", "--timeout-ms", "3000", *bs)
+        assert ok(*base) == "v0\nv1\nv\n"
+        assert ok(*base, "--consumer-property", "isolation.level=read_committed") == "v0\nv1\n"
+    finally:
+        p.abort_transaction()
+    group = f"mm-cfg-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "consumer.properties"
+    config.write_text(f"group.id={group}\nauto.offset.reset=earliest\nenable.auto.commit=true\n")
+    assert ok(
+        "console-consumer",
+        "-t",
+        topic,
+        "--consumer.config",
+        str(config),
+        "--max-messages",
+        "2",
+        *bs,
+    ) == ("v0\nv1\n")
+    described = json.loads(ok("groups", "describe", "-g", group, "-o", "json", *bs))
+    # the file's group.id: the consumer committed as that group
+    (committed,) = [r["current_offset"] for r in described["partitions"]]
+    assert committed >= 2
+
+
+def codecs(b: EmbeddedBroker, topic: str) -> list[str]:
+    out = ok("dump-log", str(b.data_dir / f"{topic}-0"), "-o", "json")
+    return [batch["compression"] for d in json.loads(out) for batch in d["batches"]]
+
+
+def test_console_producer_flags(b: EmbeddedBroker, tmp_path: Path) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b)
+    big = "x" * 2000 + "\n"  # librdkafka sends small batches uncompressed
+    config = tmp_path / "producer.properties"
+    config.write_text("compression.type=gzip\nlinger.ms=0\n")
+    ok("console-producer", "-t", topic, "--compression-codec", "zstd", *bs, input=big)
+    ok("console-producer", "-t", topic, "--producer.config", str(config), *bs, input=big)
+    ok(
+        "console-producer", "-t", topic, "--producer.config", str(config),
+        "--producer-property", "compression.type=lz4", *bs, input=big,
+    )  # fmt: skip
+    ok(
+        "console-producer", "-t", topic, "--producer.config", str(config),
+        "--compression-codec", "snappy", "--producer-property", "compression.type=lz4", *bs, input=big,
+    )  # fmt: skip
+    ok(
+        "console-producer",
+        "-t",
+        topic,
+        "--sync",
+        "--request-required-acks",
+        "0",
+        *bs,
+        input="a\nb\n",
+    )
+    assert codecs(b, topic)[:4] == ["zstd", "gzip", "lz4", "snappy"]
+    consumed = ok("console-consumer", "-t", topic, "--from-beginning", "--max-messages", "6", *bs)
+    assert consumed.splitlines()[4:] == ["a", "b"]
+    assert run(
+        "console-producer", "-t", topic, "--compression-codec", "brotli", *bs, input="a\n"
+    ) == (
+        2,
+        "",
+        "error: --compression-codec brotli: expected one of none, gzip, snappy, lz4, zstd\n",
+    )
+    assert run(
+        "console-producer", "-t", topic, "--request-required-acks", "2", *bs, input="a\n"
+    ) == (
+        2,
+        "",
+        "error: --request-required-acks 2: expected -1, all, 0 or 1\n",
+    )
