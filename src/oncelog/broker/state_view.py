@@ -26,6 +26,7 @@ from oncelog.txn.metadata import TransactionMetadata
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
+    from oncelog.storage.log import PartitionLog
 
 INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 # An admin abort by transactional id retries CONCURRENT_TRANSACTIONS as the client does.
@@ -40,6 +41,14 @@ class PartitionState:
     high_watermark: int
     last_stable_offset: int
     open_txns: tuple[OpenTxn, ...]  # oldest first
+    size_bytes: int = 0  # bytes of its segment files
+    # The largest record timestamp of its newest non-empty segment (the clock retention.ms
+    # judges by), -1 when unknown: when it was last written to.
+    newest_timestamp: int = -1
+
+    @property
+    def internal(self) -> bool:
+        return self.topic in INTERNAL_TOPICS
 
     @property
     def lso_lag(self) -> int:
@@ -62,6 +71,7 @@ class TxnView:
     timeout_ms: int
     start_ms: int  # -1 when no transaction is open
     partitions: tuple[tuple[str, int], ...]
+    updated_ms: int = -1  # the coordinator's last state change of this transactional id
 
     @property
     def is_open(self) -> bool:
@@ -104,10 +114,33 @@ class GroupLag:
     partition: int
     committed: int
     high_watermark: int
+    last_stable_offset: int = -1  # -1: not known (taken as the high watermark)
+    # Max timestamp of the batch holding the committed offset (the first record the group
+    # has not consumed), -1 when there is none or finding it would wait for the disk.
+    next_timestamp: int = -1
 
     @property
     def lag(self) -> int:
+        """To the log end, as Kafka's kafka-consumer-groups.sh computes LAG (it lists
+        offsets with read_uncommitted isolation): what /metrics exports."""
         return max(0, self.high_watermark - self.committed)
+
+    @property
+    def lso(self) -> int:
+        return self.high_watermark if self.last_stable_offset < 0 else self.last_stable_offset
+
+    @property
+    def lag_to_lso(self) -> int:
+        """What a read_committed consumer still has to read: it cannot fetch past the LSO,
+        so one that is caught up sits there even while an open transaction holds it back."""
+        return max(0, self.lso - self.committed)
+
+    def lag_ms(self, now_ms: int, *, to_lso: bool) -> int | None:
+        """How long ago the first unconsumed record was written (0 when nothing is left
+        to read; None when its timestamp is not known)."""
+        if (self.lag_to_lso if to_lso else self.lag) == 0:
+            return 0
+        return max(0, now_ms - self.next_timestamp) if self.next_timestamp >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +173,8 @@ class BrokerStateView:
                         log.high_watermark,
                         log.last_stable_offset,
                         tuple(log.open_transactions()),
+                        log.size_bytes(),
+                        _newest_timestamp(log),
                     )
                 )
         return out
@@ -205,9 +240,25 @@ class BrokerStateView:
                     if fetched.offset < 0:
                         continue
                     log = self._broker.topics.partition(topic, fetched.partition)
-                    hw = log.high_watermark if log is not None else fetched.offset
+                    if log is None:
+                        hw = lso = fetched.offset
+                        next_ts = -1
+                    else:
+                        hw, lso = log.high_watermark, log.last_stable_offset
+                        # Cached-only: never waits for the disk (then the time is unknown).
+                        found = log.batch_timestamp(fetched.offset) if fetched.offset < hw else None
+                        next_ts = -1 if found is None else found
                     out.append(
-                        GroupLag(g.group_id, g.state, topic, fetched.partition, fetched.offset, hw)
+                        GroupLag(
+                            g.group_id,
+                            g.state,
+                            topic,
+                            fetched.partition,
+                            fetched.offset,
+                            hw,
+                            lso,
+                            next_ts,
+                        )
                     )
         return out
 
@@ -273,7 +324,16 @@ def _txn_view(m: TransactionMetadata) -> TxnView:
         m.txn_timeout_ms,
         m.txn_start_ms,
         tuple(sorted(m.partitions)),
+        m.txn_last_update_ms,
     )
+
+
+def _newest_timestamp(log: PartitionLog) -> int:
+    # The newest segment with a timestamp: in memory, no read (segments roll in time).
+    for seg in reversed(log.segments):
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+    return -1
 
 
 def _hanging(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from oncelog.pread import pread_exact
+from oncelog.pread import NotCachedError, pread_exact
 from oncelog.records.batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -645,6 +645,24 @@ class PartitionLog:
             found = seg.find_offset_by_timestamp(timestamp, self._log_start)
             if found is not None:
                 return found
+        return None
+
+    @_locked
+    def batch_timestamp(self, offset: int) -> int | None:
+        """The max timestamp of the batch holding ``offset`` (the value the time index
+        keeps for it), or None when the offset is not in the log, or finding its batch
+        would wait for the disk: the console reads this on the event loop for every
+        committed offset, so it must never block (the answer is then simply unknown)."""
+        if self._closed or offset < self._log_start or offset >= self._leo:
+            return None
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        try:
+            for seg in self._segments[i:]:
+                found = seg.find_batch(offset, cached_only=True)
+                if found is not None:
+                    return found[1].max_timestamp
+        except (NotCachedError, OSError):
+            return None
         return None
 
     @_locked
