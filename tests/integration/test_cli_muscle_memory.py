@@ -776,3 +776,83 @@ def test_console_producer_flags(b: EmbeddedBroker, tmp_path: Path) -> None:
         "",
         "error: --request-required-acks 2: expected -1, all, 0 or 1\n",
     )
+
+
+# -- consumer groups ------------------------------------------------------------------------
+def test_groups_all_groups_members_state_and_resets(b: EmbeddedBroker) -> None:
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b, partitions=2)
+    produce(b, topic, 5)
+    group = f"mm-g-{uuid.uuid4().hex[:8]}"
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": group,
+            "client.id": "mm-client",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < 5 and time.monotonic() < deadline:
+        got += sum(1 for m in c.consume(5, 0.5) if m.error() is None)
+    c.commit(asynchronous=False)
+    try:
+        members = json.loads(ok("groups", "describe", "-g", group, "--members", "-o", "json", *bs))
+        (member,) = members["members"]
+        assert members["state"] == "Stable"
+        assert (member["client_id"], member["partitions"], member["assignment"]) == (
+            "mm-client",
+            2,
+            [f"{topic}-0", f"{topic}-1"],
+        )
+        state = json.loads(ok("groups", "describe", "-g", group, "--state", "-o", "json", *bs))
+        assert state == {
+            "group": group,
+            "coordinator": 0,
+            "assignment_strategy": state["assignment_strategy"],
+            "state": "Stable",
+            "members": 1,
+        }
+        assert state["assignment_strategy"] in (
+            "range",
+            "roundrobin",
+            "cooperative-sticky",
+            "uniform",
+        )
+        stable = json.loads(ok("groups", "list", "--state", "stable", "-o", "json", *bs))
+        assert group in [g["group"] for g in stable]
+        empty = json.loads(ok("groups", "list", "--state", "Empty", "-o", "json", *bs))
+        assert group not in [g["group"] for g in empty]
+    finally:
+        c.close()
+    everything = json.loads(ok("groups", "describe", "--all-groups", "-o", "json", *bs))
+    mine = [g for g in everything if g["group"] == group]
+    assert mine == [json.loads(ok("groups", "describe", "-g", group, "-o", "json", *bs))]
+    assert [r["current_offset"] for r in mine[0]["partitions"]] == [5]  # partition 1: none
+
+    def plan(*how: str) -> list[int]:
+        rows = json.loads(
+            ok("groups", "reset-offsets", "-g", group, "-t", topic, *how, "-o", "json", *bs)
+        )
+        return [r["new_offset"] for r in rows]
+
+    assert plan("--to-current") == [5, 0]  # partition 1 has no commit: its log end
+    assert plan("--by-duration", "PT1H") == [0, 0]  # every record is younger than an hour
+    time.sleep(0.05)
+    assert plan("--by-duration", "P0DT0H0M0.001S") == [5, 0]  # none this young: the log end
+    for args, message in (
+        (("-g", group, "--all-groups"), "give --group or --all-groups"),
+        ((), "give --group or --all-groups"),
+        (("-g", group, "--members", "--state"), "--members and --state exclude each other"),
+    ):
+        assert run("groups", "describe", *args, *bs) == (2, "", f"error: {message}\n")
+    assert run(
+        "groups", "reset-offsets", "-g", group, "-t", topic, "--by-duration", "10m", *bs
+    ) == (
+        2,
+        "",
+        "error: --by-duration 10m: expected PnDTnHnMnS, e.g. PT10M or P1DT12H\n",
+    )

@@ -4,9 +4,12 @@ describe with lag, reset-offsets, delete, delete-offsets."""
 from __future__ import annotations
 
 import datetime
-from typing import Annotated
+import re
+import time
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from oncelog.cli.common import (
     Bootstrap,
@@ -21,7 +24,7 @@ from oncelog.cli.common import (
     table,
 )
 from oncelog.client.admin import EARLIEST, LATEST, Admin, Offsets, TopicPartition
-from oncelog.client.groups import GroupAdmin
+from oncelog.client.groups import GroupAdmin, GroupDescription
 
 app = typer.Typer(no_args_is_help=True, help="List, describe, reset and delete consumer groups.")
 
@@ -36,6 +39,10 @@ RESET_CHUNK = 100
 
 @app.command("list")
 def list_(
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", help="Only groups in this state (repeatable; any case)."),
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
     output: Output = "table",
@@ -43,6 +50,10 @@ def list_(
     """List consumer groups, their states and protocols (classic or consumer, KIP-848)."""
     with failures("cannot list groups"):
         groups = GroupAdmin(admin(bootstrap, config_file)).list_groups()
+    if state:
+        # kafka-consumer-groups.sh --list --state: case-insensitive state names
+        wanted = {s.lower() for s in state}
+        groups = [g for g in groups if g.state.lower() in wanted]
     data = [{"group": g.group_id, "state": g.state, "type": g.group_type} for g in groups]
     rows = [(g.group_id, g.state, g.group_type) for g in groups]
     emit(output, data, table(None, ("group", "state", "type"), rows))
@@ -78,22 +89,106 @@ def _lag_rows(a: Admin, groups: GroupAdmin, group_id: str) -> tuple[str, list[di
 
 @app.command()
 def describe(
-    group: Group,
+    group: Annotated[
+        str | None, typer.Option("--group", "-g", help="The consumer group id.")
+    ] = None,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Every group (as kafka-consumer-groups.sh).")
+    ] = False,
+    members: Annotated[
+        bool,
+        typer.Option("--members", help="The members: consumer id, host, client id, partitions."),
+    ] = False,
+    state: Annotated[
+        bool,
+        typer.Option(
+            "--state", help="The group: coordinator, assignment strategy, state, members."
+        ),
+    ] = False,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
     output: Output = "table",
 ) -> None:
-    """Committed offsets, log end offsets and lag of each partition, with the owning member."""
+    """Committed offsets, log end offsets and lag of each partition, with the owning member;
+    or the members (--members), or the group's state (--state)."""
+    if (group is None) == (not all_groups):
+        fail("give --group or --all-groups", 2)
+    if members and state:
+        fail("--members and --state exclude each other", 2)
     a = admin(bootstrap, config_file)
     groups = GroupAdmin(a)
-    with failures(f"cannot describe group {group!r}"):
-        state, rows = _lag_rows(a, groups, group)
-    if state == "Dead" and not rows:
-        fail(f"consumer group {group!r} does not exist")
-    columns = ("topic", "partition", "current offset", "log end offset", "lag", "consumer id")
-    keys = ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id")
-    render = table(f"group {group} ({state})", columns, [[r[k] for k in keys] for r in rows])
-    emit(output, {"group": group, "state": state, "partitions": rows}, render)
+    with failures(f"cannot describe group {group!r}" if group else "cannot describe groups"):
+        ids = [group] if group is not None else sorted(g.group_id for g in groups.list_groups())
+        if members or state:
+            described = groups.describe_groups(ids)
+    results: list[tuple[str, dict[str, Any], Table]] = []
+    for gid in ids:
+        if members or state:
+            d = described[gid]
+            if d.state == "Dead" and group is not None:
+                fail(f"consumer group {gid!r} does not exist")
+            results.append(_members(d) if members else _state(d))
+            continue
+        with failures(f"cannot describe group {gid!r}"):
+            gstate, rows = _lag_rows(a, groups, gid)
+        if gstate == "Dead" and not rows and group is not None:
+            fail(f"consumer group {gid!r} does not exist")
+        columns = ("topic", "partition", "current offset", "log end offset", "lag", "consumer id")
+        keys = ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id")
+        render = table(f"group {gid} ({gstate})", columns, [[r[k] for k in keys] for r in rows])
+        results.append((gid, {"group": gid, "state": gstate, "partitions": rows}, render))
+    if output == "json":
+        data = [r[1] for r in results]
+        emit(output, data[0] if group is not None else data, None)
+        return
+    for _, _, render in results:
+        emit(output, None, render)
+
+
+def _members(d: GroupDescription) -> tuple[str, dict[str, Any], Table]:
+    # kafka-consumer-groups.sh --describe --members: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
+    rows: list[dict[str, Any]] = [
+        {
+            "consumer_id": m.member_id,
+            "host": m.host,
+            "client_id": m.client_id,
+            "partitions": len(m.assignment),
+            "assignment": [f"{t}-{p}" for t, p in sorted(m.assignment)],
+        }
+        for m in sorted(d.members, key=lambda m: m.member_id)
+    ]
+    render = table(
+        f"group {d.group_id} ({d.state})",
+        ("consumer id", "host", "client id", "#partitions", "assignment"),
+        [
+            (
+                r["consumer_id"],
+                r["host"],
+                r["client_id"],
+                r["partitions"],
+                ",".join(r["assignment"]),
+            )
+            for r in rows
+        ],
+    )
+    return d.group_id, {"group": d.group_id, "state": d.state, "members": rows}, render
+
+
+def _state(d: GroupDescription) -> tuple[str, dict[str, Any], Table]:
+    # kafka-consumer-groups.sh --describe --state: COORDINATOR ASSIGNMENT-STRATEGY STATE #MEMBERS
+    data = {
+        "group": d.group_id,
+        "coordinator": d.coordinator,
+        "assignment_strategy": d.protocol,
+        "state": d.state,
+        "members": len(d.members),
+    }
+    render = table(
+        None,
+        ("group", "coordinator", "assignment strategy", "state", "#members"),
+        [list(data.values())],
+    )
+    return d.group_id, data, render
 
 
 def _parse_datetime(value: str) -> int:
@@ -105,6 +200,20 @@ def _parse_datetime(value: str) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.UTC)
     return int(dt.timestamp() * 1000)
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def _parse_duration(value: str) -> int:
+    """Kafka's --by-duration, a java.time.Duration (``PnDTnHnMnS``, e.g. PT10M, P1DT2H), in ms."""
+    match = _DURATION.fullmatch(value.upper())
+    if match is None or not any(match.groupdict().values()) or value.upper().endswith("T"):
+        fail(f"--by-duration {value}: expected PnDTnHnMnS, e.g. PT10M or P1DT12H", 2)
+    d, h, m, s = (float(match.group(k) or 0) for k in "dhms")
+    return int((((d * 24 + h) * 60 + m) * 60 + s) * 1000)
 
 
 def _scope(
@@ -135,6 +244,13 @@ def reset_offsets(
         str | None, typer.Option("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss, UTC by default.")
     ] = None,
     shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
+    to_current: Annotated[
+        bool, typer.Option("--to-current", help="The committed offsets (log end without one).")
+    ] = False,
+    by_duration: Annotated[
+        str | None,
+        typer.Option("--by-duration", help="PnDTnHnMnS: the first offset at or after now - it."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the plan (the default).")
     ] = False,
@@ -157,13 +273,16 @@ def reset_offsets(
         to_offset is not None,
         to_datetime is not None,
         shift_by is not None,
+        to_current,
+        by_duration is not None,
     ]
     if sum(modes) != 1:
         fail(
             "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime,"
-            " --shift-by",
+            " --shift-by, --to-current, --by-duration",
             2,
         )
+    duration_ms = _parse_duration(by_duration) if by_duration is not None else None
     if bool(topic) == all_topics:
         fail("give --topic (repeatable) or --all-topics", 2)
     if dry_run and execute:
@@ -188,9 +307,17 @@ def reset_offsets(
             target = end
         elif to_offset is not None:
             target = {tp: to_offset for tp in tps}
-        elif to_datetime is not None:
-            at = a.list_offsets(tps, _parse_datetime(to_datetime), read_committed=False)
+        elif to_datetime is not None or duration_ms is not None:
+            ts = (
+                _parse_datetime(to_datetime)
+                if to_datetime is not None
+                else int(time.time() * 1000) - (duration_ms or 0)
+            )
+            at = a.list_offsets(tps, ts, read_committed=False)
             target = {tp: end[tp] if at[tp] < 0 else at[tp] for tp in tps}
+        elif to_current:
+            # Kafka's --to-current: the committed offset, the log end offset without one
+            target = {tp: current.get(tp, end[tp]) for tp in tps}
         else:
             assert shift_by is not None
             target = {tp: current.get(tp, start[tp]) + shift_by for tp in tps}
