@@ -856,3 +856,16 @@ def test_groups_all_groups_members_state_and_resets(b: EmbeddedBroker) -> None:
         "",
         "error: --by-duration 10m: expected PnDTnHnMnS, e.g. PT10M or P1DT12H\n",
     )
+
+
+def test_dump_log_deep_iteration_prints_records_without_data(b: EmbeddedBroker) -> None:
+    topic = new_topic(b)
+    produce(b, topic, 2)
+    segment = str(b.data_dir / f"{topic}-0" / "00000000000000000000.log")
+    shallow = ok("dump-log", segment).splitlines()
+    deep = ok("dump-log", segment, "--deep-iteration").splitlines()
+    assert [line for line in deep if not line.startswith("| ")] == shallow
+    records = [line for line in deep if line.startswith("| ")]
+    assert [r.split(" CreateTime: ")[0] for r in records] == ["| offset: 0", "| offset: 1"]
+    assert all(r.endswith("keySize: 2 valueSize: 2 sequence: -1 headerKeys: []") for r in records)
+    assert "payload" not in "".join(deep)

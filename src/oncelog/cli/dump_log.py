@@ -63,9 +63,10 @@ def _record(h: BatchHeader, r: DecodedRecord, data: Decoder | None) -> dict[str,
     return out
 
 
-def scan(path: Path, data: Decoder | None) -> dict[str, Any]:
+def scan(path: Path, data: Decoder | None, deep: bool = False) -> dict[str, Any]:
     """Every batch of one segment file; stops, saying why, at the first unreadable one.
-    ``data``: how to print each record's key and payload (``None``: not at all)."""
+    ``data``: how to print each record's key and payload (``None``: not at all); ``deep``:
+    every record's metadata even without ``data`` (kafka-dump-log.sh --deep-iteration)."""
     buf = path.read_bytes()
     batches: list[dict[str, Any]] = []
     pos, stopped = 0, None
@@ -100,7 +101,7 @@ def scan(path: Path, data: Decoder | None) -> dict[str, Any]:
             "crc": h.crc,
             "is_valid": compute_crc(buf, pos, h.size) == h.crc,
         }
-        if h.is_control or data is not None:
+        if h.is_control or data is not None or deep:
             try:
                 _, records = decode_batch(buf, pos, verify=False)
                 batch["records"] = [_record(h, r, data) for r in records]
@@ -179,6 +180,14 @@ def dump_log(
             "(implies --print-data-log).",
         ),
     ] = False,
+    deep_iteration: Annotated[
+        bool,
+        typer.Option(
+            "--deep-iteration",
+            help="Every record's offset, timestamp, sizes, sequence and header keys, without "
+            "its data (--print-data-log implies it).",
+        ),
+    ] = False,
     output: Output = "table",
 ) -> None:
     """Dump log segments: batches, producer ids, epochs, sequences, transactional flags and
@@ -193,7 +202,7 @@ def dump_log(
     dumps = []
     for path in _files(files):
         try:
-            dumps.append(scan(path, decoder))
+            dumps.append(scan(path, decoder, deep_iteration))
         except OSError as exc:
             fail(f"cannot read {path}: {exc.strerror}")
     if output == "json":
