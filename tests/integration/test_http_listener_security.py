@@ -273,7 +273,7 @@ def test_basic_authentication_with_plain_and_scram_users(tmp_path: Path) -> None
 
 
 def test_console_abort_needs_what_the_abort_tool_needs(tmp_path: Path) -> None:
-    """An untracked hanging transaction (the coordinator lost it) is aborted with an ABORT
+    """An orphaned hanging transaction (the coordinator lost it) is aborted with an ABORT
     marker: Topic READ (DescribeProducers) and Cluster CLUSTER_ACTION (WriteTxnMarkers)."""
     data = tmp_path / "data"
     extra = {
@@ -310,7 +310,7 @@ def test_console_abort_needs_what_the_abort_tool_needs(tmp_path: Path) -> None:
 
         def hanging() -> float:
             s = samples(http(f"{url}/metrics", auth=admin)[2])
-            return s["oncelog_hanging_transactions"][(("kind", "untracked"),)]
+            return s["oncelog_hanging_transactions"][(("kind", "orphaned"),)]
 
         deadline = time.monotonic() + 15
         while hanging() != 1 and time.monotonic() < deadline:

@@ -76,7 +76,7 @@ def test_scrape_with_an_open_transaction_then_committed(
     assert value(s, "oncelog_transactional_ids") == 1
     assert value(s, "oncelog_producer_ids") == 2  # the idempotent and the transactional one
     assert value(s, "oncelog_hanging_transactions", kind="overdue") == 0
-    assert value(s, "oncelog_hanging_transactions", kind="untracked") == 0
+    assert value(s, "oncelog_hanging_transactions", kind="orphaned") == 0
     assert value(s, "oncelog_requests_total", api="INIT_PRODUCER_ID") == 2
     assert value(s, "oncelog_request_duration_seconds_count", api="INIT_PRODUCER_ID") == 2
     assert (
@@ -152,7 +152,7 @@ def test_http_statuses_and_refused_abort(metered: EmbeddedBroker) -> None:
     )
 
 
-def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_name: str) -> None:
+def test_console_aborts_an_orphaned_hanging_transaction(tmp_path: Path, topic_name: str) -> None:
     """find-hanging's case: the coordinator lost the transaction; the console's abort
     writes the ABORT marker (WriteTxnMarkers' service path) and the LSO catches up."""
     settings = {
@@ -175,8 +175,8 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
         url = b.http_url
         assert url is not None
         part = {"topic": topic_name, "partition": "0"}
-        s = wait_for(url, lambda s: value(s, "oncelog_hanging_transactions", kind="untracked") == 1)
-        assert value(s, "oncelog_hanging_transactions", kind="untracked") == 1
+        s = wait_for(url, lambda s: value(s, "oncelog_hanging_transactions", kind="orphaned") == 1)
+        assert value(s, "oncelog_hanging_transactions", kind="orphaned") == 1
         assert value(s, "oncelog_hanging_transactions", kind="overdue") == 0
         assert value(s, "oncelog_partition_lso_lag_offsets", **part) == 2
         status, _, page = http(f"{url}/console/hanging")
@@ -215,7 +215,7 @@ def test_console_aborts_an_untracked_hanging_transaction(tmp_path: Path, topic_n
         assert end_offsets(b.bootstrap, topic_name, 1, READ_COMMITTED) == [3]
         s = scrape(url)
         assert value(s, "oncelog_partition_lso_lag_offsets", **part) == 0
-        assert value(s, "oncelog_hanging_transactions", kind="untracked") == 0
+        assert value(s, "oncelog_hanging_transactions", kind="orphaned") == 0
     finally:
         b.stop()
 

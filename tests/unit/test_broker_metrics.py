@@ -167,7 +167,7 @@ def test_snapshot_values() -> None:
     assert s[("oncelog_partition_lso_lag_seconds", (("partition", "1"), ("topic", "orders")))] == 0
     assert s[("oncelog_transactions", (("state", "Ongoing"),))] == 1
     assert s[("oncelog_transactions", (("state", "PrepareAbort"),))] == 0
-    assert s[("oncelog_hanging_transactions", (("kind", "untracked"),))] == 1
+    assert s[("oncelog_hanging_transactions", (("kind", "orphaned"),))] == 1
     assert s[("oncelog_hanging_transactions", (("kind", "overdue"),))] == 0
     assert s[("oncelog_connections", ())] == 2
     assert s[("oncelog_purgatory_size", (("operation", "fetch"),))] == 4

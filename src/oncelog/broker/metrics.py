@@ -198,12 +198,13 @@ def _transactions(snap: Snapshot) -> Iterable[Metric]:
         PREFIX + "hanging_transactions",
         "Open transactions that hold the LSO back longer than they may: kind=overdue, "
         "tracked by the coordinator and open longer than their transaction.timeout.ms; "
-        "kind=untracked, kafka-transactions.sh find-hanging's rule (open in a partition "
-        "for longer than transaction.max.timeout.ms, unknown to the coordinator).",
+        "kind=orphaned, kafka-transactions.sh find-hanging's rule (open in a partition, "
+        "idle for longer than transaction.max.timeout.ms, unknown to the coordinator); "
+        "the rule of oncelog.hanging, which the console and find-hanging apply too.",
         labels=["kind"],
     )
     hang.add_metric(["overdue"], sum(1 for h in hanging if h.overdue))
-    hang.add_metric(["untracked"], sum(1 for h in hanging if not h.overdue))
+    hang.add_metric(["orphaned"], sum(1 for h in hanging if not h.overdue))
     yield hang
 
     labels = ["topic", "partition"]
