@@ -38,11 +38,19 @@ class ProduceError(Exception):
     """One partition's produce failed with ``error_code`` (KIP-192: sequence errors carry
     the log start offset, so a client can tell state lost to retention from a gap)."""
 
-    def __init__(self, error_code: ErrorCode, message: str, log_start_offset: int = -1) -> None:
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str,
+        log_start_offset: int = -1,
+        record_errors: tuple[tuple[int, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
         self.log_start_offset = log_start_offset
+        # KIP-467: (batch index, message) of each record that failed the batch.
+        self.record_errors = record_errors
 
 
 class NotInTransaction(ProduceError):
@@ -241,10 +249,15 @@ class PartitionWriter:
             )
         try:
             header = validate_produce_batch(
-                entry.records, produce_version=version, config=part.config, now_ms=now
+                entry.records,
+                produce_version=version,
+                config=part.config,
+                now_ms=now,
+                partition_name=f"{topic}-{index}",
             )
         except LogError as exc:
-            raise ProduceError(exc.error_code, str(exc)) from exc
+            record_errors = getattr(exc, "record_errors", ())
+            raise ProduceError(exc.error_code, str(exc), record_errors=record_errors) from exc
         records = entry.records
         assert records is not None
         if not (isinstance(records, memoryview) and not records.readonly):

@@ -31,11 +31,19 @@ _ZSTD = int(CompressionType.ZSTD)
 
 
 class InvalidBatchError(LogError):
-    """A batch the log refuses before any state changes; ``error_code`` is its answer."""
+    """A batch the log refuses before any state changes; ``error_code`` is its answer.
+    ``record_errors``: (batch index, message) of each offending record (KIP-467), when
+    the fault lies in records rather than in the batch."""
 
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str,
+        record_errors: tuple[tuple[int, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.error_code = error_code
+        self.record_errors = record_errors
 
 
 def validate_produce_batch(
@@ -44,8 +52,10 @@ def validate_produce_batch(
     produce_version: int,
     config: LogConfig,
     now_ms: int,
+    partition_name: str = "",
 ) -> BatchHeader:
     """Check one partition's ``records`` from a ProduceRequest; return its header.
+    ``partition_name`` (``topic-N``) names the partition in record errors, as Kafka's do.
 
     Raises InvalidBatchError or InvalidTimestampError (LogErrors with their Kafka
     ``error_code``). The size rule is the log's: ``PartitionLog.append`` checks it for
@@ -55,20 +65,30 @@ def validate_produce_batch(
     check_timestamps(header, config, now_ms)
     if config.compact_enabled:
         assert records is not None  # check_batch_shape refused None
-        check_keys_for_compaction(records)
+        check_keys_for_compaction(records, partition_name)
     return header
 
 
-def check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:
-    """Kafka refuses keyless records on a compacted topic (INVALID_RECORD). Only compacted
-    topics pay for decoding the records here; every other produce keeps the header-only path."""
+def check_keys_for_compaction(
+    records: bytes | bytearray | memoryview, partition_name: str = ""
+) -> None:
+    """Kafka refuses keyless records on a compacted topic (INVALID_RECORD), naming each
+    one by its index in the batch (KIP-467, Kafka's ``LogValidator.validateKey`` and
+    ``processRecordErrors``). Only compacted topics pay for decoding the records here;
+    every other produce keeps the header-only path."""
     _, decoded = decode_batch(records, verify=False)  # the CRC was checked by the shape check
-    for record in decoded:
-        if record.key is None:
-            raise InvalidBatchError(
-                ErrorCode.invalid_record,
-                f"Compacted topic cannot accept message without key (offset delta {record.offset})",
-            )
+    message = (
+        f"Compacted topic cannot accept message without key in topic partition {partition_name}"
+    )
+    errors = tuple((i, message) for i, record in enumerate(decoded) if record.key is None)
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise InvalidBatchError(
+            ErrorCode.invalid_record,
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
 def check_batch_shape(

@@ -18,7 +18,7 @@ from typing import Any
 
 from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i64
+from kio.static.primitive import i32, i64
 
 from oncelog.broker.apis.acl_checks import Op, Res
 from oncelog.broker.apis.spec import ApiSpec
@@ -167,7 +167,7 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
                         base_offset=-1,
                         log_append_time=None,
                         log_start_offset=res.log_start_offset,
-                        record_errors=(),
+                        record_errors=_record_errors(r, res),
                         error_message=res.message,
                     )
                 )
@@ -192,6 +192,17 @@ def _response(ctx: RequestContext, req: Any, outcome: list[AppendResult | Produc
             raise CloseConnection("error on acks=0 produce")
         return NO_RESPONSE
     return make(r.ProduceResponse, responses=tuple(topics))
+
+
+def _record_errors(r: Any, error: ProduceError) -> tuple[Any, ...]:
+    """KIP-467 (Produce v8+): each record that failed the batch, by its index."""
+    entry = getattr(r, "BatchIndexAndErrorMessage", None)
+    if entry is None:
+        return ()
+    return tuple(
+        make(entry, batch_index=i32(index), batch_index_error_message=message)
+        for index, message in error.record_errors
+    )
 
 
 def _success(index: int, res: Any) -> tuple[int, int, int, int]:
