@@ -26,6 +26,9 @@ from .test_transactions import txn_producer
 
 GROUPS = 30
 REQUESTS = 300  # of 1,000 partitions each: 300,000 offset commits
+# Offsets are committed only for partitions that exist (Kafka's KafkaApis): one topic
+# holds them all.
+BULK_TOPIC = "bulk-topic"
 PARTITIONS_PER_REQUEST = 1000
 LOADED = re.compile(r"loaded (\d+) groups from (\d+) records .* in ([0-9.]+)s")
 
@@ -35,13 +38,14 @@ def bulk_offset(request: int, partition: int) -> int:
 
 
 def bulk_commits(bootstrap: str) -> dict[str, dict[tuple[str, int], int]]:
-    """REQUESTS raw OffsetCommits (pipelined), each of one topic's 1,000 partitions, over
-    GROUPS groups; returns what each group committed."""
+    """REQUESTS raw OffsetCommits (pipelined), each of BULK_TOPIC's 1,000 partitions, over
+    GROUPS groups; returns what each group committed last."""
+    create_topic(bootstrap, BULK_TOPIC, PARTITIONS_PER_REQUEST)
     expected: dict[str, dict[tuple[str, int], int]] = {f"bulk-{g}": {} for g in range(GROUPS)}
     with WireClient(bootstrap, timeout=120) as client:
         pending = []
         for i in range(REQUESTS):
-            group, topic = f"bulk-{i % GROUPS}", f"topic-{i // GROUPS}"
+            group, topic = f"bulk-{i % GROUPS}", BULK_TOPIC
             request = oc.OffsetCommitRequest(
                 group_id=group,
                 generation_id_or_member_epoch=-1,
@@ -155,7 +159,9 @@ def test_restart_serves_while_offsets_load(tmp_path: Path, topic_name: str) -> N
             v1 = client.request(
                 of1.OffsetFetchRequest(
                     group_id="bulk-0",
-                    topics=(of1.OffsetFetchRequestTopic(name="topic-0", partition_indexes=(0, 1)),),
+                    topics=(
+                        of1.OffsetFetchRequestTopic(name=BULK_TOPIC, partition_indexes=(0, 1)),
+                    ),
                 )
             )
             error, _ = fetch_all(client, "bulk-0")
