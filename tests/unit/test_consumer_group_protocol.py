@@ -18,13 +18,17 @@ from oncelog.group import (
     OffsetFetchRequest,
     TxnOffsetCommitRequest,
 )
+from oncelog.group.consumer_records import REGULAR_EXPRESSION, ConsumerKey, encode_key
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.messages import (
     ConsumerHeartbeatReply,
     ConsumerHeartbeatRequest,
+    GroupStep,
     OffsetDeleteReply,
     OffsetDeleteRequest,
+    ResolveRegexes,
 )
+from oncelog.group.topic_regex import resolve_topic_regexes
 
 E = ErrorCode
 T1 = uuid.UUID(int=1)
@@ -273,50 +277,138 @@ def test_offset_fetch_checks_the_member_epoch() -> None:
     assert fetch("ghost", 1) is E.unknown_member_id
 
 
-def test_regex_subscription_follows_new_topics() -> None:
-    c = coordinator()
+def resolve(c: GroupCoordinator, step: GroupStep, meta: dict[str, TopicInfo], now: int) -> int:
+    """What the shell does after a step: resolve each group's regexes it asked for and
+    hand the matches back; how many resolutions ran."""
+    for effect in step.effects:
+        matched = resolve_topic_regexes(effect.regexes, meta)
+        c.regexes_resolved(effect.group_id, matched, meta, now)
+    return len(step.effects)
+
+
+def regex_hb(
+    c: GroupCoordinator,
+    member: str,
+    epoch: int,
+    now: int,
+    regex: str,
+    meta: dict[str, TopicInfo],
+    topics: tuple[str, ...] = (),
+) -> GroupStep:
     req = ConsumerHeartbeatRequest(
-        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="a.*", owned=()
+        "g",
+        member,
+        epoch,
+        rebalance_timeout_ms=5_000,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=regex,
+        owned=() if epoch == 0 else None,
     )
+    return c.consumer_heartbeat(req, meta, now)
+
+
+def test_a_regex_is_resolved_after_its_heartbeat_and_again_for_new_topics() -> None:
+    """Kafka's maybeUpdateRegularExpressions: the heartbeat bringing a regex is answered
+    without its matches; the resolution (the shell's, later) bumps the group epoch and the
+    next heartbeat assigns them. A topic created afterwards is matched by a resolution no
+    sooner than 10 s after the last one."""
+    c = coordinator()
     meta = {"a1": TopicInfo(T1, 2), "b": TopicInfo(T2, 2)}
-    first = c.consumer_heartbeat(req, meta, 0).reply
+    step = regex_hb(c, "m1", 0, 0, "a.*", meta)
+    first = step.reply
     assert isinstance(first, ConsumerHeartbeatReply)
-    assert (first.member_epoch, parts(first)) == (1, {T1: (0, 1)})
+    assert (first.member_epoch, parts(first)) == (1, {})
+    assert step.effects == [ResolveRegexes("g", frozenset({"a.*"}))]
+    assert resolve(c, step, meta, 0) == 1
+    assert c.consumer_group_describe(["g"])[0].group_epoch == 2
+    later = hb(c, "m1", 1, 1, meta=meta)
+    assert (later.member_epoch, parts(later)) == (2, {T1: (0, 1)})
     t3 = uuid.UUID(int=3)
-    later = hb(c, "m1", 1, 1, meta={**meta, "a2": TopicInfo(t3, 1)})
-    assert (later.member_epoch, parts(later)) == (2, {T1: (0, 1), t3: (0,)})
+    meta = {**meta, "a2": TopicInfo(t3, 1)}
+    step = regex_hb(c, "m1", 2, 9_000, "a.*", meta)  # within 10 s of the last resolution
+    assert step.effects == []
+    step = regex_hb(c, "m1", 2, 10_001, "a.*", meta)
+    assert resolve(c, step, meta, 10_001) == 1
+    again = hb(c, "m1", 2, 10_002, meta=meta)
+    assert (again.member_epoch, parts(again)) == (3, {T1: (0, 1), t3: (0,)})
+    step = regex_hb(c, "m1", 3, 30_000, "a.*", meta)  # nothing new: no resolution
+    assert step.effects == []
     bad = ConsumerHeartbeatRequest(
         "g", "m2", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="(", owned=()
     )
-    refused = c.consumer_heartbeat(bad, meta, 2).reply
+    refused = c.consumer_heartbeat(bad, meta, 30_001).reply
     assert isinstance(refused, ConsumerHeartbeatReply)
     assert refused.error is E.invalid_regular_expression
 
 
-def test_names_and_a_regex_together_subscribe_to_both_and_repeat_without_a_bump() -> None:
-    """Kafka takes both fields (librdkafka sends a regex with an empty list of names); a
-    heartbeat repeating them is no subscription change, so the epoch stays."""
+def test_names_and_a_new_regex_assign_the_names_first_then_the_matches() -> None:
+    """librdkafka's test 0045 (resubscribe with a regex and a name): the heartbeat with
+    both assigns the named topic at once, the regex's matches a later epoch. Repeating
+    the same subscription bumps nothing."""
     c = coordinator()
+    step = regex_hb(c, "m1", 0, 0, "^a$", TOPICS, topics=("b",))
+    first = step.reply
+    assert isinstance(first, ConsumerHeartbeatReply)
+    assert (first.error, first.member_epoch, parts(first)) == (E.none, 1, {T2: (0, 1)})
+    resolve(c, step, TOPICS, 0)
+    second = hb(c, "m1", 1, 1)
+    assert (second.member_epoch, parts(second)) == (2, {T1: tuple(range(6)), T2: (0, 1)})
+    again = regex_hb(c, "m1", 2, 2, "^a$", TOPICS, topics=("b",))
+    assert again.effects == []
+    assert isinstance(again.reply, ConsumerHeartbeatReply)
+    assert again.reply.member_epoch == 2
 
-    def beat(epoch: int, now: int) -> ConsumerHeartbeatReply:
-        req = ConsumerHeartbeatRequest(
-            "g",
-            "m1",
-            epoch,
-            rebalance_timeout_ms=5_000 if epoch == 0 else -1,
-            subscribed_topic_names=("b",),
-            subscribed_topic_regex="^a$",
-            owned=() if epoch == 0 else None,
-        )
-        reply = c.consumer_heartbeat(req, TOPICS, now).reply
-        assert isinstance(reply, ConsumerHeartbeatReply)
-        return reply
 
-    first = beat(0, 0)
-    assert (first.error, first.member_epoch) == (E.none, 1)
-    assert parts(first) == {T1: tuple(range(6)), T2: (0, 1)}
-    again = beat(1, 1)
-    assert (again.error, again.member_epoch) == (E.none, 1)
+def test_changing_to_a_new_regex_keeps_the_epoch_until_it_is_resolved() -> None:
+    """A member that subscribed by name adds a regex: that heartbeat keeps its epoch and
+    assignment (Kafka bumps only for a regex already resolved); the resolution bumps."""
+    c = coordinator()
+    assert parts(hb(c, "m1", 0, 0, topics=("b",))) == {T2: (0, 1)}
+    step = regex_hb(c, "m1", 1, 1, "a", TOPICS, topics=("b",))
+    reply = step.reply
+    assert isinstance(reply, ConsumerHeartbeatReply)
+    assert (reply.member_epoch, reply.assignment) == (1, None)
+    resolve(c, step, TOPICS, 1)
+    after = hb(c, "m1", 1, 2)
+    assert (after.member_epoch, parts(after)) == (2, {T1: tuple(range(6)), T2: (0, 1)})
+
+
+def test_a_regex_another_member_resolved_counts_at_once() -> None:
+    c = coordinator()
+    step = regex_hb(c, "m1", 0, 0, "a", TOPICS)
+    resolve(c, step, TOPICS, 0)
+    hb(c, "m1", 1, 1)
+    joined = regex_hb(c, "m2", 0, 2, "a", TOPICS)
+    assert joined.effects == []
+    reply = joined.reply
+    assert isinstance(reply, ConsumerHeartbeatReply)
+    assert reply.member_epoch == 3  # bumped at once: its regex is resolved
+
+
+def test_the_last_subscriber_leaving_forgets_the_resolution() -> None:
+    """Kafka tombstones a regex's resolution when its last subscriber goes, so a member
+    rejoining with it at once is not held back by the 10 s between resolutions."""
+    c = coordinator()
+    step = regex_hb(c, "m1", 0, 0, "a", TOPICS, topics=("b",))
+    resolve(c, step, TOPICS, 0)
+    hb(c, "m1", 1, 1)
+    left = ConsumerHeartbeatRequest("g", "m1", -1)
+    step = c.consumer_heartbeat(left, TOPICS, 2)
+    regex_key = encode_key(ConsumerKey(REGULAR_EXPRESSION, "g", regex="a"))
+    assert (regex_key, None) in [r for a in step.appends for r in a.records]
+    again = regex_hb(c, "m1", 0, 3, "a", TOPICS, topics=("b",))
+    assert again.effects == [ResolveRegexes("g", frozenset({"a"}))]
+    assert isinstance(again.reply, ConsumerHeartbeatReply)
+    assert parts(again.reply) == {T2: (0, 1)}
+
+
+def test_a_resolution_for_a_regex_nobody_subscribes_to_any_more_is_dropped() -> None:
+    c = coordinator()
+    step = regex_hb(c, "m1", 0, 0, "a", TOPICS, topics=("b",))
+    regex_hb(c, "m1", 1, 1, "", TOPICS, topics=("b",))  # "" drops the regex
+    epoch = c.consumer_group_describe(["g"])[0].group_epoch
+    resolve(c, step, TOPICS, 2)
+    assert c.consumer_group_describe(["g"])[0].group_epoch == epoch
 
 
 @pytest.mark.parametrize(
@@ -349,9 +441,10 @@ def test_a_pathological_regex_matches_in_linear_time() -> None:
         "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="(a+)+", owned=()
     )
     started = time.perf_counter()
-    reply = c.consumer_heartbeat(req, meta, 0).reply
+    step = c.consumer_heartbeat(req, meta, 0)
+    resolve(c, step, meta, 0)
     assert time.perf_counter() - started < 1.0
-    assert isinstance(reply, ConsumerHeartbeatReply)
+    reply = hb(c, "m1", 1, 1, meta=meta)
     assert (reply.error, parts(reply)) == (E.none, {T2: (0,)})
 
 

@@ -1,5 +1,5 @@
 """Consumer-protocol groups survive a coordinator restart: their records (Kafka's key types
-3..8) replay into the same epochs, members and assignments, also after compaction."""
+3..8 and 16) replay into the same epochs, members and assignments, also after compaction."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from oncelog.group import GroupConfig
 from oncelog.group.consumer_records import (
     CURRENT_MEMBER,
+    REGULAR_EXPRESSION,
     ConsumerKey,
     decode_key,
     encode_key,
@@ -17,6 +18,7 @@ from oncelog.group.consumer_records import (
 )
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.messages import ConsumerHeartbeatReply, ConsumerHeartbeatRequest
+from oncelog.group.topic_regex import resolve_topic_regexes
 from tests.unit.test_group_support import Harness
 
 E = ErrorCode
@@ -95,3 +97,29 @@ def test_a_deleted_group_leaves_only_tombstones() -> None:
     assert [k for k, v in live.items() if v is not None and is_consumer_key(k)] == []
     h.reload()
     assert h.coord.consumer_group_describe(["g"])[0].error is E.group_id_not_found
+
+
+def test_a_resolved_regex_is_a_record_of_type_16_and_survives_a_restart() -> None:
+    """Kafka's ConsumerGroupRegularExpression record: after a reload the regex's matches
+    still count, so the group's assignment does not lose them until a new resolution."""
+    h = Harness(GroupConfig(consumer_session_timeout_ms=10_000))
+    req = ConsumerHeartbeatRequest(
+        "g", "m1", 0, rebalance_timeout_ms=5_000, subscribed_topic_regex="a|x", owned=()
+    )
+    step = h.coord.consumer_heartbeat(req, TOPICS, h.now)
+    h.run(step)
+    assert [e.regexes for e in step.effects] == [frozenset({"a|x"})]
+    h.run(h.coord.regexes_resolved("g", resolve_topic_regexes(["a|x"], TOPICS), TOPICS, h.now))
+    r = hb(h, "m1", 1)
+    assert (r.member_epoch, dict(r.assignment or ())) == (2, {T1: (0, 1, 2, 3)})
+    key = ConsumerKey(REGULAR_EXPRESSION, "g", regex="a|x")
+    assert key in consumer_keys(h)
+    assert encode_key(key)[:2] == b"\x00\x10"
+    before = h.coord.consumer_group_describe(["g"])[0]
+    h.reload()
+    assert h.coord.consumer_group_describe(["g"])[0] == before
+    quiet = hb(h, "m1", 2)  # still assigned: no bump, whatever the next resolution says
+    assert (quiet.error, quiet.member_epoch) == (E.none, 2)
+    hb(h, "m1", -1)  # the last subscriber leaves: the resolution is tombstoned
+    tombstones = [decode_key(k) for _, k, v, _ in h.log if is_consumer_key(k) and v is None]
+    assert key in tombstones

@@ -54,7 +54,7 @@ R = TypeVar("R")
 # The back-off before a ``Step.retry`` append is made again.
 APPEND_RETRY_S = 0.1
 # What a core asks its shell to do besides appending (the transaction core: write markers;
-# the group core asks nothing: ``NoEffect``).
+# the group core: resolve a group's subscribed regexes).
 E = TypeVar("E")
 NO_PRODUCER = -1
 

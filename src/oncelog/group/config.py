@@ -44,6 +44,14 @@ class GroupConfig:
     # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_CONFIG, case-insensitive).
     consumer_migration_policy: str = setting("group.consumer.migration.policy", "bidirectional")
     consumer_max_size: int = setting("group.consumer.max.size", 2**31 - 1)
+    # Subscribed regexes are resolved again on a heartbeat once their resolution is this
+    # old (GroupCoordinatorConfig.CONSUMER_GROUP_REGEX_REFRESH_INTERVAL_MS, internal) ...
+    consumer_regex_refresh_interval_ms: int = setting(
+        "group.consumer.regex.refresh.interval.ms", 600_000
+    )
+    # ... and never within this long of the last one, whatever asks for it: new topics or
+    # a new regex (GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS, a constant).
+    consumer_regex_refresh_min_interval_ms: int = 10_000
     # Classic groups: a JoinGroup beyond this many members gets GROUP_MAX_SIZE_REACHED, and a
     # consumer group this large is not downgraded (GroupCoordinatorConfig.GROUP_MAX_SIZE).
     classic_max_size: int = setting("group.max.size", 2**31 - 1)

@@ -32,6 +32,7 @@ from oncelog.group.consumer_state import (
     ConsumerMember,
     MemberState,
     Partitions,
+    ResolvedRegex,
     TopicInfo,
     reconcile,
 )
@@ -43,10 +44,11 @@ from oncelog.group.messages import (
     DescribedConsumerMember,
     DescribedTopicPartitions,
     Out,
+    ResolveRegexes,
     TopicIdPartitions,
 )
 from oncelog.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState
-from oncelog.group.topic_regex import InvalidTopicRegex, check_topic_regex, topic_matches
+from oncelog.group.topic_regex import InvalidTopicRegex, check_topic_regex
 
 E = ErrorCode
 TopicMetadata = Mapping[str, TopicInfo]
@@ -70,6 +72,8 @@ class ConsumerProtocol:
         self.reg = registry
         self.cfg: GroupConfig = registry.config
         self.migration: MigrationHooks | None = None
+        self._seen_topic_names: frozenset[str] = frozenset()
+        self._new_topics_version = 0
 
     # -- heartbeat ------------------------------------------------------------------------
 
@@ -108,8 +112,15 @@ class ConsumerProtocol:
         member_or_error = self._member(cg, req, now)
         if isinstance(member_or_error, ConsumerHeartbeatReply):
             return member_or_error
-        member, bumped = member_or_error
+        member, _ = member_or_error
+        old_regex = member.subscribed_topic_regex
+        # Kafka's consumerGroupHeartbeat bumps for a new group, changed names (a new
+        # member's names change from none) or a regex already resolved; a regex not yet
+        # resolved waits for its resolution, which bumps the epoch then.
+        bumped = cg.group_epoch == 0
         if self._update(cg, member, req):
+            bumped = True
+        if self._update_regexes(cg, member, old_regex, topics, now, out):
             bumped = True
         if self.refresh_topics(cg, topics):
             bumped = True
@@ -263,7 +274,8 @@ class ConsumerProtocol:
 
     @staticmethod
     def _update(cg: ConsumerGroup, member: ConsumerMember, req: ConsumerHeartbeatRequest) -> bool:
-        """Apply the heartbeat's changed fields; True if the subscription changed."""
+        """Apply the heartbeat's changed fields; True if the names or assignor changed (a
+        changed regex is ``_update_regexes``'s to judge)."""
         changed = False
         member.classic = None  # it speaks the consumer protocol now
         if req.rebalance_timeout_ms != -1:
@@ -281,18 +293,103 @@ class ConsumerProtocol:
                 member.subscribed_topic_names = names
                 changed = True
         if req.subscribed_topic_regex is not None:
-            regex = req.subscribed_topic_regex or None
-            if regex != member.subscribed_topic_regex:
-                member.subscribed_topic_regex = regex
-                changed = True
+            member.subscribed_topic_regex = req.subscribed_topic_regex or None
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor or None
             changed = True
         return changed
 
+    def _update_regexes(
+        self,
+        cg: ConsumerGroup,
+        member: ConsumerMember,
+        old_regex: str | None,
+        topics: TopicMetadata,
+        now: int,
+        out: Out,
+    ) -> bool:
+        """Kafka's GroupMetadataManager.maybeUpdateRegularExpressions: True if the member
+        took a regex already resolved (the epoch bumps now). A regex not yet resolved, new
+        topics or an old resolution ask the shell to resolve the group's regexes
+        (``ResolveRegexes``), at most one at a time and not within
+        ``consumer_regex_refresh_min_interval_ms`` of the last resolution."""
+        new_regex = member.subscribed_topic_regex
+        _prune_regexes(cg)  # the old regex's last subscriber left it (Kafka's tombstone)
+        resolved_now = refresh = False
+        if new_regex != old_regex and new_regex is not None:
+            if new_regex in cg.resolved_regexes:
+                resolved_now = True
+            else:
+                refresh = True
+        counts = cg.subscribed_regexes()
+        if not counts or cg.regex_refresh_scheduled:
+            return resolved_now
+        first = next(iter(cg.resolved_regexes.values()), None)  # all resolved together
+        if (
+            first is not None
+            and now <= first.timestamp_ms + self.cfg.consumer_regex_refresh_min_interval_ms
+        ):
+            return resolved_now
+        refresh = (
+            refresh
+            or set(counts) != set(cg.resolved_regexes)
+            or first is None
+            or first.version < self._topic_names_version(topics)
+            or now > first.timestamp_ms + self.cfg.consumer_regex_refresh_interval_ms
+        )
+        if refresh:
+            cg.regex_refresh_scheduled = True
+            out.effects.append(ResolveRegexes(cg.group_id, frozenset(counts)))
+        return resolved_now
+
+    def _topic_names_version(self, topics: TopicMetadata) -> int:
+        """Kafka's lastMetadataImageWithNewTopics: a count of the times a topic name not
+        seen before appeared (a resolution older than it may miss a match)."""
+        seen = self._seen_topic_names
+        if len(topics) != len(seen) or any(name not in seen for name in topics):
+            if any(name not in seen for name in topics):
+                self._new_topics_version += 1
+            self._seen_topic_names = frozenset(topics)
+        return self._new_topics_version
+
+    def regexes_resolved(
+        self,
+        group_id: str,
+        resolved: Mapping[str, frozenset[str]],
+        topics: TopicMetadata,
+        now: int,
+    ) -> None:
+        """The shell resolved the group's regexes (``ResolveRegexes``) against ``topics``
+        at ``now``: Kafka's GroupMetadataManager.handleRegularExpressionsResult. A changed
+        match bumps the group epoch; the next heartbeat computes the target assignment."""
+        holder = self.reg.groups.get(group_id)
+        cg = None if holder is None else holder.consumer
+        if cg is None:
+            return  # gone meanwhile
+        cg.regex_refresh_scheduled = False
+        version = self._topic_names_version(topics)
+        counts = cg.subscribed_regexes()
+        bump = False
+        for regex, names in resolved.items():
+            if not counts[regex]:
+                continue  # no member subscribes to it any more
+            old = cg.resolved_regexes.get(regex)
+            if old is None or old.topics != names:
+                bump = True
+            cg.resolved_regexes[regex] = ResolvedRegex(names, version, now)
+        if self.refresh_topics(cg, topics):
+            bump = True
+        if bump:
+            cg.group_epoch += 1
+
     def refresh_topics(self, cg: ConsumerGroup, topics: TopicMetadata) -> bool:
-        """Record the subscribed topics' ids and partition counts; True if they changed."""
-        subscribed = {name: info for name, info in topics.items() if _subscribed(cg, name)}
+        """Record the subscribed topics' ids and partition counts (names, and the resolved
+        regexes' matches: Kafka's computeSubscribedTopicNames); True if they changed."""
+        _prune_regexes(cg)
+        names: set[str] = set()
+        for m in cg.members.values():
+            names.update(_member_topic_names(cg, m))
+        subscribed = {name: topics[name] for name in sorted(names) if name in topics}
         if subscribed == cg.topics:
             return False
         cg.topics = subscribed
@@ -302,9 +399,11 @@ class ConsumerProtocol:
     def assign(cg: ConsumerGroup) -> None:
         votes = Counter(m.server_assignor for m in cg.members.values() if m.server_assignor)
         cg.assignor = votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR
+        # TargetAssignmentBuilder: a member's topics are its names and its regex's
+        # resolved matches (none while unresolved).
         subs = {
             m.member_id: frozenset(
-                info.topic_id for name, info in cg.topics.items() if _member_subscribed(m, name)
+                cg.topics[name].topic_id for name in _member_topic_names(cg, m) if name in cg.topics
             )
             for m in cg.members.values()
         }
@@ -353,6 +452,7 @@ class ConsumerProtocol:
         self, holder: Group, cg: ConsumerGroup, member: ConsumerMember, now: int
     ) -> None:
         self.drop(cg, member)
+        _prune_regexes(cg)
         cg.group_epoch += 1
         if cg.members:
             self.assign(cg)
@@ -433,15 +533,22 @@ class ConsumerProtocol:
         )
 
 
-def _subscribed(cg: ConsumerGroup, name: str) -> bool:
-    return any(_member_subscribed(m, name) for m in cg.members.values())
-
-
-def _member_subscribed(member: ConsumerMember, name: str) -> bool:
-    if name in member.subscribed_topic_names:
-        return True
+def _member_topic_names(cg: ConsumerGroup, member: ConsumerMember) -> set[str]:
+    names = set(member.subscribed_topic_names)
     regex = member.subscribed_topic_regex
-    return regex is not None and topic_matches(regex, name)
+    resolved = None if regex is None else cg.resolved_regexes.get(regex)
+    if resolved is not None:
+        names.update(resolved.topics)
+    return names
+
+
+def _prune_regexes(cg: ConsumerGroup) -> None:
+    """Forget the resolution of a regex no member subscribes to any more (Kafka writes its
+    ConsumerGroupRegularExpression tombstone when its last subscriber goes)."""
+    if cg.resolved_regexes:
+        counts = cg.subscribed_regexes()
+        for regex in [r for r in cg.resolved_regexes if not counts[r]]:
+            del cg.resolved_regexes[regex]
 
 
 def _partitions(owned: TopicIdPartitions | None) -> Partitions | None:

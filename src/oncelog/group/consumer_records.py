@@ -3,8 +3,8 @@
 Keys start with the record type as Kafka numbers it (so they never collide with the
 offset/group keys 0..2): 3 group metadata, 4 subscribed topics' metadata, 5 member
 metadata, 6 target assignment metadata, 7 a member's target assignment, 8 a member's
-current assignment. Key fields are classic strings (``i16 length | utf-8``): the group id,
-plus the member id for 5, 7 and 8. Values are ``i16 version (0)`` then a flexible body
+current assignment, 16 a subscribed regex's resolution. Key fields are classic strings
+(``i16 length | utf-8``): the group id, plus the member id for 5, 7 and 8, the regex for 16. Values are ``i16 version (0)`` then a flexible body
 (compact strings and arrays, 16-byte uuids, an empty tagged-field section per struct),
 following Kafka 4.x's ``ConsumerGroup*Value`` schemas. A ``None`` value is a tombstone.
 
@@ -26,6 +26,7 @@ from oncelog.group.consumer_state import (
     ConsumerMember,
     MemberState,
     Partitions,
+    ResolvedRegex,
     TopicInfo,
 )
 from oncelog.group.offsets_codec import OffsetsCodecError
@@ -36,8 +37,9 @@ MEMBER_METADATA = 5
 TARGET_METADATA = 6
 TARGET_MEMBER = 7
 CURRENT_MEMBER = 8
+REGULAR_EXPRESSION = 16  # ConsumerGroupRegularExpressionKey/Value
 CLASSIC_MEMBER_TAG = 0  # ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
-CONSUMER_KEY_TYPES = range(GROUP_METADATA, CURRENT_MEMBER + 1)
+CONSUMER_KEY_TYPES = frozenset((*range(GROUP_METADATA, CURRENT_MEMBER + 1), REGULAR_EXPRESSION))
 _MEMBER_KEYS = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_MEMBER})
 
 # Kafka's MemberState byte values.
@@ -56,6 +58,7 @@ class ConsumerKey:
     kind: int
     group_id: str
     member_id: str | None = None
+    regex: str | None = None  # REGULAR_EXPRESSION keys
 
 
 def is_consumer_key(key: bytes) -> bool:
@@ -67,6 +70,8 @@ def encode_key(k: ConsumerKey) -> bytes:
     w.string(k.group_id)
     if k.kind in _MEMBER_KEYS:
         w.string(k.member_id or "")
+    elif k.kind == REGULAR_EXPRESSION:
+        w.string(k.regex or "")
     return w.done()
 
 
@@ -77,8 +82,9 @@ def decode_key(key: bytes) -> ConsumerKey:
         raise OffsetsCodecError(f"not a consumer group key type: {kind}")
     group_id = r.string()
     member_id = r.string() if kind in _MEMBER_KEYS else None
+    regex = r.string() if kind == REGULAR_EXPRESSION else None
     r.done()
-    return ConsumerKey(kind, group_id, member_id)
+    return ConsumerKey(kind, group_id, member_id, regex)
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -94,6 +100,8 @@ def group_records(cg: ConsumerGroup) -> dict[bytes, bytes]:
         target = cg.target.get(mid, {})
         out[encode_key(ConsumerKey(TARGET_MEMBER, gid, mid))] = _target_value(target)
         out[encode_key(ConsumerKey(CURRENT_MEMBER, gid, mid))] = _current_value(m)
+    for regex, resolved in cg.resolved_regexes.items():
+        out[encode_key(ConsumerKey(REGULAR_EXPRESSION, gid, regex=regex))] = _regex_value(resolved)
     out[encode_key(ConsumerKey(PARTITION_METADATA, gid))] = _partition_metadata(cg.topics)
     out[encode_key(ConsumerKey(TARGET_METADATA, gid))] = _value(
         lambda w: w.i32(cg.assignment_epoch)
@@ -168,6 +176,17 @@ def _partition_metadata(topics: dict[str, TopicInfo]) -> bytes:
     return _value(body)
 
 
+def _regex_value(resolved: ResolvedRegex) -> bytes:
+    def body(w: SchemaWriter) -> None:
+        w.compact_length(len(resolved.topics))
+        for name in sorted(resolved.topics):
+            w.compact_string(name)
+        w.i64(resolved.version)
+        w.i64(resolved.timestamp_ms)
+
+    return _value(body)
+
+
 def _topic_partitions(w: SchemaWriter, parts: Partitions) -> None:
     w.compact_length(len(parts))
     for t, ps in sorted(parts.items(), key=lambda i: str(i[0])):
@@ -192,6 +211,7 @@ def _value(body: Callable[[SchemaWriter], None]) -> bytes:
 class _GroupImage:
     records: dict[int, bytes] = field(default_factory=dict)  # key type -> value
     members: dict[str, dict[int, bytes]] = field(default_factory=dict)
+    regexes: dict[str, bytes] = field(default_factory=dict)  # regex -> value
     raw: dict[bytes, bytes] = field(default_factory=dict)  # the live records, as logged
 
 
@@ -208,6 +228,16 @@ class ConsumerGroupImage:
         if value is not None:
             _check_value(k.kind, value)
         g = self._groups.setdefault(k.group_id, _GroupImage())
+        if k.regex is not None:
+            if value is None:
+                g.regexes.pop(k.regex, None)
+                g.raw.pop(key, None)
+            else:
+                g.regexes[k.regex] = value
+                g.raw[key] = value
+            if not g.records and not g.members and not g.regexes:
+                del self._groups[k.group_id]
+            return
         if k.member_id is not None:
             records = g.members.setdefault(k.member_id, {})
         else:
@@ -220,7 +250,7 @@ class ConsumerGroupImage:
             g.raw[key] = value
         if k.member_id is not None and not records:
             del g.members[k.member_id]
-        if not g.records and not g.members:
+        if not g.records and not g.members and not g.regexes:
             del self._groups[k.group_id]
 
     def build(self) -> dict[str, tuple[ConsumerGroup, dict[bytes, bytes]]]:
@@ -235,6 +265,8 @@ class ConsumerGroupImage:
                 cg.assignment_epoch = _epoch(g.records[TARGET_METADATA])
             if PARTITION_METADATA in g.records:
                 cg.topics = _decode_topics(g.records[PARTITION_METADATA])
+            for regex, value in g.regexes.items():
+                cg.resolved_regexes[regex] = _decode_regex(value)
             for mid, records in g.members.items():
                 if MEMBER_METADATA not in records:
                     continue
@@ -261,6 +293,8 @@ def _check_value(kind: int, value: bytes) -> None:
         _decode_current(ConsumerMember(""), value)
     elif kind == TARGET_MEMBER:
         _decode_target(value)
+    elif kind == REGULAR_EXPRESSION:
+        _decode_regex(value)
 
 
 def _epoch(value: bytes) -> int:
@@ -338,6 +372,18 @@ def _decode_current(m: ConsumerMember, value: bytes) -> None:
     m.pending_revocation = _read_partitions(r)
     r.tagged()
     r.done()
+
+
+def _decode_regex(value: bytes) -> ResolvedRegex:
+    r = _value_reader(value)
+    topics = frozenset(r.compact_string() for _ in range(_length(r)))
+    r.i64()  # Kafka's metadata image offset, ours a per-process count: unknown after a load
+    timestamp = r.i64()
+    r.tagged()
+    r.done()
+    # Version -1: topics created while the broker was down make the next heartbeat
+    # resolve again.
+    return ResolvedRegex(topics, -1, timestamp)
 
 
 def _decode_target(value: bytes) -> Partitions:

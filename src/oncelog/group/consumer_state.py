@@ -10,6 +10,7 @@ partitions that no other member still holds.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -38,6 +39,16 @@ class ConsumerGroupState(Enum):
     RECONCILING = "Reconciling"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """Kafka's ResolvedRegularExpression: the topics a subscribed regex matched when the
+    shell last resolved it, the topic-names version it saw and when (``timestamp_ms``)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,11 @@ class ConsumerGroup:
     topics: dict[str, TopicInfo] = field(default_factory=dict)  # subscribed topics, as seen
     assignor: str = "uniform"
     written: dict[bytes, bytes] = field(default_factory=dict)  # records last persisted
+    # Regex -> its matches (Kafka's ConsumerGroup.resolvedRegularExpressions): a member's
+    # regex counts in the assignment only once resolved, which the shell does after the
+    # heartbeat that brought it (``regex_refresh_scheduled`` meanwhile, not persisted).
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    regex_refresh_scheduled: bool = False
 
     def state(self) -> ConsumerGroupState:
         if not self.members:
@@ -104,6 +120,12 @@ class ConsumerGroup:
             if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def subscribed_regexes(self) -> Counter[str]:
+        """Regex -> how many members subscribe to it (Kafka's subscribedRegularExpressions)."""
+        return Counter(
+            m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex
+        )
 
     def next_deadline(self) -> int | None:
         times = [

@@ -261,7 +261,26 @@ class GroupCoordinator:
         group = self._reg.groups.get(req.group_id)
         if group is not None and group.consumer is not None:
             self._reg.store_consumer_group(group, out)
-        return GroupStep(reply, out.appends(), out.resolved)
+        return GroupStep(reply, out.appends(), out.resolved, out.effects)
+
+    def regexes_resolved(
+        self,
+        group_id: str,
+        resolved: Mapping[str, frozenset[str]],
+        topics: TopicMetadata,
+        now_ms: int,
+    ) -> GroupStep:
+        """The shell's answer to a ``ResolveRegexes`` effect: each regex's matches among
+        ``topics`` (read when it resolved them). Records the resolutions and, if a match
+        changed, bumps the group epoch (Kafka's handleRegularExpressionsResult)."""
+        if not self._loaded:
+            return GroupStep()  # reloading: the next heartbeat asks again
+        out = Out()
+        self._consumer.regexes_resolved(group_id, resolved, topics, now_ms)
+        group = self._reg.groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            self._reg.store_consumer_group(group, out)
+        return GroupStep(None, out.appends(), out.resolved)
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         if not self.config.consumer_protocol_enabled:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.coordinator.runtime import Append, NoEffect, Pending, Step
+from oncelog.coordinator.runtime import Append, Pending, Step
 
 TopicPartition = tuple[str, int]
 NO_GENERATION = -1
@@ -349,7 +349,18 @@ Reply = (
 
 # -- steps -------------------------------------------------------------------------------
 
-GroupStep = Step[Reply, NoEffect]
+
+@dataclass(frozen=True, slots=True)
+class ResolveRegexes:
+    """Resolve ``regexes`` against the broker's topics, after the step's replies, and hand
+    the result to the core (``GroupCoordinator.regexes_resolved``): Kafka resolves them in
+    an offloaded task (GroupMetadataManager.maybeUpdateRegularExpressions)."""
+
+    group_id: str
+    regexes: frozenset[str]
+
+
+GroupStep = Step[Reply, ResolveRegexes]
 
 
 def failed_replies(step: GroupStep, error: ErrorCode) -> list[tuple[int | None, Reply]]:
@@ -365,12 +376,13 @@ def failed_replies(step: GroupStep, error: ErrorCode) -> list[tuple[int | None, 
 class Out:
     """Collects a call's appends and resolved replies while handlers run."""
 
-    __slots__ = ("_batches", "resolved")
+    __slots__ = ("_batches", "effects", "resolved")
 
     def __init__(self) -> None:
         # (partition, producer_id, producer_epoch, records)
         self._batches: list[tuple[int, int, int, list[tuple[bytes, bytes | None]]]] = []
         self.resolved: list[tuple[int, Reply]] = []
+        self.effects: list[ResolveRegexes] = []
 
     def record(
         self,

@@ -121,6 +121,15 @@ class PartitionedGroups:
     ) -> GroupStep:
         return self.core(req.group_id).consumer_heartbeat(req, topics, now_ms)
 
+    def regexes_resolved(
+        self,
+        group_id: str,
+        resolved: Mapping[str, frozenset[str]],
+        topics: TopicMetadata,
+        now_ms: int,
+    ) -> GroupStep:
+        return self.core(group_id).regexes_resolved(group_id, resolved, topics, now_ms)
+
     def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> GroupStep:
         return self.core(req.group_id).offset_commit(req, now_ms)
 

@@ -30,7 +30,6 @@ from oncelog.coordinator.internal_topics import (
 from oncelog.coordinator.runtime import (
     Append,
     CoordinatorRuntime,
-    NoEffect,
     Pending,
     client_error,
 )
@@ -60,6 +59,7 @@ from oncelog.group.messages import (
     OffsetFetchReply,
     OffsetFetchRequest,
     Reply,
+    ResolveRegexes,
     SyncGroupReply,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
@@ -68,6 +68,7 @@ from oncelog.group.messages import (
 from oncelog.group.offsets import commit_errors
 from oncelog.group.offsets_codec import OffsetsCodecError
 from oncelog.group.partitioned import PartitionedGroups
+from oncelog.group.topic_regex import resolve_topic_regexes
 from oncelog.storage.group_sync import GroupSync
 from oncelog.storage.replay import LogBatch
 
@@ -123,7 +124,7 @@ class GroupService:
         self._failed_attempts: dict[int, int] = {}
         # Requests waiting for their group's partition to load (see _await_load).
         self._load_waiters: dict[int, list[asyncio.Future[None]]] = {}
-        self.runtime: CoordinatorRuntime[Reply, NoEffect] = CoordinatorRuntime(
+        self.runtime: CoordinatorRuntime[Reply, ResolveRegexes] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
             partitions=topics,
@@ -548,5 +549,24 @@ class GroupService:
             return
         self._load_in_background(partitions)
 
-    def perform(self, effect: NoEffect) -> None:
-        raise AssertionError(f"the group coordinator has no effect {effect!r}")
+    def perform(self, effect: ResolveRegexes) -> None:
+        """Resolve a group's regexes after the step that asked for it, as Kafka's offloaded
+        task does (GroupMetadataManager.maybeUpdateRegularExpressions): the heartbeat that
+        brought a new regex is answered before its matches count, and the resolution's
+        epoch bump is assigned on a later heartbeat."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._resolve_regexes(effect)  # no event loop (tests of the service): at once
+            return
+        self.runtime.spawn(self._resolve_regexes_later(effect))
+
+    async def _resolve_regexes_later(self, effect: ResolveRegexes) -> None:
+        await asyncio.sleep(0)  # a task of its own: never inside the step that asked
+        self._resolve_regexes(effect)
+
+    def _resolve_regexes(self, effect: ResolveRegexes) -> None:
+        topics = self._topic_metadata()
+        now = self._clock()
+        resolved = resolve_topic_regexes(effect.regexes, topics)
+        self.runtime.run(self.coordinator.regexes_resolved(effect.group_id, resolved, topics, now))

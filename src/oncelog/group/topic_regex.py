@@ -10,6 +10,7 @@ metadata change matches every member's pattern against the topic names.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 import re2
@@ -44,3 +45,22 @@ def topic_matches(pattern: str, topic: str) -> bool:
         return _compiled(pattern).fullmatch(topic) is not None
     except InvalidTopicRegex:
         return False  # never stored: heartbeats with it are refused
+
+
+def resolve_topic_regexes(
+    regexes: Iterable[str], topic_names: Iterable[str]
+) -> dict[str, frozenset[str]]:
+    """Each regex -> the topic names it matches (Kafka's GroupMetadataManager
+    .refreshRegularExpressions; an invalid one matches nothing, it was refused anyway)."""
+    patterns = {}
+    for regex in regexes:
+        try:
+            patterns[regex] = _compiled(regex)
+        except InvalidTopicRegex:
+            patterns[regex] = None
+    matched: dict[str, set[str]] = {regex: set() for regex in patterns}
+    for name in topic_names:
+        for regex, compiled in patterns.items():
+            if compiled is not None and compiled.fullmatch(name) is not None:
+                matched[regex].add(name)
+    return {regex: frozenset(names) for regex, names in matched.items()}
