@@ -275,7 +275,7 @@ def test_a_config_resource_asked_for_many_times_is_answered_each_time(
     topic, broker_res = (
         dc.DescribeConfigsResource(resource_type=2, resource_name=topic_name,
                                    configuration_keys=("cleanup.policy",)),
-        dc.DescribeConfigsResource(resource_type=4, resource_name="",
+        dc.DescribeConfigsResource(resource_type=4, resource_name="0",
                                    configuration_keys=("num.partitions",)),
     )  # fmt: skip
     resp = wire.request(
@@ -291,7 +291,7 @@ def test_a_config_resource_asked_for_many_times_is_answered_each_time(
         got
         == [
             (topic_name, ErrorCode.none, [("cleanup.policy", "delete")]),
-            ("", ErrorCode.none, [("num.partitions", "1")]),
+            ("0", ErrorCode.none, [("num.partitions", "1")]),
         ]
         * 500
     )

@@ -295,11 +295,11 @@ def test_topics_take_kafka_topic_flag(b: EmbeddedBroker) -> None:
         ),
         (
             ("configs", "describe", "--entity-type", "users", "--entity-name", "u"),
-            "--entity-type users: expected topics or brokers",
+            "--entity-type users: expected topics, brokers or groups",
         ),
         (
             ("configs", "describe", "--entity-type", "topics"),
-            "--entity-type and --entity-name go together",
+            "--entity-type goes with one of --entity-name or --entity-default",
         ),
     ],
 )
@@ -647,6 +647,12 @@ def test_the_kafka_spellings_snippet_of_docs_cli_runs_as_written(ab: EmbeddedBro
         "900000",
         "DEFAULT_CONFIG",
     ]
+    assert cells_of(line_with(out, "log.retention.ms")) == [
+        "log.retention.ms",
+        "86400000",
+        "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    ]
+    assert out.count("altered configs of the cluster-wide broker defaults\n") == 2
     assert "added 6 ACL(s)\nremoved 3 ACL(s)\n" in out
     assert out.endswith("added SCRAM-SHA-512 credential for app\ndeleted topic orders\n")
 

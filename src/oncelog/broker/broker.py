@@ -24,6 +24,13 @@ from oncelog.broker.connection_quotas import (
     idle,
     parse_overrides,
 )
+from oncelog.broker.dynamic_config import (
+    CLEANER_CONFIGS,
+    LOG_CONFIGS,
+    PRODUCER_STATE_CONFIGS,
+    SOCKET_CONFIGS,
+    DynamicBrokerConfigs,
+)
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
 from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
@@ -77,6 +84,9 @@ class Broker:
             config.set("advertised.listeners", f"{name}://{_address(advertised)}")
         self.config = config
         self.listeners: list[Listener] = parse_listeners(config)
+        # Dynamic broker configs: layers over a snapshot of the static config, loaded at
+        # start; ``self.config`` always holds the effective values.
+        self.dynamic = DynamicBrokerConfigs.over(config, (x.name for x in self.listeners))
         self.bound_ports: dict[str, int] = {}
         self.ssl_contexts = {
             listener.name: server_context(config, listener.name)
@@ -176,6 +186,10 @@ class Broker:
         self.dir_lock: DataDirLock | None = None
         self._servers: list[asyncio.Server] = []
         self._listening: list[socket.socket] = []  # served by ``_accept``
+        # Listeners served by the loop's own accept: their server and a socket of theirs
+        # kept for ``_accept``, should a creation rate be set at run time.
+        self._loop_served: dict[str, tuple[asyncio.Server, socket.socket, Listener]] = {}
+        self._factories: dict[str, Callable[[], FrameProtocol]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._opening: set[asyncio.Task[None]] = set()  # accepted, TLS handshake under way
@@ -240,6 +254,9 @@ class Broker:
         logging.getLogger("oncelog.broker").info(
             "effective config (non-default): %s", self.config.non_default_summary()
         )
+        # Before any log opens: the logs take the dynamic topic defaults from the start.
+        self.dynamic.load()
+        await self.reconfigure(self.dynamic.effective())
         self.topics.load()
         self.producer_ids.load()
         self.scram_credentials.load()
@@ -269,6 +286,7 @@ class Broker:
 
             # Clients that connected during the load waited in the listen backlog.
             self.bound_ports[listener.name] = sock.getsockname()[1]
+            self._factories[listener.name] = factory
             if listener.protocol.uses_tls or self.creation_rates.limits(listener.name):
                 sock.setblocking(False)
                 self._listening.append(sock)
@@ -276,8 +294,11 @@ class Broker:
             else:
                 # Nothing to wait for or to see fail: the loop's own accept, cheaper per
                 # connection (a storm of connect-request-close: ~12,700/s against
-                # ~10,400/s through ``_accept``).
-                self._servers.append(await loop.create_server(factory, sock=sock))
+                # ~10,400/s through ``_accept``). The server gets a duplicate descriptor:
+                # closing it leaves the socket (and its backlog) to ``_accept``.
+                server = await loop.create_server(factory, sock=sock.dup())
+                self._servers.append(server)
+                self._loop_served[listener.name] = (server, sock, listener)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._expire_idle_connections()))
         self.log_cleaner.start()
@@ -412,6 +433,74 @@ class Broker:
         if connection is not None:
             self.quotas.release(connection.session.client_host)
 
+    # -- dynamic broker configs --------------------------------------------------------
+    async def alter_dynamic(
+        self, per_broker: bool, props: dict[str, str], *, validate_only: bool
+    ) -> None:
+        """Replace one dynamic layer (per broker, or the cluster default) with ``props``:
+        validated as Kafka's ConfigAdminManager does (DynamicConfigError: refused),
+        persisted, then applied without a restart."""
+        overrides = [t.configs for t in self.topics.topics.values()]
+        new = self.dynamic.check(props, per_broker, self.config, overrides)
+        if validate_only:
+            return
+        layer = self.dynamic.layer(per_broker)
+        layer.clear()
+        layer.update(props)
+        await asyncio.to_thread(self.dynamic.save, self.dynamic.data())
+        log.info(
+            "dynamic broker configs (%s) now: %s",
+            "broker" if per_broker else "cluster default",
+            ", ".join(f"{k}={v}" for k, v in sorted(props.items())) or "(none)",
+        )
+        await self.reconfigure(new)
+
+    async def reconfigure(self, new: BrokerConfig) -> None:
+        """Make ``new``'s values the effective config and apply what changed: each
+        group as its Kafka BrokerReconfigurable does."""
+        old = dict(self.config.values)
+        self.config.values.clear()
+        self.config.values.update(new.values)
+        changed = {k for k, v in new.values.items() if old.get(k) != v} | (
+            set(old) - set(new.values)
+        )
+        if changed & LOG_CONFIGS:
+            # DynamicLogConfig: every log's config is rebuilt from the new defaults
+            self.topics.set_topic_defaults(self.config.topic_defaults())
+        if changed & PRODUCER_STATE_CONFIGS:
+            self.topics.set_producer_id_expiration_ms(
+                self.config.get_int("producer.id.expiration.ms")
+            )
+        if changed & CLEANER_CONFIGS:
+            # LogCleaner.reconfigure: the threads restart (joining them may take a while)
+            await asyncio.to_thread(
+                self.log_cleaner.reconfigure, CleanerSettings.from_config(self.config)
+            )
+        if changed & SOCKET_CONFIGS or any(k.startswith("listener.name.") for k in changed):
+            # SocketServer.reconfigure: the connection limits and creation rates
+            self.quotas.max_connections = self.config.get_int("max.connections")
+            self.quotas.per_ip = self.config.get_int("max.connections.per.ip")
+            self.quotas.overrides = parse_overrides(
+                self.config.get_str("max.connections.per.ip.overrides")
+            )
+            self.creation_rates = CreationRates.from_config(
+                self.config, (x.name for x in self.listeners)
+            )
+            self._accept_rate_limited()
+
+    def _accept_rate_limited(self) -> None:
+        """A listener that now has a creation rate is served by ``_accept`` from here on
+        (the loop's accept cannot wait between connections)."""
+        for name, (server, sock, listener) in list(self._loop_served.items()):
+            if not self.creation_rates.limits(name):
+                continue
+            del self._loop_served[name]
+            server.close()  # its descriptor only: the socket and its backlog stay
+            sock.setblocking(False)
+            self._listening.append(sock)
+            factory = self._factories[name]
+            self._tasks.append(asyncio.create_task(self._accept(sock, listener, factory)))
+
     async def _expire_idle_connections(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (-1: never), as
         Kafka's Selector does."""
@@ -441,6 +530,8 @@ class Broker:
             *self._tasks, *self._opening, *self._connections, return_exceptions=True
         )
         for sock in self._listening:  # no acceptor uses them any more
+            sock.close()
+        for _, sock, _ in self._loop_served.values():  # their servers closed duplicates
             sock.close()
         await self.txn.stop()
         await self.groups.stop()

@@ -74,6 +74,7 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "num.network.threads": (int, 3),
     "num.io.threads": (int, 8),
     "num.recovery.threads.per.data.dir": (int, 2),
+    "background.threads": (int, 10),
     "socket.send.buffer.bytes": (int, 102400),
     "socket.receive.buffer.bytes": (int, 102400),
     "offsets.topic.replication.factor": (int, 1),
@@ -103,6 +104,14 @@ _SCHEMA: dict[str, tuple[object, object]] = {
     "sasl.enabled.mechanisms": (str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
     "sasl.jaas.config": (str, ""),
     "sasl.server.max.receive.size": (int, 524288),
+    # Kafka's GSSAPI (Kerberos) settings: accepted, tuning nothing, as on a Kafka broker
+    # without GSSAPI (oncelog offers PLAIN and SCRAM only).
+    "sasl.kerberos.service.name": (str, ""),
+    "sasl.kerberos.kinit.cmd": (str, "/usr/bin/kinit"),
+    "sasl.kerberos.ticket.renew.window.factor": (float, 0.8),
+    "sasl.kerberos.ticket.renew.jitter": (float, 0.05),
+    "sasl.kerberos.min.time.before.relogin": (int, 60000),
+    "sasl.kerberos.principal.to.local.rules": (str, "DEFAULT"),
     "connections.max.reauth.ms": (int, 0),
     "connection.failed.authentication.delay.ms": (int, 100),
     # Kafka's connection limits and idle expiry (broker.connection_quotas).
@@ -188,6 +197,12 @@ CLUSTER_ONLY_PREFIXES = (
     "share.coordinator.",
     "group.share.",
 )
+
+
+def schema_default(key: str) -> object | None:
+    """A setting's default (None: not a declared setting)."""
+    entry = _SCHEMA.get(key)
+    return None if entry is None else entry[1]
 
 
 def cluster_only(key: str) -> bool:
@@ -292,6 +307,7 @@ _CHECKS: dict[str, Check] = {
     "num.network.threads": at_least(1),
     "num.io.threads": at_least(1),
     "num.recovery.threads.per.data.dir": at_least(1),
+    "background.threads": at_least(1),
     "connection.failed.authentication.delay.ms": at_least(0),
     "connections.max.idle.ms": at_least(-1),
     "max.connections": at_least(0),

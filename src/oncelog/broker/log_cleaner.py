@@ -176,6 +176,18 @@ class LogCleaner:
             t.join()
         self._threads.clear()
 
+    def reconfigure(self, settings: CleanerSettings) -> None:
+        """New settings (a dynamic broker config changed): as Kafka's LogCleaner.reconfigure,
+        the threads stop (a pass in flight is abandoned, its files discarded) and start
+        again with them. Blocks while passes abort: call it off the event loop."""
+        running = bool(self._threads)
+        self.stop()
+        self.settings = settings
+        self._stop = threading.Event()
+        self._throttle = _Throttler(settings.io_max_bytes_per_second, self._stop)
+        if running:
+            self.start()
+
     # -- one thread ------------------------------------------------------------------------
 
     def _run(self) -> None:

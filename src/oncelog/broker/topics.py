@@ -472,6 +472,24 @@ class TopicRegistry:
         if save:
             self._save()
 
+    def set_topic_defaults(self, topic_defaults: dict[str, str]) -> None:
+        """New broker-level topic defaults (a dynamic broker config changed): every
+        partition's config is rebuilt from them and its topic's own overrides, as Kafka's
+        DynamicLogConfig.updateLogsConfig does, so topics without an override follow."""
+        self.topic_defaults = topic_defaults
+        self.default_log_config = LogConfig.from_props(topic_defaults)
+        for topic in self.topics.values():
+            cfg = self.log_config(topic.configs)
+            for part in topic.partitions:
+                part.update_config(cfg)
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """Kafka's DynamicProducerStateManagerConfig: open logs and those opened later."""
+        self.producer_id_expiration_ms = expiration_ms
+        for topic in self.topics.values():
+            for part in topic.partitions:
+                part.producer_state.producer_id_expiration_ms = expiration_ms
+
     def close(self) -> None:
         logs = [part for topic in self.topics.values() for part in topic.partitions]
         for directory, exc in close_logs(logs, self.data_dir, self.clean_shutdown_path):

@@ -47,6 +47,10 @@ class ConfigInfo:
     sensitive: bool
 
 
+# Kafka's ConfigResource.Type ids, by confluent-kafka's resource type names.
+_RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
+
+
 def _source_name(source: Any) -> str:
     from confluent_kafka.admin import ConfigSource
 
@@ -287,6 +291,8 @@ class Admin:
         """DescribeConfigs of a ``topic`` or ``broker``: every entry, sorted by name."""
         from confluent_kafka.admin import ConfigResource
 
+        if name == "":  # the cluster-wide default broker configs: librdkafka refuses ""
+            return self._default_configs(resource_type)
         res = ConfigResource(resource_type, name)
         entries = self.await_result(
             self.client.describe_configs([res], request_timeout=self.timeout)[res],
@@ -321,10 +327,37 @@ class Admin:
             ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
             for k, v in (set_ or {}).items()
         ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if name == "":  # the cluster-wide default broker configs: librdkafka refuses ""
+            ops = [(k, 0, v) for k, v in (set_ or {}).items()] + [(k, 1, None) for k in delete]
+            self.policy.call(
+                lambda: self._protocol_client().incremental_alter_configs(
+                    _RESOURCE_TYPES[resource_type], "", ops
+                )
+            )
+            return
         res = ConfigResource(resource_type, name, incremental_configs=entries)
         self.await_result(
             self.client.incremental_alter_configs([res], request_timeout=self.timeout)[res],
             f"IncrementalAlterConfigs {resource_type} {name!r}",
+        )
+
+    def _default_configs(self, resource_type: str) -> list[ConfigInfo]:
+        entries = self.policy.call(
+            lambda: self._protocol_client().describe_configs(_RESOURCE_TYPES[resource_type], "")
+        )
+        return sorted(
+            (
+                ConfigInfo(
+                    e.name,
+                    None if e.is_sensitive else e.value,
+                    _source_name(int(e.config_source)),
+                    int(e.config_source) == 5,  # DEFAULT_CONFIG
+                    bool(e.read_only),
+                    bool(e.is_sensitive),
+                )
+                for e in entries
+            ),
+            key=lambda c: c.name,
         )
 
     def delete_topic(self, name: str) -> None:

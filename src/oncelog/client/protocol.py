@@ -19,12 +19,14 @@ from typing import Any
 
 from kio.schema.api_versions.v4 import request as av
 from kio.schema.describe_acls.v3 import request as da
+from kio.schema.describe_configs.v1 import request as dc
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.describe_transactions.v0 import request as dt
 from kio.schema.end_txn.v3 import request as et
 from kio.schema.end_txn.v5 import request as et5
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as fc
+from kio.schema.incremental_alter_configs.v0 import request as iac
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.init_producer_id.v6 import request as ip6
 from kio.schema.list_transactions.v1 import request as lt
@@ -411,6 +413,49 @@ class ProtocolClient:
         )
         check(resp.error_code, f"InitProducerId of {transactional_id!r}")
         return int(resp.producer_id), int(resp.producer_epoch)
+
+    # -- configs ------------------------------------------------------------------------
+    # For what confluent-kafka's AdminClient refuses to send: a resource with an empty
+    # name, which is how Kafka names the cluster-wide default broker configs.
+    def describe_configs(self, resource_type: int, name: str) -> list[Any]:
+        """DescribeConfigs of one resource: its entries (kio's, with name, value,
+        config_source, read_only, is_sensitive)."""
+        resp = self.bootstrap().request(
+            dc.DescribeConfigsRequest(
+                resources=(
+                    dc.DescribeConfigsResource(
+                        resource_type=i8(resource_type), resource_name=name, configuration_keys=None
+                    ),
+                ),
+                include_synonyms=False,
+            )
+        )
+        result = resp.results[0]
+        check(result.error_code, f"DescribeConfigs {name!r}: {result.error_message}")
+        return list(result.configs)
+
+    def incremental_alter_configs(
+        self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]]
+    ) -> None:
+        """IncrementalAlterConfigs of one resource: (config, operation, value) each
+        (operations: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)."""
+        resp = self.bootstrap().request(
+            iac.IncrementalAlterConfigsRequest(
+                resources=(
+                    iac.AlterConfigsResource(
+                        resource_type=i8(resource_type),
+                        resource_name=name,
+                        configs=tuple(
+                            iac.AlterableConfig(name=k, config_operation=i8(op), value=v)
+                            for k, op, v in ops
+                        ),
+                    ),
+                ),
+                validate_only=False,
+            )
+        )
+        result = resp.responses[0]
+        check(result.error_code, f"IncrementalAlterConfigs {name!r}: {result.error_message}")
 
     # -- ACLs -----------------------------------------------------------------------------------
     def authorizer_enabled(self) -> bool:

@@ -11,11 +11,11 @@ from oncelog.broker.apis.config_resources import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     SOURCE_DEFAULT,
-    SOURCE_STATIC_BROKER,
     ConfigEntry,
     config_entries,
 )
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER
 from oncelog.broker.request import RequestContext
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
@@ -24,16 +24,31 @@ if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
 
 
-def _broker_entries(broker: Broker) -> list[ConfigEntry]:
-    cfg = broker.config
+def _broker_entries(broker: Broker, per_broker: bool) -> list[ConfigEntry]:
+    """Kafka's ConfigHelper: the broker's id gives every config with its source (dynamic
+    per-broker, dynamic default, static, default); the cluster default ("") only the
+    dynamic defaults. A config is read-only unless it may be set at run time."""
+    dynamic = broker.dynamic
+    if not per_broker:
+        return [
+            ConfigEntry(
+                k,
+                v,
+                SOURCE_DYNAMIC_DEFAULT_BROKER,
+                False,
+                tuple(x for x in dynamic.synonyms(k) if x[2] != SOURCE_DYNAMIC_BROKER),
+            )
+            for k, v in sorted(dynamic.default.items())
+        ]
     return [
         ConfigEntry(
             k,
             str(v).lower() if isinstance(v, bool) else str(v),
-            SOURCE_STATIC_BROKER if k in cfg.explicit else SOURCE_DEFAULT,
-            True,
+            dynamic.source(k),
+            not dynamic.may_alter(k),
+            tuple(dynamic.synonyms(k)),
         )
-        for k, v in sorted(cfg.values.items())
+        for k, v in sorted(broker.config.values.items())
     ]
 
 
@@ -80,7 +95,7 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     f"but received {res.resource_name}",
                 )
             else:
-                entries = _broker_entries(broker)
+                entries = _broker_entries(broker, res.resource_name != "")
         else:
             code, message = (
                 ErrorCode.invalid_request,
@@ -104,7 +119,17 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     config_source=e.source,
                     is_default=e.source == SOURCE_DEFAULT,
                     is_sensitive=is_sensitive(e.name),
-                    synonyms=(),
+                    synonyms=tuple(
+                        make(
+                            r.DescribeConfigsSynonym,
+                            name=name,
+                            value=None if is_sensitive(name) else value,
+                            source=source,
+                        )
+                        for name, value, source in e.synonyms
+                    )
+                    if req.include_synonyms
+                    else (),
                     documentation=None,
                 )
                 for e in entries

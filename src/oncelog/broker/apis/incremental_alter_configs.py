@@ -1,30 +1,24 @@
-"""IncrementalAlterConfigs (API 44, KIP-339): set, delete, append or subtract topic configs."""
+"""IncrementalAlterConfigs (API 44, KIP-339): set, delete, append or subtract topic or
+dynamic broker configs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from oncelog.broker.apis.config_resources import apply_topic_config_change
+from oncelog.broker.apis.config_resources import apply_config_change
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
 from oncelog.protocol.api_keys import ApiKey
-from oncelog.storage.config import TOPIC_CONFIG_DEFAULTS
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset(
-    {
-        "cleanup.policy",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-    }
-)
 
 
 def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
-    def patch(current: dict[str, str], configs: Any) -> dict[str, str]:
+    def patch(current: dict[str, str], configs: Any, lists: Mapping[str, str]) -> dict[str, str]:
         out = dict(current)
         seen = set()
         for c in configs:
@@ -43,12 +37,12 @@ def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
             elif op == OP_DELETE:
                 out.pop(c.name, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if c.name not in LIST_CONFIGS:
+                if c.name not in lists:
                     raise TopicError(
                         ErrorCode.invalid_config,
                         f"Config value append is not allowed for config key: {c.name}",
                     )
-                base = out.get(c.name, TOPIC_CONFIG_DEFAULTS.get(c.name) or "")
+                base = out.get(c.name, lists[c.name])
                 items = [x for x in base.split(",") if x]
                 values = [x for x in (c.value or "").split(",") if x]
                 if op == OP_APPEND:
@@ -60,7 +54,7 @@ def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
                 raise TopicError(ErrorCode.invalid_request, f"Unknown config operation {op}")
         return out
 
-    return apply_topic_config_change(ctx, req, patch)
+    return apply_config_change(ctx, req, patch)
 
 
 API = ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)
