@@ -48,6 +48,7 @@ from oncelog.broker.turns import TurnScheduler
 from oncelog.clock import now_ms
 from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
+from oncelog.group.group_configs import GroupConfigs
 from oncelog.group.service import GroupService
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.page_cache import PageWarmer
@@ -57,6 +58,7 @@ from oncelog.security.credential_store import ScramCredentialStore
 from oncelog.security.principal import MappingRuleError, parse_mapping_rules, principal_from_dn
 from oncelog.security.sasl import scramp
 from oncelog.storage.dir_lock import DataDirLock
+from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.group_sync import GroupSync, held_fsync
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
@@ -143,8 +145,13 @@ class Broker:
             clock=now_ms,
             durable=self.durable,
         )
+        group_config = GroupConfig.from_properties(config.values)
+        # Per-group configs (Kafka 4.0's group configs): meta/group_configs.json, loaded at
+        # start; the heartbeat handler passes a group's values in to the coordinator.
+        self.group_configs = GroupConfigs(group_config)
+        self.group_configs_path = self.data_dir / "meta" / "group_configs.json"
         self.groups = GroupService(
-            GroupConfig.from_properties(config.values),
+            group_config,
             topics=self.topics,
             verify_txn=self.txn.verify_in_transaction,
             clock=now_ms,
@@ -257,6 +264,9 @@ class Broker:
         # Before any log opens: the logs take the dynamic topic defaults from the start.
         self.dynamic.load()
         await self.reconfigure(self.dynamic.effective())
+        if self.group_configs_path.exists():
+            for group_id in self.group_configs.load_json(self.group_configs_path.read_bytes()):
+                log.error("ignoring the stored configs of group %s: no longer valid", group_id)
         self.topics.load()
         self.producer_ids.load()
         self.scram_credentials.load()
@@ -454,6 +464,10 @@ class Broker:
             ", ".join(f"{k}={v}" for k, v in sorted(props.items())) or "(none)",
         )
         await self.reconfigure(new)
+
+    async def save_group_configs(self) -> None:
+        data = self.group_configs.to_json()
+        await asyncio.to_thread(atomic_write, self.group_configs_path, data)
 
     async def reconfigure(self, new: BrokerConfig) -> None:
         """Make ``new``'s values the effective config and apply what changed: each

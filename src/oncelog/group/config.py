@@ -39,6 +39,15 @@ class GroupConfig:
     rebalance_protocols: str = setting("group.coordinator.rebalance.protocols", "classic,consumer")
     consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms", 45_000)
     consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms", 5_000)
+    # The bounds of a group's own consumer.* configs (Kafka's GroupConfig.validateValues).
+    consumer_min_session_timeout_ms: int = setting("group.consumer.min.session.timeout.ms", 45_000)
+    consumer_max_session_timeout_ms: int = setting("group.consumer.max.session.timeout.ms", 60_000)
+    consumer_min_heartbeat_interval_ms: int = setting(
+        "group.consumer.min.heartbeat.interval.ms", 5_000
+    )
+    consumer_max_heartbeat_interval_ms: int = setting(
+        "group.consumer.max.heartbeat.interval.ms", 15_000
+    )
     # KIP-848 online migration of non-empty groups between the classic and the consumer
     # protocol: disabled | upgrade | downgrade | bidirectional (Kafka 4.x's default;
     # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_CONFIG, case-insensitive).

@@ -129,7 +129,7 @@ class ConsumerProtocol:
         if cg.group_epoch > cg.assignment_epoch:
             self.assign(cg)
         reconcile(cg, member, _partitions(req.owned))
-        member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
+        member.session_deadline_ms = now + _session_timeout_ms(self.cfg, req)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_deadline_ms is None:
                 member.rebalance_deadline_ms = now + member.rebalance_timeout_ms
@@ -149,7 +149,8 @@ class ConsumerProtocol:
             E.none,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.cfg.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=req.heartbeat_interval_ms
+            or self.cfg.consumer_heartbeat_interval_ms,
             assignment=assignment,
         )
 
@@ -431,7 +432,7 @@ class ConsumerProtocol:
             if member.member_epoch != STATIC_LEAVE_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH
-            member.session_deadline_ms = now + self.cfg.consumer_session_timeout_ms
+            member.session_deadline_ms = now + _session_timeout_ms(self.cfg, req)
             member.rebalance_deadline_ms = None
         else:
             self.fence(holder, cg, member, now, out)
@@ -572,3 +573,9 @@ def _described(
         DescribedTopicPartitions(t, names.get(t, ""), tuple(sorted(ps)))
         for t, ps in sorted(parts.items(), key=lambda i: str(i[0]))
     )
+
+
+def _session_timeout_ms(cfg: GroupConfig, req: ConsumerHeartbeatRequest) -> int:
+    """The group's consumer.session.timeout.ms, else the broker's (Kafka's
+    GroupMetadataManager.consumerGroupSessionTimeoutMs)."""
+    return req.session_timeout_ms or cfg.consumer_session_timeout_ms

@@ -153,6 +153,10 @@ class ConsumerHeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1  # v1+: the client makes its member id
+    # The group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (group
+    # configs, passed in by the broker); None: the broker's group.consumer.* values.
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.dynamic_config import LIST_CONFIGS, DynamicConfigError
 from oncelog.broker.request import RequestContext
 from oncelog.broker.topics import TopicError
+from oncelog.group import group_configs
 from oncelog.protocol.messages import make
 from oncelog.storage.config import TOPIC_CONFIG_DEFAULTS
 
@@ -20,9 +21,11 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 
 # A resource's new configs from (its current ones, the request's config entries, its
 # LIST-typed config names with their defaults: what APPEND/SUBTRACT start from).
@@ -98,6 +101,8 @@ async def apply_config_change(ctx: RequestContext, req: Any, compute: ConfigChan
                 changed = _alter_topic(ctx, req, res, compute) or changed
             elif res.resource_type == RESOURCE_BROKER:
                 await _alter_broker(ctx, req, res, compute)
+            elif res.resource_type == RESOURCE_GROUP:
+                await _alter_group(ctx, req, res, compute)
             else:
                 raise Refused(
                     ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
@@ -153,6 +158,34 @@ async def _alter_broker(ctx: RequestContext, req: Any, res: Any, compute: Config
     except DynamicConfigError as exc:
         # Kafka answers INVALID_REQUEST for any refused broker config change
         raise Refused(ErrorCode.invalid_request, str(exc)) from exc
+
+
+async def _alter_group(ctx: RequestContext, req: Any, res: Any, compute: ConfigChange) -> None:
+    """A group's configs (Kafka 4.0: ControllerConfigurationValidator and
+    GroupConfigManager.validate), kept in meta/group_configs.json."""
+    broker = ctx.broker
+    if not ctx.authorized(Op.ALTER_CONFIGS, Res.GROUP, res.resource_name):
+        raise Refused(ErrorCode.group_authorization_failed, None)
+    if not res.resource_name:
+        raise Refused(ErrorCode.invalid_request, "Default group resources are not allowed.")
+    props = compute(broker.group_configs.of(res.resource_name), res.configs, {})
+    try:
+        group_configs.validate(props, broker.group_configs.cfg)
+    except group_configs.GroupConfigError as exc:
+        raise Refused(ErrorCode.invalid_config, str(exc)) from exc
+    if req.validate_only:
+        return
+    broker.group_configs.set(res.resource_name, props)
+    await broker.save_group_configs()
+
+
+def group_entries(broker: Broker, group_id: str) -> list[ConfigEntry]:
+    """Kafka's ConfigHelper.createGroupConfigEntry: GROUP_CONFIG if the group sets it."""
+    own = broker.group_configs.of(group_id)
+    return [
+        ConfigEntry(name, str(value), SOURCE_GROUP if name in own else SOURCE_DEFAULT)
+        for name, value in sorted(broker.group_configs.effective(group_id).items())
+    ]
 
 
 def check_node_id(node_id: int, name: str) -> None:

@@ -40,6 +40,9 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.peer.rpartition(":")[0],
             api_version=ctx.version,
+            # the group's own configs, if set (Kafka's GroupConfigManager)
+            session_timeout_ms=ctx.broker.group_configs.session_timeout_ms(req.group_id),
+            heartbeat_interval_ms=ctx.broker.group_configs.heartbeat_interval_ms(req.group_id),
         )
     )
     r = ctx.response

@@ -1,4 +1,4 @@
-"""DescribeConfigs (API 32): effective topic configs and the static broker configs."""
+"""DescribeConfigs (API 32): effective topic, broker and group configs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.apis.acl_checks import Op, Res, cluster_authorized
 from oncelog.broker.apis.config_resources import (
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     SOURCE_DEFAULT,
     ConfigEntry,
     config_entries,
+    group_entries,
 )
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER
@@ -78,6 +80,15 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
             ctx, Op.DESCRIBE_CONFIGS
         ):
             code, message = ErrorCode.cluster_authorization_failed, None
+        elif res.resource_type == RESOURCE_GROUP and not ctx.authorized(
+            Op.DESCRIBE_CONFIGS, Res.GROUP, res.resource_name
+        ):
+            code, message = ErrorCode.group_authorization_failed, None
+        elif res.resource_type == RESOURCE_GROUP:
+            if not res.resource_name:
+                code, message = ErrorCode.invalid_request, "Group name must not be empty"
+            else:
+                entries = group_entries(broker, res.resource_name)
         elif res.resource_type == RESOURCE_TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
