@@ -937,7 +937,7 @@ def round_topic(w: str, run_id: int, r: int) -> str | None:
     ``--mb`` per round on each broker (Tansu's memory engine holds every byte in RAM,
     ~3.5 GB by the last produce-txn round; oncelog's page cache likewise), and on this
     machine the broker's system CPU per GB written quadrupled once the total grew past a
-    few GB (docs/performance.md, "Transactional produce in a full run")."""
+    few GB (docs/perf-notes/full-runs.md, "Transactional produce in a full run")."""
     if w == "produce-idem":
         return f"idem-{run_id}-{r}"
     if w == "produce-txn":

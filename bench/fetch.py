@@ -67,7 +67,7 @@ def read_all(
             # default) whenever its local queue is over queued.min.messages or
             # queued.max.messages.kbytes. A broker that answers faster than the loop below
             # drains the queue trips it now and then: a whole second with nothing fetched,
-            # in a read that takes under one (docs/performance.md, "Consume"). 10 ms
+            # in a read that takes under one (docs/perf-notes/fetch.md, "Consume"). 10 ms
             # keeps the client's flow control and measures the broker, for every broker.
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         }

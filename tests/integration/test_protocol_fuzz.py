@@ -247,7 +247,7 @@ def _fuzz(broker: EmbeddedBroker, seconds: float) -> dict[str, Any]:
     # The restart loads every offset commit the fuzzer made: ~954,000 records after a
     # 30-minute soak took 18.5 s (the group coordinator decodes each one before the broker
     # is ready), over EmbeddedBroker's default 20 s. The oracle is what survives, not how
-    # fast the load is (docs/performance.md, start-up).
+    # fast the load is (docs/perf-notes/startup.md, coordinator loads).
     broker.start(timeout=180)
     try:
         found = read_topic(broker.bootstrap, topic, max(canary.acked) + 1)

@@ -78,7 +78,7 @@ def test_broker_writes_nothing_outside_its_data_dir(tmp_path: Path) -> None:
     assert (data_dir / "hygiene-0").is_dir()
 
 
-# What a broker's start must not import (docs/performance.md, "Start-up and scale"): the
+# What a broker's start must not import (docs/perf-notes/startup.md, "Start-up and scale"): the
 # admin CLI's subcommands and what they pull in (the client with its kio schemas, rich,
 # confluent-kafka), typer's pydantic coercion, and libraries only some configurations
 # use (a config file, client certificates, SCRAM, the metrics listener). Each cost a

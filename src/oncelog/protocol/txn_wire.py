@@ -3,7 +3,7 @@
 Why: every transaction answers one or two AddPartitionsToTxn and one EndTxn, and each
 response is a handful of bytes. Building it as a kio dataclass through ``make`` and
 encoding it with kio's entity writer cost about as much broker CPU as the coordinator
-work behind it (docs/performance.md, "EndTxn latency"). Here the body is packed with
+work behind it (docs/perf-notes/transactions.md, "EndTxn latency"). Here the body is packed with
 ``struct``; ``encode_response`` adds the header as for Produce's hand-encoded answers.
 
 The Hypothesis tests in ``tests/unit/test_txn_wire.py`` hold every version byte-equal to
