@@ -63,8 +63,8 @@ def test_security_worked_example_runs_as_written(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        log = tmp_path / "broker.log"
-        tail = log.read_text()[-3000:] if log.exists() else ""
+        log_file = tmp_path / "broker.log"
+        tail = log_file.read_text()[-3000:] if log_file.exists() else ""
         raise AssertionError(f"the worked example hung:\n{out}\n{tail}") from None
     finally:
         try:
