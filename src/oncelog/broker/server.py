@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
+# How long a connection whose authentication failed stays open after its answer.
+AUTH_FAILURE_LINGER_S = 0.05
 # One DEBUG line per request; off unless switched on (SIGUSR1 toggles it at run time, see
 # oncelog.broker.run). Checked with isEnabledFor so the hot path pays nothing when off.
 request_log = logging.getLogger("oncelog.broker.requests")
@@ -135,6 +137,12 @@ class Connection:
                     await self.protocol.send(out)
                 if failed:
                     await self._flush_owed()  # the error answer goes out before the close
+                    # A moment for the client to read it: closing a socket that still
+                    # holds unread client bytes sends a reset, which can discard the
+                    # answer in the client's buffer before it is read.
+                    await asyncio.sleep(
+                        min(AUTH_FAILURE_LINGER_S, self.broker.failed_authentication_delay_s)
+                    )
                     break
                 if self.session.authenticated:
                     self.protocol.parser.max_size = self._full_frame_size
