@@ -262,7 +262,9 @@ def test_a_wrong_password_is_an_authentication_error_not_a_timeout(
     failures = [
         r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()
     ]
-    assert failures and "socket disconnected" not in failures[0], [r.getMessage() for r in caplog.records][-15:]
+    assert failures and "socket disconnected" not in failures[0], [
+        r.getMessage() for r in caplog.records
+    ][-15:]
     log = secured.tail_log(200)
     failed = [
         line
