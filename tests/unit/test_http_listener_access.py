@@ -15,7 +15,6 @@ from oncelog.broker.http.access import (
     HIDDEN_ID,
     Scope,
     abort_refusal,
-    basic_credentials,
     scoped_groups,
     scoped_hanging,
     scoped_snapshot,
@@ -34,6 +33,7 @@ from oncelog.security.acl import (
 )
 from oncelog.security.acl_store import AclStore
 from oncelog.security.credential_store import ScramCredentialStore
+from oncelog.security.http_basic import basic_credentials
 from oncelog.security.sasl import (
     PlainAuthenticator,
     SaslAuthenticationError,

@@ -106,6 +106,8 @@ class ProducePlan:
     transactional_id: str | None
     items: list[_Validated | ProduceError]
     to_add: list[NotInTransaction | None]
+    # Every transactional batch was checked against its transaction while preparing.
+    verified: bool = False
 
     def pending_adds(self) -> dict[tuple[int, int], list[int]]:
         """(producer id, epoch) -> indexes of the entries to add for it."""
@@ -200,11 +202,14 @@ class PartitionWriter:
                 # ``items``) would make a cycle only a full garbage collection frees
                 items.append(exc.with_traceback(None))
             to_add.append(pending)
-        return ProducePlan(acks, transactional_id, items, to_add)
+        return ProducePlan(acks, transactional_id, items, to_add, verified=implicit_add)
 
-    def commit(self, plan: ProducePlan) -> ProduceOutcome:
+    def commit(self, plan: ProducePlan, *, after_wait: bool = False) -> ProduceOutcome:
         """Append the plan's validated batches in request order, each checked against its
-        transaction right before it is appended (KIP-890 part 1)."""
+        transaction (KIP-890 part 1) unless ``prepare`` just did, with nothing awaited
+        since. ``after_wait``: the plan waited (an implicit add), so the transaction and
+        the partition itself are checked again."""
+        check_txn = after_wait or not plan.verified
         results: list[AppendResult | ProduceError] = []
         written: dict[PartitionLog, int] = {}
         now = self._clock()
@@ -213,7 +218,7 @@ class PartitionWriter:
                 results.append(item)
                 continue
             try:
-                result = self._append(item, plan.transactional_id, now)
+                result = self._append(item, plan.transactional_id, now, check_txn, after_wait)
                 results.append(result)
                 written[item.log] = result.last_offset + 1
             except ProduceError as exc:
@@ -289,16 +294,24 @@ class PartitionWriter:
             header.producer_epoch,
         )
 
-    def _append(self, item: _Validated, transactional_id: str | None, now: int) -> AppendResult:
-        if self._topics.partition(item.topic, item.partition) is not item.log:
+    def _append(
+        self,
+        item: _Validated,
+        transactional_id: str | None,
+        now: int,
+        check_txn: bool,
+        after_wait: bool,
+    ) -> AppendResult:
+        if after_wait and self._topics.partition(item.topic, item.partition) is not item.log:
             # Deleted (or re-created) while an implicit add was awaited.
             raise ProduceError(
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-        refused = self._not_in_transaction(item, transactional_id)
-        if refused is not None:
-            raise refused
+        if check_txn:
+            refused = self._not_in_transaction(item, transactional_id)
+            if refused is not None:
+                raise refused
         part = item.log
         try:
             # The log writes the base offset (and LogAppendTime) into these bytes, then

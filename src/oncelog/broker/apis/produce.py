@@ -90,7 +90,7 @@ def produce(ctx: RequestContext, req: Any) -> Any:
 
     async def after_adds() -> Any:
         await _add_implicitly(ctx, req.transactional_id, plan, adds)
-        outcome = writer.commit(plan)
+        outcome = writer.commit(plan, after_wait=True)
         return _response(ctx, req, await writer.until_durable(outcome))
 
     return Deferred(after_adds())

@@ -10,8 +10,6 @@ the rules Kafka's APIs filter listings with. Without an authorizer, or for a sup
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 from collections.abc import Callable
 from typing import Protocol
@@ -36,23 +34,6 @@ HTTP_LISTENER = "metrics.listener"
 # Shown instead of the transactional id of a hanging transaction whose partition the
 # caller may read, but whose transactional id it may not describe.
 HIDDEN_ID = "(not authorized)"
-
-
-def basic_credentials(header: str | None) -> tuple[str, str] | None:
-    """``Basic <base64(user:password)>`` -> (user, password); None when the header is
-    missing or is not that. UTF-8, as RFC 7617's ``charset="UTF-8"`` and every browser
-    today send it; the password may contain ``:``, the user name may not."""
-    if not header:
-        return None
-    scheme, _, encoded = header.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    user, colon, password = decoded.partition(":")
-    return (user, password) if colon else None
 
 
 class Permits(Protocol):

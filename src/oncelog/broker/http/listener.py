@@ -43,7 +43,6 @@ from oncelog.broker.http.access import (
     Scope,
     ScopedView,
     abort_refusal,
-    basic_credentials,
     scoped_snapshot,
 )
 from oncelog.broker.metrics import (
@@ -55,6 +54,7 @@ from oncelog.broker.metrics import (
 )
 from oncelog.broker.startup import ListenError, listen_socket
 from oncelog.broker.state_view import BrokerStateView
+from oncelog.security.http_basic import basic_credentials
 from oncelog.security.principal import ANONYMOUS
 from oncelog.security.sasl import SaslAuthenticationError
 

@@ -11,7 +11,6 @@ never mixes with unprefixed values.
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
 import logging
 import os
@@ -28,6 +27,7 @@ from oncelog.connect.runtime.worker_config import (
     REST_BASIC_AUTH_CREDENTIALS_FILE,
     WorkerConfig,
 )
+from oncelog.security.http_basic import basic_credentials
 from oncelog.security.tls import TlsConfigError, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -80,18 +80,10 @@ class BasicAuthenticator:
 
     def authenticate(self, authorization: str | None) -> str | None:
         """The user an ``Authorization: Basic …`` header proves, or None."""
-        if not authorization:
+        credentials = basic_credentials(authorization)
+        if credentials is None or not credentials[0]:
             return None
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "basic" or not token:
-            return None
-        try:
-            decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        user, sep, password = decoded.partition(":")
-        if not sep or not user:
-            return None
+        user, password = credentials
         expected = self._users.get(user)
         # Compared in constant time, and against a dummy for unknown users, so that
         # timing tells an attacker neither the password nor which users exist.
