@@ -61,6 +61,21 @@ def open_transaction(bootstrap: str, topic: str, txn_id: str, timeout_ms: int) -
     return p
 
 
+def wait_for_hanging(bootstrap: str, within_s: float = 60.0) -> list[dict[str, object]]:
+    """find-hanging's rows once it reports any (a loaded machine may take a while)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        rows = cli_hanging(bootstrap)
+        if rows or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
+
+
+# Generous timeouts: the "not hanging yet" checks start a CLI process each, which can take
+# seconds on a loaded two-core machine, and must finish before the transaction is overdue.
+TIMEOUT_MS = 10_000
+
+
 def test_an_overdue_transaction_is_hanging_for_both(tmp_path: Path) -> None:
     """Past its timeout, before the coordinator's next abort sweep: overdue, in both."""
     settings = {
@@ -72,10 +87,9 @@ def test_an_overdue_transaction_is_hanging_for_both(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "data", settings=settings) as b:
         assert b.http_url is not None
         create_topic(b.bootstrap, "late", 1)
-        producer = open_transaction(b.bootstrap, "late", "late-txn", 1000)
+        producer = open_transaction(b.bootstrap, "late", "late-txn", TIMEOUT_MS)
         assert cli_hanging(b.bootstrap) == [] and console_hanging(b.http_url) == []
-        time.sleep(1.5)
-        [row] = cli_hanging(b.bootstrap)
+        [row] = wait_for_hanging(b.bootstrap)
         assert (row["topic"], row["partition"], row["transactional_id"], row["kind"]) == (
             "late",
             0,
@@ -92,11 +106,14 @@ def test_an_overdue_transaction_is_hanging_for_both(tmp_path: Path) -> None:
 def test_an_orphaned_transaction_is_hanging_for_both(tmp_path: Path) -> None:
     """The coordinator lost the transaction: orphaned, in both, once the producer has been
     idle past transaction.max.timeout.ms (the broker's, which the CLI reads)."""
-    settings = {"metrics.listener": "http://127.0.0.1:0", "transaction.max.timeout.ms": "2000"}
+    settings = {
+        "metrics.listener": "http://127.0.0.1:0",
+        "transaction.max.timeout.ms": str(TIMEOUT_MS),
+    }
     b = EmbeddedBroker(tmp_path / "data", settings=settings).start()
     try:
         create_topic(b.bootstrap, "lost", 1)
-        producer = open_transaction(b.bootstrap, "lost", "lost-txn", 2000)
+        producer = open_transaction(b.bootstrap, "lost", "lost-txn", TIMEOUT_MS)
         del producer
         b.kill()
         for d in (tmp_path / "data").glob("__transaction_state-*"):
@@ -104,8 +121,7 @@ def test_an_orphaned_transaction_is_hanging_for_both(tmp_path: Path) -> None:
         b.start()
         assert b.http_url is not None
         assert cli_hanging(b.bootstrap) == [] and console_hanging(b.http_url) == []
-        time.sleep(2.5)
-        [row] = cli_hanging(b.bootstrap)
+        [row] = wait_for_hanging(b.bootstrap)
         assert (row["topic"], row["transactional_id"], row["kind"]) == ("lost", None, "orphaned")
         assert console_hanging(b.http_url) == [("lost", 0, row["producer_id"], "orphaned")]
     finally:
