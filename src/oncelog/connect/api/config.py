@@ -1,388 +1,92 @@
-"""Typed configuration definitions, like Kafka's ``ConfigDef``.
+"""Typed configuration definitions for Connect's plugin API, Kafka's ``ConfigDef``.
 
-A :class:`ConfigDef` declares keys with a type, a default, an optional validator, an
-importance and documentation. ``parse`` turns string maps (as they come from
-properties files and REST bodies) into typed values and fails on the first bad key;
-``validate`` collects every problem per key, which is what the REST validation
-endpoint reports (:func:`config_infos`, Kafka's ``ConfigInfos`` JSON shape).
+The definitions are the shared ones of :mod:`oncelog.config`; what Connect adds is
+that every configuration error leaving them is Connect's own
+:class:`~oncelog.connect.api.errors.ConfigException` (so Connect's handlers and REST
+answers see the errors they always did), and the REST validation response
+(:func:`config_infos`, Kafka's ``ConfigInfos`` JSON shape).
 """
 
 from __future__ import annotations
 
-import enum
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any
 
-from oncelog.connect.api.config_validators import Validator
-from oncelog.connect.api.errors import ConfigException, MissingConfigException
+from oncelog.config import config_def as shared
+from oncelog.config.config_def import (
+    NO_DEFAULT_VALUE,
+    ConfigKey,
+    ConfigType,
+    ConfigValue,
+    Importance,
+    Password,
+    Width,
+    convert_to_string,
+    value_string,
+)
+from oncelog.config.errors import ConfigException as SharedConfigException
+from oncelog.connect.api.errors import ConfigException, MissingConfigException, as_connect_error
 
-
-class ConfigType(enum.Enum):
-    BOOLEAN = "BOOLEAN"
-    STRING = "STRING"
-    INT = "INT"
-    SHORT = "SHORT"
-    LONG = "LONG"
-    DOUBLE = "DOUBLE"
-    LIST = "LIST"
-    CLASS = "CLASS"
-    PASSWORD = "PASSWORD"
-
-
-class Importance(enum.Enum):
-    HIGH = "HIGH"
-    MEDIUM = "MEDIUM"
-    LOW = "LOW"
-
-
-class Width(enum.Enum):
-    NONE = "NONE"
-    SHORT = "SHORT"
-    MEDIUM = "MEDIUM"
-    LONG = "LONG"
-
-
-class _NoDefault:
-    def __repr__(self) -> str:
-        return "NO_DEFAULT_VALUE"
-
-
-NO_DEFAULT_VALUE: Any = _NoDefault()
-"""Marks a required key (Kafka's ``ConfigDef.NO_DEFAULT_VALUE``)."""
-
-
-class Password:
-    """A secret value; its ``str`` never shows the secret (Kafka's ``Password``)."""
-
-    HIDDEN = "[hidden]"
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def value(self) -> str:
-        return self._value
-
-    def __str__(self) -> str:
-        return self.HIDDEN
-
-    __repr__ = __str__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Password) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
-_INT_RANGES = {
-    ConfigType.SHORT: (-(2**15), 2**15 - 1, "a 16-bit integer"),
-    ConfigType.INT: (-(2**31), 2**31 - 1, "a 32-bit integer"),
-    ConfigType.LONG: (-(2**63), 2**63 - 1, "a 64-bit integer"),
-}
+__all__ = [
+    "NO_DEFAULT_VALUE",
+    "AbstractConfig",
+    "ConfigDef",
+    "ConfigException",
+    "ConfigKey",
+    "ConfigType",
+    "ConfigValue",
+    "Importance",
+    "MissingConfigException",
+    "Password",
+    "Width",
+    "config_infos",
+    "convert_to_string",
+    "parse_type",
+]
 
 
 def parse_type(name: str, value: Any, type_: ConfigType) -> Any:
-    """Convert ``value`` (usually a string) to ``type_``; None stays None.
-
-    Raises :class:`ConfigException` with Kafka's wording when it cannot.
-    """
-    if value is None:
-        return None
-    if (
-        isinstance(value, str)
-        and type_ is not ConfigType.STRING
-        and type_ is not ConfigType.PASSWORD
-    ):
-        value = value.strip()
-    if type_ is ConfigType.BOOLEAN:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            if value.lower() == "true":
-                return True
-            if value.lower() == "false":
-                return False
-            raise ConfigException(name, value, "Expected value to be either true or false")
-        raise ConfigException(
-            name,
-            value,
-            f"Expected value to be either true or false, but it was a {type(value).__name__}",
-        )
-    if type_ is ConfigType.STRING:
-        if isinstance(value, str):
-            return value
-        raise ConfigException(
-            name, value, f"Expected value to be a string, but it was a {type(value).__name__}"
-        )
-    if type_ is ConfigType.PASSWORD:
-        if isinstance(value, Password):
-            return value
-        if isinstance(value, str):
-            return Password(value)
-        raise ConfigException(
-            name, value, "Expected value to be a string, but it was a " + type(value).__name__
-        )
-    if type_ in _INT_RANGES:
-        low, high, what = _INT_RANGES[type_]
-        if isinstance(value, bool):
-            raise ConfigException(name, value, f"Expected value to be {what}, but it was a bool")
-        if isinstance(value, int):
-            parsed = value
-        elif isinstance(value, str):
-            if not re.fullmatch(r"[+-]?\d+", value):
-                raise ConfigException(name, value, f"Not a number of type {type_.value}")
-            parsed = int(value)
-        else:
-            raise ConfigException(
-                name, value, f"Expected value to be {what}, but it was a {type(value).__name__}"
-            )
-        if not low <= parsed <= high:
-            raise ConfigException(name, value, f"Not a number of type {type_.value}")
-        return parsed
-    if type_ is ConfigType.DOUBLE:
-        if isinstance(value, bool):
-            raise ConfigException(name, value, "Expected value to be a double, but it was a bool")
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                raise ConfigException(name, value, "Not a number of type DOUBLE") from None
-        raise ConfigException(
-            name, value, f"Expected value to be a double, but it was a {type(value).__name__}"
-        )
-    if type_ is ConfigType.LIST:
-        if isinstance(value, list | tuple):
-            return [str(v) for v in value]
-        if isinstance(value, str):
-            return [] if not value else [part.strip() for part in value.split(",")]
-        raise ConfigException(
-            name, value, f"Expected a comma separated list, but it was a {type(value).__name__}"
-        )
-    if type_ is ConfigType.CLASS:
-        # Classes are resolved by the plugin registry; here a class is its name.
-        if isinstance(value, str):
-            return value
-        if isinstance(value, type):
-            return f"{value.__module__}.{value.__qualname__}"
-        raise ConfigException(
-            name, value, "Expected a class name, but it was a " + type(value).__name__
-        )
-    raise AssertionError(type_)
+    """:func:`oncelog.config.parse_type`, failing with Connect's ConfigException."""
+    try:
+        return shared.parse_type(name, value, type_)
+    except SharedConfigException as exc:
+        raise as_connect_error(exc) from exc
 
 
-def convert_to_string(value: Any, type_: ConfigType) -> str | None:
-    """Render a parsed value as Kafka's ``ConfigDef.convertToString`` does."""
-    if value is None:
-        return None
-    if type_ is ConfigType.LIST:
-        return ",".join(value)
-    if type_ is ConfigType.BOOLEAN:
-        return "true" if value else "false"
-    if type_ is ConfigType.PASSWORD:
-        return Password.HIDDEN
-    if type_ is ConfigType.DOUBLE:
-        return repr(float(value))
-    return str(value)
-
-
-# --- definitions -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    name: str
-    type: ConfigType
-    default: Any
-    importance: Importance
-    documentation: str
-    validator: Validator | None = None
-    group: str | None = None
-    order_in_group: int = -1
-    width: Width = Width.NONE
-    display_name: str = ""
-    dependents: tuple[str, ...] = ()
-
-    @property
-    def has_default(self) -> bool:
-        return self.default is not NO_DEFAULT_VALUE
-
-
-@dataclass
-class ConfigValue:
-    """The result of validating one key: Kafka's ``ConfigValue``."""
-
-    name: str
-    value: Any = None
-    recommended_values: list[Any] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    visible: bool = True
-
-    def add_error(self, message: str) -> None:
-        self.errors.append(message)
-
-
-class ConfigDef:
-    """An ordered set of :class:`ConfigKey` definitions."""
-
-    def __init__(self, keys: Iterable[ConfigKey] = ()) -> None:
-        self._keys: dict[str, ConfigKey] = {}
-        for key in keys:
-            self._add(key)
+class ConfigDef(shared.ConfigDef):
+    """The shared :class:`~oncelog.config.ConfigDef`, failing with Connect's errors."""
 
     def _add(self, key: ConfigKey) -> None:
-        if key.name in self._keys:
-            raise ConfigException(f"Configuration {key.name} is defined twice.")
-        if key.has_default and key.default is not None:
-            # Defaults are checked at definition time, as Kafka does.
-            parsed = parse_type(key.name, key.default, key.type)
-            if key.validator is not None:
-                key.validator(key.name, parsed)
-            key = _replace_default(key, parsed)
-        self._keys[key.name] = key
-
-    def define(
-        self,
-        name: str,
-        type_: ConfigType,
-        default: Any = NO_DEFAULT_VALUE,
-        validator: Validator | None = None,
-        importance: Importance = Importance.MEDIUM,
-        documentation: str = "",
-        *,
-        group: str | None = None,
-        order_in_group: int = -1,
-        width: Width = Width.NONE,
-        display_name: str = "",
-        dependents: Sequence[str] = (),
-    ) -> ConfigDef:
-        """Add a key; returns ``self`` so definitions can be chained."""
-        self._add(
-            ConfigKey(
-                name,
-                type_,
-                default,
-                importance,
-                documentation,
-                validator,
-                group,
-                order_in_group,
-                width,
-                display_name or name,
-                tuple(dependents),
-            )
-        )
-        return self
-
-    def merge(self, other: ConfigDef) -> ConfigDef:
-        """A new definition with this one's keys then ``other``'s (which must not clash)."""
-        merged = ConfigDef(self._keys.values())
-        for key in other.keys():
-            merged._add(key)
-        return merged
-
-    def keys(self) -> list[ConfigKey]:
-        return list(self._keys.values())
-
-    def names(self) -> list[str]:
-        return list(self._keys)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._keys
-
-    def __getitem__(self, name: str) -> ConfigKey:
-        return self._keys[name]
-
-    def groups(self) -> list[str]:
-        seen: list[str] = []
-        for key in self._keys.values():
-            if key.group is not None and key.group not in seen:
-                seen.append(key.group)
-        return seen
-
-    def parse(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        """Typed values for every defined key; the first invalid or missing key raises."""
-        values: dict[str, Any] = {}
-        for key in self._keys.values():
-            values[key.name] = self._parse_value(key, props.get(key.name), key.name in props)
-        return values
+        try:
+            super()._add(key)
+        except SharedConfigException as exc:
+            raise as_connect_error(exc) from exc
 
     def _parse_value(self, key: ConfigKey, raw: Any, present: bool) -> Any:
-        if present:
-            value = parse_type(key.name, raw, key.type)
-        elif key.has_default:
-            value = key.default
-        else:
-            raise MissingConfigException(key.name)
-        # An optional key left unset (None) is not validated: validators check real values.
-        if key.validator is not None and not (
-            value is None and key.has_default and key.default is None
-        ):
-            key.validator(key.name, value)
-        return value
-
-    def validate(self, props: Mapping[str, Any]) -> dict[str, ConfigValue]:
-        """A :class:`ConfigValue` per defined key, each with all of its errors."""
-        result: dict[str, ConfigValue] = {}
-        for key in self._keys.values():
-            config_value = ConfigValue(key.name)
-            try:
-                config_value.value = self._parse_value(key, props.get(key.name), key.name in props)
-            except ConfigException as exc:
-                config_value.value = props.get(key.name)
-                config_value.add_error(str(exc))
-            result[key.name] = config_value
-        return result
+        try:
+            return super()._parse_value(key, raw, present)
+        except SharedConfigException as exc:
+            raise as_connect_error(exc) from exc
 
 
-def _replace_default(key: ConfigKey, default: Any) -> ConfigKey:
-    return replace(key, default=default)
+class AbstractConfig(shared.AbstractConfig):
+    """The shared :class:`~oncelog.config.AbstractConfig`, failing with Connect's errors."""
 
-
-class AbstractConfig:
-    """Parsed values of a :class:`ConfigDef` plus the original strings (Kafka's
-    ``AbstractConfig``), with typed getters and prefix views."""
-
-    def __init__(self, definition: ConfigDef, originals: Mapping[str, Any]) -> None:
-        self.definition = definition
-        self.originals: dict[str, Any] = dict(originals)
-        self.values = definition.parse(self.originals)
+    def __init__(self, definition: shared.ConfigDef, originals: Mapping[str, Any]) -> None:
+        try:
+            super().__init__(definition, originals)
+        except SharedConfigException as exc:
+            raise as_connect_error(exc) from exc
 
     def get(self, name: str) -> Any:
-        if name not in self.values:
-            raise ConfigException(f"Unknown configuration '{name}'")
-        return self.values[name]
-
-    def get_int(self, name: str) -> int:
-        return int(self.get(name))
-
-    def get_str(self, name: str) -> str | None:
-        value = self.get(name)
-        return None if value is None else str(value)
-
-    def get_bool(self, name: str) -> bool:
-        return bool(self.get(name))
-
-    def get_list(self, name: str) -> list[str]:
-        return list(self.get(name) or [])
-
-    def get_password(self, name: str) -> str | None:
-        value = self.get(name)
-        return None if value is None else value.value()
-
-    def originals_with_prefix(self, prefix: str, strip: bool = True) -> dict[str, Any]:
-        return {
-            (k[len(prefix) :] if strip else k): v
-            for k, v in self.originals.items()
-            if k.startswith(prefix)
-        }
+        try:
+            return super().get(name)
+        except SharedConfigException as exc:
+            raise as_connect_error(exc) from exc
 
 
 def config_infos(
-    name: str, definition: ConfigDef, values: Mapping[str, ConfigValue]
+    name: str, definition: shared.ConfigDef, values: Mapping[str, ConfigValue]
 ) -> dict[str, Any]:
     """Kafka Connect's validation response (``ConfigInfos``): ``name``, ``error_count``,
     ``groups`` and one ``{"definition": …, "value": …}`` entry per key."""
@@ -410,7 +114,7 @@ def config_infos(
                 },
                 "value": {
                     "name": key.name,
-                    "value": _value_string(value.value, key.type),
+                    "value": value_string(value.value, key.type),
                     "recommended_values": [str(v) for v in value.recommended_values],
                     "errors": list(value.errors),
                     "visible": value.visible,
@@ -423,14 +127,3 @@ def config_infos(
         "groups": definition.groups(),
         "configs": configs,
     }
-
-
-def _value_string(value: Any, type_: ConfigType) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str) and type_ is not ConfigType.PASSWORD:
-        return value
-    try:
-        return convert_to_string(value, type_)
-    except (TypeError, ValueError):
-        return str(value)

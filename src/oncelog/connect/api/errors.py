@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from oncelog.config import errors as config_errors
 
 
 class ConnectException(Exception):
@@ -17,42 +17,31 @@ class DataException(ConnectException):
     """A record's data cannot be converted, validated or transformed."""
 
 
-class ConfigException(ConnectException):
+class ConfigException(config_errors.ConfigException, ConnectException):
     """An invalid configuration value, worded like Kafka's ``ConfigException``.
 
     ``ConfigException(name, value, message)`` renders as
-    ``Invalid value <value> for configuration <name>: <message>``.
+    ``Invalid value <value> for configuration <name>: <message>``. In Kafka the class is
+    not a ``ConnectException``; here Connect's own is both, so Connect's handlers treat
+    configuration errors as Connect errors, as they always have. Errors raised by the
+    shared :mod:`oncelog.config` are turned into this class at Connect's API
+    (:func:`as_connect_error`).
     """
 
-    def __init__(self, name: str, value: Any = None, message: str | None = None) -> None:
-        self.config_name = name
-        self.config_value = value
-        self.reason = message
-        if value is None and message is None:
-            # The one-argument form carries a complete message.
-            text = name
-        else:
-            text = f"Invalid value {value} for configuration {name}"
-            if message:
-                text += f": {message}"
-        super().__init__(text)
 
-    def with_prefix(self, prefix: str) -> ConfigException:
-        """The same error for the key as seen under ``prefix`` (e.g. ``transforms.x.``)."""
-        if self.config_value is None and self.reason is None:
-            return ConfigException(str(self))
-        return ConfigException(prefix + self.config_name, self.config_value, self.reason)
-
-
-class MissingConfigException(ConfigException):
+class MissingConfigException(config_errors.MissingConfigException, ConfigException):
     """A required key without a value (Kafka's wording)."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f'Missing required configuration "{name}" which has no default value.')
-        self.config_name = name
 
-    def with_prefix(self, prefix: str) -> ConfigException:
-        return MissingConfigException(prefix + self.config_name)
+def as_connect_error(exc: config_errors.ConfigException) -> ConfigException:
+    """``exc`` as Connect's :class:`ConfigException`, with the same message."""
+    if isinstance(exc, ConfigException):
+        return exc
+    if isinstance(exc, config_errors.MissingConfigException):
+        return MissingConfigException(exc.config_name)
+    if exc.complete_message:
+        return ConfigException(str(exc))
+    return ConfigException(exc.config_name, exc.config_value, exc.reason)
 
 
 class NotFoundException(ConnectException):
