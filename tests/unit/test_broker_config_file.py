@@ -59,7 +59,7 @@ def test_a_stock_kafka_server_properties_is_accepted_with_its_cluster_keys_ignor
         "share.coordinator.state.topic.min.isr"
     )
     assert cfg.data_dir == Path("/tmp/kraft-combined-logs")
-    assert cfg.get_int("log.retention.hours") == 168
+    assert cfg.settings.log_retention_hours == 168
     # The CONTROLLER listener serves a KRaft quorum: only PLAINTEXT is served here.
     [listener] = parse_listeners(cfg)
     assert (listener.name, listener.port, listener.advertised_host) == (

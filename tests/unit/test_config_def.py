@@ -41,3 +41,24 @@ def test_not_a_number_wording_and_merging_shared_keys() -> None:
     assert merged.names() == ["n"]
     with pytest.raises(ConfigException, match="defined twice"):
         _define(ConfigDef()).merge(ConfigDef().define("n", ConfigType.LONG, 2))
+
+
+def test_typed_settings_are_built_once_from_their_declarations() -> None:
+    from oncelog.broker.config import BROKER_CONFIG_DEF, BrokerConfig, BrokerConfigError
+    from oncelog.group.config import GroupConfig
+
+    assert all(key.documentation for key in BROKER_CONFIG_DEF.keys())
+    assert BROKER_CONFIG_DEF["offsets.retention.minutes"].default == 10_080
+    assert GroupConfig.from_properties({"offsets.retention.minutes": "2"}).offsets_retention_ms == (
+        120_000
+    )
+    config = BrokerConfig.build(overrides={"num.partitions": "3", "log.cleaner.threads": "0"})
+    assert config.settings is config.settings  # built once, not per read
+    assert (config.settings.num_partitions, config.cleaner.thread_count) == (3, 1)
+    config.set("num.partitions", "4")
+    assert config.settings.num_partitions == 4
+    with pytest.raises(
+        BrokerConfigError,
+        match="^Invalid value 2.5 for configuration num.partitions: Not an integer$",
+    ):
+        config.set("num.partitions", "2.5")

@@ -123,7 +123,7 @@ def test_creation_rate_settings() -> None:
         match="fast for configuration listener.name.plaintext.max.connection.creation.rate",
     ):
         CreationRates.from_config(bad, ["PLAINTEXT"])
-    assert BrokerConfig.build().get_int("max.connection.creation.rate") == 2**31 - 1
+    assert BrokerConfig.build().settings.max_connection_creation_rate == 2**31 - 1
 
 
 def test_the_security_docs_rate_example_is_a_valid_config() -> None:
@@ -142,5 +142,5 @@ def test_the_security_docs_rate_example_is_a_valid_config() -> None:
         overrides={"listeners": "SASL_SSL://127.0.0.1:0", **parse_properties(block)}
     )
     rates = CreationRates.from_config(config, ["SASL_SSL"])
-    assert config.get_int("max.connection.creation.rate") == 200
+    assert config.settings.max_connection_creation_rate == 200
     assert [rates.record("SASL_SSL", 0) for _ in range(501)][-1] == 20  # 50/s past 10 s of burst

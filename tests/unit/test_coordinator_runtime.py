@@ -12,6 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.broker.config import BrokerConfig
+from oncelog.config.typed import property_defaults
 from oncelog.coordinator.runtime import (
     APPEND_RETRY_S,
     Append,
@@ -20,7 +21,6 @@ from oncelog.coordinator.runtime import (
     Step,
     client_error,
 )
-from oncelog.coordinator.settings import property_defaults
 from oncelog.group.config import GroupConfig
 from oncelog.storage.config import LogConfig
 from oncelog.storage.log import PartitionLog

@@ -108,9 +108,9 @@ def test_check_password_tries_the_sasl_listeners_users(tmp_path: Path) -> None:
 
 
 def test_authentication_setting_is_none_or_basic() -> None:
-    assert BrokerConfig.build().get_str("metrics.listener.authentication") == "none"
+    assert BrokerConfig.build().settings.metrics_listener_authentication == "none"
     built = BrokerConfig.build(overrides={"metrics.listener.authentication": "basic"})
-    assert built.get_str("metrics.listener.authentication") == "basic"
+    assert built.settings.metrics_listener_authentication == "basic"
     with pytest.raises(BrokerConfigError, match="metrics.listener.authentication"):
         BrokerConfig.build(overrides={"metrics.listener.authentication": "digest"})
 

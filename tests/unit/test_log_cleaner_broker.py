@@ -20,7 +20,7 @@ def test_kafka_cleaner_configs_are_accepted_with_kafka_defaults() -> None:
     cfg = BrokerConfig.build(
         overrides={"log.cleaner.backoff.ms": "250", "log.cleaner.threads": "2"}
     )
-    s = CleanerSettings.from_config(cfg)
+    s = cfg.cleaner
     assert (s.enabled, s.threads, s.backoff_ms, s.dedupe_buffer_bytes) == (True, 2, 250, 134217728)
     assert s.io_max_bytes_per_second == 1.7976931348623157e308
     for name in (

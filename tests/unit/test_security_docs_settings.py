@@ -64,9 +64,9 @@ def test_the_listeners_block_names_its_listeners_and_advertised_address() -> Non
 
 def test_the_tls_block_values_are_the_values_shown() -> None:
     config = BrokerConfig.build(overrides=block_with("ssl.client.auth"))
-    assert config.get_str("ssl.keystore.location") == "/etc/oncelog/broker.pem"
-    assert config.get_str("ssl.truststore.location") == "/etc/oncelog/ca.pem"
-    assert config.get_str("ssl.client.auth") == "none"
+    assert config.settings.ssl_keystore_location == "/etc/oncelog/broker.pem"
+    assert config.settings.ssl_truststore_location == "/etc/oncelog/ca.pem"
+    assert config.settings.ssl_client_auth == "none"
 
 
 def test_the_sasl_block_enables_its_mechanisms_and_plain_users(tmp_path: Path) -> None:

@@ -36,15 +36,15 @@ ACCEPTED_AUTHORIZERS = frozenset(
 
 class Authorizer:
     def __init__(self, config: BrokerConfig, store: AclStore) -> None:
-        name = config.get_str("authorizer.class.name").strip()
+        name = config.settings.authorizer_class_name.strip()
         if name and name not in ACCEPTED_AUTHORIZERS:
             raise BrokerConfigError(f"authorizer.class.name: unsupported authorizer {name!r}")
         self.enabled = bool(name)
         self.store = store
         self.super_users = frozenset(
-            s.strip() for s in config.get_str("super.users").split(";") if s.strip()
+            s.strip() for s in config.settings.super_users.split(";") if s.strip()
         )
-        self.allow_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
+        self.allow_if_no_acl = config.settings.allow_everyone_if_no_acl_found
 
     def authorize(
         self,

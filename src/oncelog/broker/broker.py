@@ -33,7 +33,7 @@ from oncelog.broker.dynamic_config import (
 )
 from oncelog.broker.fetch_sessions import FetchSessionCache
 from oncelog.broker.listeners import Listener, parse_listeners
-from oncelog.broker.log_cleaner import CleanerSettings, LogCleaner, partition_logs
+from oncelog.broker.log_cleaner import LogCleaner, partition_logs
 from oncelog.broker.loop_watchdog import LoopWatchdog
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.partition_writer import PartitionWriter
@@ -46,7 +46,6 @@ from oncelog.broker.tls import server_context
 from oncelog.broker.topics import TopicRegistry
 from oncelog.broker.turns import TurnScheduler
 from oncelog.clock import now_ms
-from oncelog.group.config import GroupConfig
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.group_configs import GroupConfigs
 from oncelog.group.service import GroupService
@@ -60,7 +59,6 @@ from oncelog.security.sasl import scramp
 from oncelog.storage.dir_lock import DataDirLock
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.group_sync import GroupSync, held_fsync
-from oncelog.txn.config import TxnConfig
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.service import TransactionService
 
@@ -82,7 +80,7 @@ class Broker:
         if listen is not None:
             config.set("listeners", f"PLAINTEXT://{_address(listen)}")
         if advertised is not None:
-            name = config.get_str("listeners").split("://", 1)[0].strip().upper()
+            name = config.settings.listeners.split("://", 1)[0].strip().upper()
             config.set("advertised.listeners", f"{name}://{_address(advertised)}")
         self.config = config
         self.listeners: list[Listener] = parse_listeners(config)
@@ -102,21 +100,21 @@ class Broker:
             for listener in self.listeners
         }
         self.node_id = config.node_id
-        self.cluster_id = config.get_str("cluster.id")
+        self.cluster_id = config.settings.cluster_id
         self.data_dir: Path = config.data_dir
         self.topics = TopicRegistry(
             self.data_dir,
             config.topic_defaults(),
-            producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            producer_id_expiration_ms=config.settings.producer_id_expiration_ms,
             clock=now_ms,
-            max_partitions=config.get_int("oncelog.max.partitions"),
+            max_partitions=config.settings.oncelog_max_partitions,
         )
         self.producer_ids = ProducerIdAllocator(self.data_dir / "meta" / "producer_ids.json")
         self.stats = RequestStats()
         self.client_faults = ClientFaultLog(logging.getLogger("oncelog.broker.client_faults"))
         self.notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache(
-            config.get_int("max.incremental.fetch.session.cache.slots")
+            config.settings.max_incremental_fetch_session_cache_slots
         )
         self.apis: dict[int, ApiSpec] = build_registry()
         self.turns = TurnScheduler()  # pipelined requests wait their turn (fair service)
@@ -126,7 +124,7 @@ class Broker:
         )
         self.authentication = Authentication(config, self.scram_credentials)
         self.failed_authentication_delay_s = (
-            config.get_int("connection.failed.authentication.delay.ms") / 1000
+            config.settings.connection_failed_authentication_delay_ms / 1000
         )
         for listener in self.listeners:
             if listener.protocol.uses_sasl:
@@ -137,7 +135,7 @@ class Broker:
         # The coordinators get only what they use: no Broker, no import cycle.
         self.markers = MarkerWriter(self.topics, self.notifier)
         self.txn = TransactionService(
-            TxnConfig.from_properties(config.values),
+            config.txn,
             topics=self.topics,
             markers=self.markers,
             allocate_producer_id=self.producer_ids.allocate,
@@ -145,7 +143,7 @@ class Broker:
             clock=now_ms,
             durable=self.durable,
         )
-        group_config = GroupConfig.from_properties(config.values)
+        group_config = config.group
         # Per-group configs (Kafka 4.0's group configs): meta/group_configs.json, loaded at
         # start; the heartbeat handler passes a group's values in to the coordinator.
         self.group_configs = GroupConfigs(group_config)
@@ -167,17 +165,15 @@ class Broker:
         )
         # Markers on __consumer_offsets settle the group's transactional offsets.
         self.markers.offsets_listener = self.groups.on_offsets_marker
-        self.log_cleaner = LogCleaner(
-            CleanerSettings.from_config(config), lambda: partition_logs(self.topics.topics)
-        )
+        self.log_cleaner = LogCleaner(config.cleaner, lambda: partition_logs(self.topics.topics))
         # Metrics and console: read-only views of the services above, built at scrape time.
         self.state_view = BrokerStateView(self, now_ms)
-        self.watchdog = LoopWatchdog(config.get_int("oncelog.loop.stall.warn.ms") / 1000)
+        self.watchdog = LoopWatchdog(config.settings.oncelog_loop_stall_warn_ms / 1000)
         # Disk reads of cold fetch ranges, off the loop (see PageWarmer). A few threads:
         # they wait on the disk, not the CPU, and more would only queue there.
         self._page_reads = ThreadPoolExecutor(4, thread_name_prefix="oncelog-page-read")
         self.page_warmer = PageWarmer(self._page_reads)
-        url = config.get_str("metrics.listener")
+        url = config.settings.metrics_listener
         self.http: HttpListener | None = None
         if url:
             # Imported only when used: aiohttp alone is ~0.3 s of every broker start.
@@ -187,8 +183,8 @@ class Broker:
                 self,
                 self.state_view,
                 url,
-                allow_abort=config.get_bool("console.allow.abort"),
-                allowed_hosts=config.get_str("metrics.listener.allowed.hosts"),
+                allow_abort=config.settings.console_allow_abort,
+                allowed_hosts=config.settings.metrics_listener_allowed_hosts,
             )
         self.dir_lock: DataDirLock | None = None
         self._servers: list[asyncio.Server] = []
@@ -202,9 +198,9 @@ class Broker:
         self._opening: set[asyncio.Task[None]] = set()  # accepted, TLS handshake under way
         self._live: dict[int, Connection] = {}
         self.quotas = ConnectionQuotas(
-            max_connections=config.get_int("max.connections"),
-            per_ip=config.get_int("max.connections.per.ip"),
-            overrides=parse_overrides(config.get_str("max.connections.per.ip.overrides")),
+            max_connections=config.settings.max_connections,
+            per_ip=config.settings.max_connections_per_ip,
+            overrides=parse_overrides(config.settings.max_connections_per_ip_overrides),
         )
         self.creation_rates = CreationRates.from_config(config, (x.name for x in self.listeners))
 
@@ -277,10 +273,10 @@ class Broker:
         # by the load's last pass (see GroupService._load_steps).
         self.groups.start(background=True)
         self.txn.start()
-        max_size = self.config.get_int("socket.request.max.bytes")
+        max_size = self.config.settings.socket_request_max_bytes
         budget = RequestBudget(
-            self.config.get_int("queued.max.requests"),
-            self.config.get_int("queued.max.request.bytes"),
+            self.config.settings.queued_max_requests,
+            self.config.settings.queued_max_request_bytes,
         )
         loop = asyncio.get_running_loop()
         for listener, sock in zip(self.listeners, sockets, strict=True):
@@ -473,8 +469,7 @@ class Broker:
         """Make ``new``'s values the effective config and apply what changed: each
         group as its Kafka BrokerReconfigurable does."""
         old = dict(self.config.values)
-        self.config.values.clear()
-        self.config.values.update(new.values)
+        self.config.adopt(new)
         changed = {k for k, v in new.values.items() if old.get(k) != v} | (
             set(old) - set(new.values)
         )
@@ -483,19 +478,17 @@ class Broker:
             self.topics.set_topic_defaults(self.config.topic_defaults())
         if changed & PRODUCER_STATE_CONFIGS:
             self.topics.set_producer_id_expiration_ms(
-                self.config.get_int("producer.id.expiration.ms")
+                self.config.settings.producer_id_expiration_ms
             )
         if changed & CLEANER_CONFIGS:
             # LogCleaner.reconfigure: the threads restart (joining them may take a while)
-            await asyncio.to_thread(
-                self.log_cleaner.reconfigure, CleanerSettings.from_config(self.config)
-            )
+            await asyncio.to_thread(self.log_cleaner.reconfigure, self.config.cleaner)
         if changed & SOCKET_CONFIGS or any(k.startswith("listener.name.") for k in changed):
             # SocketServer.reconfigure: the connection limits and creation rates
-            self.quotas.max_connections = self.config.get_int("max.connections")
-            self.quotas.per_ip = self.config.get_int("max.connections.per.ip")
+            self.quotas.max_connections = self.config.settings.max_connections
+            self.quotas.per_ip = self.config.settings.max_connections_per_ip
             self.quotas.overrides = parse_overrides(
-                self.config.get_str("max.connections.per.ip.overrides")
+                self.config.settings.max_connections_per_ip_overrides
             )
             self.creation_rates = CreationRates.from_config(
                 self.config, (x.name for x in self.listeners)
@@ -518,7 +511,7 @@ class Broker:
     async def _expire_idle_connections(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (-1: never), as
         Kafka's Selector does."""
-        idle_s = self.config.get_int("connections.max.idle.ms") / 1000
+        idle_s = self.config.settings.connections_max_idle_ms / 1000
         if idle_s < 0:
             return
         while True:
@@ -558,9 +551,9 @@ class Broker:
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""
-        flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
-        retention_every = self.config.get_int("log.retention.check.interval.ms")
-        expire_every = self.config.get_int("producer.id.expiration.check.interval.ms")
+        flush_every = self.config.settings.log_flush_scheduler_interval_ms / 1000
+        retention_every = self.config.settings.log_retention_check_interval_ms
+        expire_every = self.config.settings.producer_id_expiration_check_interval_ms
         last_retention = last_expire = now_ms()
         while True:
             await asyncio.sleep(flush_every)
@@ -611,9 +604,9 @@ def _drop(protocol: FrameProtocol) -> None:
 
 def _durable_acks(config: BrokerConfig) -> GroupSync | None:
     """``oncelog.flush.on.ack``: the group-commit syncer every durable answer waits on."""
-    if not config.get_bool("oncelog.flush.on.ack"):
+    if not config.settings.oncelog_flush_on_ack:
         return None
-    hold = config.get_str("oncelog.debug.flush.hold.file")
+    hold = config.settings.oncelog_debug_flush_hold_file
     return GroupSync(held_fsync(hold)) if hold else GroupSync()
 
 

@@ -10,158 +10,40 @@ warning; unknown keys and out-of-range values are rejected, all of them in one e
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
-from oncelog.broker.log_cleaner import CLEANER_CONFIGS, cleaner_topic_defaults
-from oncelog.coordinator.settings import parse_bool, property_defaults
-from oncelog.group.config import GroupConfig, parse_load_failures
+from oncelog.broker.cleaner_config import CleanerSettings
+from oncelog.broker.settings import LONG_MAX, BrokerSettings
+from oncelog.config.config_def import ConfigDef, ConfigType
+from oncelog.config.errors import ConfigException
+from oncelog.config.typed import build, definition
+from oncelog.group.config import GroupConfig
 from oncelog.txn.config import TxnConfig
 
-LONG_MAX = 2**63 - 1
+T = TypeVar("T")
 
 
 class BrokerConfigError(ValueError):
     pass
 
 
-# name -> (parser, default). Only settings the broker acts on, plus a few
-# accepted for compatibility with existing server.properties files.
-_SCHEMA: dict[str, tuple[object, object]] = {
-    "broker.id": (int, 0),
-    "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
-    "advertised.listeners": (str, ""),
-    "log.dirs": (str, "/tmp/oncelog-data"),
-    "log.dir": (str, ""),
-    "num.partitions": (int, 1),
-    "default.replication.factor": (int, 1),
-    "auto.create.topics.enable": (parse_bool, True),
-    "delete.topic.enable": (parse_bool, True),
-    "socket.request.max.bytes": (int, 104857600),
-    "queued.max.requests": (int, 500),
-    "queued.max.request.bytes": (int, -1),
-    # oncelog's own: the most partitions one broker holds (each keeps ~4 files open)
-    "oncelog.max.partitions": (int, 4000),
-    "message.max.bytes": (int, 1048588),
-    "log.segment.bytes": (int, 1073741824),
-    "log.roll.ms": (int, -1),
-    "log.roll.hours": (int, 168),
-    "log.index.size.max.bytes": (int, 10485760),
-    "log.index.interval.bytes": (int, 4096),
-    "log.retention.ms": (int, -2),
-    "log.retention.minutes": (int, -2),
-    "log.retention.hours": (int, 168),
-    "log.retention.bytes": (int, -1),
-    "log.retention.check.interval.ms": (int, 300000),
-    # How long a segment removed by retention or replaced by the cleaner stays on disk
-    # (as *.deleted) for reads already under way: the topic's file.delete.delay.ms.
-    "log.segment.delete.delay.ms": (int, 60000),
-    "log.flush.interval.messages": (int, LONG_MAX),
-    "log.flush.interval.ms": (int, -1),
-    "log.flush.scheduler.interval.ms": (int, 1000),
-    "log.message.timestamp.type": (str, "CreateTime"),
-    "log.cleanup.policy": (str, "delete"),
-    "producer.id.expiration.ms": (int, 86400000),
-    "producer.id.expiration.check.interval.ms": (int, 600000),
-    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
-    "fetch.max.bytes": (int, 57671680),
-    "max.incremental.fetch.session.cache.slots": (int, 1000),
-    # DescribeTopicPartitions (KIP-966): most partitions one response carries.
-    "max.request.partition.size.limit": (int, 2000),
-    "cluster.id": (str, "oncelog-cluster-0000000"),
-    # Java thread pools and socket buffers: accepted, no meaning for one asyncio process.
-    "num.network.threads": (int, 3),
-    "num.io.threads": (int, 8),
-    "num.recovery.threads.per.data.dir": (int, 2),
-    "background.threads": (int, 10),
-    "socket.send.buffer.bytes": (int, 102400),
-    "socket.receive.buffer.bytes": (int, 102400),
-    "offsets.topic.replication.factor": (int, 1),
-    "transaction.state.log.replication.factor": (int, 1),
-    "transaction.state.log.min.isr": (int, 1),
-    "min.insync.replicas": (int, 1),
-    # -- security: listeners, TLS, SASL, authorization (Kafka's names) --------
-    "listener.security.protocol.map": (
-        str,
-        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-    ),
-    "ssl.keystore.type": (str, "PEM"),
-    "ssl.keystore.location": (str, ""),
-    "ssl.keystore.password": (str, ""),
-    "ssl.keystore.certificate.chain": (str, ""),
-    "ssl.keystore.key": (str, ""),
-    "ssl.key.password": (str, ""),
-    "ssl.truststore.type": (str, "PEM"),
-    "ssl.truststore.location": (str, ""),
-    "ssl.truststore.password": (str, ""),
-    "ssl.truststore.certificates": (str, ""),
-    "ssl.client.auth": (str, "none"),
-    "ssl.principal.mapping.rules": (str, "DEFAULT"),
-    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
-    "ssl.cipher.suites": (str, ""),
-    "ssl.endpoint.identification.algorithm": (str, "https"),
-    "sasl.enabled.mechanisms": (str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
-    "sasl.jaas.config": (str, ""),
-    "sasl.server.max.receive.size": (int, 524288),
-    # Kafka's GSSAPI (Kerberos) settings: accepted, tuning nothing, as on a Kafka broker
-    # without GSSAPI (oncelog offers PLAIN and SCRAM only).
-    "sasl.kerberos.service.name": (str, ""),
-    "sasl.kerberos.kinit.cmd": (str, "/usr/bin/kinit"),
-    "sasl.kerberos.ticket.renew.window.factor": (float, 0.8),
-    "sasl.kerberos.ticket.renew.jitter": (float, 0.05),
-    "sasl.kerberos.min.time.before.relogin": (int, 60000),
-    "sasl.kerberos.principal.to.local.rules": (str, "DEFAULT"),
-    "connections.max.reauth.ms": (int, 0),
-    "connection.failed.authentication.delay.ms": (int, 100),
-    # Kafka's connection limits and idle expiry (broker.connection_quotas).
-    "connections.max.idle.ms": (int, 600000),
-    "max.connections": (int, 2**31 - 1),
-    "max.connections.per.ip": (int, 2**31 - 1),
-    "max.connections.per.ip.overrides": (str, ""),
-    "max.connection.creation.rate": (int, 2**31 - 1),
-    # The sensor window of max.connection.creation.rate (Kafka's QuotaConfig; oncelog has
-    # no client quotas, so here they shape only the connection rate).
-    "quota.window.num": (int, 11),
-    "quota.window.size.seconds": (int, 1),
-    "authorizer.class.name": (str, ""),
-    "super.users": (str, ""),
-    "allow.everyone.if.no.acl.found": (parse_bool, False),
-    **CLEANER_CONFIGS,
-    # Kafka's other coordinator-log settings, accepted so server.properties files work; a
-    # single node loads its logs whole and appends with acks=all semantics anyway.
-    "offsets.load.buffer.size": (int, 5242880),
-    "offsets.commit.timeout.ms": (int, 5000),
-    "offsets.commit.required.acks": (int, -1),
-    "offsets.topic.compression.codec": (int, 0),
-    "transaction.state.log.load.buffer.size": (int, 5242880),
-    # The HTTP listener (docs/metrics.md): Prometheus metrics at /metrics and the web
-    # console at /, e.g. http://127.0.0.1:9404; empty: off.
-    "metrics.listener": (str, ""),
-    # Lets the console abort hanging transactions (POST /console/abort is 403 otherwise).
-    "console.allow.abort": (parse_bool, False),
-    # Host names the HTTP listener answers to besides its own and loopback's (DNS
-    # rebinding defence): comma-separated.
-    "metrics.listener.allowed.hosts": (str, ""),
-    # Who the HTTP listener's callers are: none (anyone who reaches it, as
-    # User:ANONYMOUS), or basic (HTTP basic authentication as one of the users the
-    # broker's SASL listeners accept, PLAIN or SCRAM). With an authorizer, what a caller
-    # sees and may abort follows that principal's ACLs.
-    "metrics.listener.authentication": (str, "none"),
-    # Durable acknowledgements (README, Durability): acks=all produces, coordinator records
-    # and transaction markers are answered only after an fdatasync of what they wrote.
-    "oncelog.flush.on.ack": (parse_bool, False),
-    # Test hook: while this file exists, every such fdatasync waits.
-    "oncelog.debug.flush.hold.file": (str, ""),
-    # The event-loop watchdog (broker/loop_watchdog.py): a loop held this long is logged
-    # with the stack that holds it; 0: no watchdog thread (lag and GC figures still kept).
-    "oncelog.loop.stall.warn.ms": (int, 500),
-}
-# The coordinators' settings: names and defaults come from their typed configs.
-for _typed in (TxnConfig, GroupConfig):
-    for _key, _default in property_defaults(_typed).items():
-        _parse = parse_bool if isinstance(_default, bool) else type(_default)
-        _SCHEMA[_key] = (_parse, _default)
+# Every broker setting: the broker's own, the cleaner's and the coordinators' (their typed
+# configs declare them). A number that does not parse keeps the broker's long-standing
+# wording rather than ConfigDef's "Not a number of type INT".
+BROKER_CONFIG_DEF: ConfigDef = definition(
+    BrokerSettings,
+    CleanerSettings,
+    TxnConfig,
+    GroupConfig,
+    not_a_number={
+        ConfigType.INT: "Not an integer",
+        ConfigType.LONG: "Not an integer",
+        ConfigType.DOUBLE: "Not a number",
+    },
+)
+_DEFAULTS: dict[str, object] = {key.name: key.default for key in BROKER_CONFIG_DEF.keys()}
 
 # Settings of a multi-node (KRaft or ZooKeeper) cluster, or of features a single node has no
 # use for: accepted and ignored, with one warning. Exact names, then prefixes.
@@ -201,143 +83,12 @@ CLUSTER_ONLY_PREFIXES = (
 
 def schema_default(key: str) -> object | None:
     """A setting's default (None: not a declared setting)."""
-    entry = _SCHEMA.get(key)
-    return None if entry is None else entry[1]
+    return _DEFAULTS.get(key)
 
 
 def cluster_only(key: str) -> bool:
     return key in CLUSTER_ONLY_KEYS or key.startswith(CLUSTER_ONLY_PREFIXES)
 
-
-# Kafka's validators (ConfigDef.Range.atLeast / between / ValidString.in) for the
-# settings the broker acts on: name -> check returning the reason a value is wrong.
-Check = Callable[[object], str | None]
-
-
-def at_least(low: float) -> Check:
-    def check(v: object) -> str | None:
-        return None if v >= low else f"Value must be at least {low}"  # type: ignore[operator]
-
-    return check
-
-
-def between(low: float, high: float) -> Check:
-    def check(v: object) -> str | None:
-        if low <= v <= high:  # type: ignore[operator]
-            return None
-        return f"Value must be no less than {low} and no more than {high}"
-
-    return check
-
-
-def one_of(*allowed: str, many: bool = False, ignore_case: bool = False) -> Check:
-    def check(v: object) -> str | None:
-        items = [x.strip() for x in str(v).split(",")] if many else [str(v)]
-        fold = (lambda x: x.lower()) if ignore_case else (lambda x: x)
-        known = {fold(a) for a in allowed}
-        bad = [x for x in items if fold(x) not in known]
-        return f"String must be one of: {', '.join(allowed)}" if bad else None
-
-    return check
-
-
-def must_list(required: str) -> Check:
-    def check(v: object) -> str | None:
-        items = {x.strip() for x in str(v).split(",")}
-        return None if required in items else f"'{required}' must be included"
-
-    return check
-
-
-def all_of(*checks: Check) -> Check:
-    def check(v: object) -> str | None:
-        return next((e for c in checks if (e := c(v)) is not None), None)
-
-    return check
-
-
-def _load_failures(value: object) -> str | None:
-    try:
-        parse_load_failures(str(value))
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-_CHECKS: dict[str, Check] = {
-    "oncelog.debug.group.load.fail": _load_failures,
-    "num.partitions": at_least(1),
-    "oncelog.loop.stall.warn.ms": at_least(0),
-    "oncelog.group.load.wait.ms": at_least(0),
-    "default.replication.factor": at_least(1),
-    "socket.request.max.bytes": at_least(1),
-    "message.max.bytes": at_least(0),
-    "log.segment.bytes": at_least(14),  # a legacy record's overhead, as Kafka checks
-    "log.roll.hours": at_least(1),
-    "log.index.size.max.bytes": at_least(4),
-    "log.index.interval.bytes": at_least(0),
-    "log.retention.check.interval.ms": at_least(1),
-    "log.segment.delete.delay.ms": at_least(0),
-    "log.flush.interval.messages": at_least(1),
-    "log.message.timestamp.type": one_of("CreateTime", "LogAppendTime"),
-    "log.cleanup.policy": one_of("delete", "compact", many=True),
-    "producer.id.expiration.ms": at_least(1),
-    "producer.id.expiration.check.interval.ms": at_least(1),
-    "transaction.remove.expired.transaction.cleanup.interval.ms": at_least(1),
-    "transaction.max.timeout.ms": at_least(1),
-    "transactional.id.expiration.ms": at_least(1),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": at_least(1),
-    "transaction.state.log.num.partitions": at_least(1),
-    "transaction.state.log.segment.bytes": at_least(1),
-    "transaction.state.log.replication.factor": at_least(1),
-    "transaction.state.log.min.isr": at_least(1),
-    "offsets.topic.num.partitions": at_least(1),
-    "offsets.topic.segment.bytes": at_least(1),
-    "offsets.topic.replication.factor": at_least(1),
-    "offsets.retention.minutes": at_least(1),
-    "offsets.retention.check.interval.ms": at_least(1),
-    "offsets.load.buffer.size": at_least(1),
-    "offsets.commit.timeout.ms": at_least(1),
-    "transaction.state.log.load.buffer.size": at_least(1),
-    "group.min.session.timeout.ms": at_least(0),
-    "group.initial.rebalance.delay.ms": at_least(0),
-    "min.insync.replicas": at_least(1),
-    "fetch.max.bytes": at_least(1024),
-    "max.incremental.fetch.session.cache.slots": at_least(0),
-    "num.network.threads": at_least(1),
-    "num.io.threads": at_least(1),
-    "num.recovery.threads.per.data.dir": at_least(1),
-    "background.threads": at_least(1),
-    "connection.failed.authentication.delay.ms": at_least(0),
-    "connections.max.idle.ms": at_least(-1),
-    "max.connections": at_least(0),
-    "max.connections.per.ip": at_least(0),
-    "max.connection.creation.rate": at_least(0),
-    "quota.window.num": at_least(1),
-    "quota.window.size.seconds": at_least(1),
-    "ssl.client.auth": one_of("required", "requested", "none"),
-    "metrics.listener.authentication": one_of("none", "basic"),
-    "log.cleaner.threads": at_least(0),
-    "log.cleaner.backoff.ms": at_least(0),
-    "log.cleaner.min.cleanable.ratio": between(0, 1),
-    "log.cleaner.delete.retention.ms": at_least(0),
-    "log.cleaner.min.compaction.lag.ms": at_least(0),
-    "log.cleaner.max.compaction.lag.ms": at_least(1),
-    # the finalized level must be one this broker supports (ApiVersions: 0-2)
-    "oncelog.feature.transaction.version": one_of("0", "1", "2"),
-    "oncelog.feature.group.version": one_of("0", "1"),
-    "group.coordinator.rebalance.protocols": all_of(
-        one_of("classic", "consumer", many=True), must_list("classic")
-    ),
-    "group.consumer.session.timeout.ms": at_least(1),
-    "group.consumer.heartbeat.interval.ms": at_least(1),
-    # Kafka: ConfigDef.CaseInsensitiveValidString over ConsumerGroupMigrationPolicy
-    "group.consumer.migration.policy": one_of(
-        "disabled", "upgrade", "downgrade", "bidirectional", ignore_case=True
-    ),
-    "group.consumer.max.size": at_least(1),
-    "group.max.size": at_least(1),
-}
 
 # Per-listener (``listener.name.<name>.<key>``) and per-mechanism
 # (``<mechanism>.sasl.jaas.config``) settings are free-form strings, as in Kafka.
@@ -363,6 +114,9 @@ class BrokerConfig:
     explicit: set[str] = field(default_factory=set)
     # cluster-only settings that were given, and ignored (CLUSTER_ONLY_KEYS)
     ignored: dict[str, str] = field(default_factory=dict)
+    # The typed views (BrokerSettings, the coordinators' configs, ...), built once from
+    # ``values`` and again only when a value changes (set, adopt).
+    _typed: dict[type, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -376,13 +130,13 @@ class BrokerConfig:
                 reason = exc.strerror if isinstance(exc, OSError) else str(exc)
                 raise BrokerConfigError(f"cannot read config file {file}: {reason}") from exc
         raw.update(overrides or {})
-        cfg = cls({k: d for k, (_, d) in _SCHEMA.items()})
+        cfg = cls(dict(_DEFAULTS))
         unknown: list[str] = []
         invalid: list[str] = []
         for key, value in raw.items():
             if cluster_only(key):
                 cfg.ignored[key] = value
-            elif not _free_form(key) and key not in _SCHEMA:
+            elif not _free_form(key) and key not in BROKER_CONFIG_DEF:
                 unknown.append(key)
             else:
                 try:
@@ -398,27 +152,48 @@ class BrokerConfig:
         return cfg
 
     def set(self, key: str, value: str) -> None:
+        self._typed.clear()
         if _free_form(key):
             self.values[key] = value
             self.explicit.add(key)
             return
-        if key not in _SCHEMA:
+        if key not in BROKER_CONFIG_DEF:
             raise BrokerConfigError(f"unknown broker config {key!r}")
-        parser, _ = _SCHEMA[key]
         try:
-            parsed = parser(value.strip())  # type: ignore[operator]
-        except ValueError as exc:
-            # Kafka's words (ConfigDef: "Not a number of type INT"), not Python's int() message.
-            reason = {int: "Not an integer", float: "Not a number"}.get(parser, str(exc))  # type: ignore[call-overload]
-            raise BrokerConfigError(
-                f"Invalid value {value} for configuration {key}: {reason}"
-            ) from exc
-        check = _CHECKS.get(key)
-        reason = check(parsed) if check else None
-        if reason:
-            raise BrokerConfigError(f"Invalid value {value} for configuration {key}: {reason}")
+            parsed = BROKER_CONFIG_DEF.parse_one(key, value.strip())
+        except ConfigException as exc:
+            raise BrokerConfigError(str(exc)) from None
         self.values[key] = parsed
         self.explicit.add(key)
+
+    def adopt(self, new: BrokerConfig) -> None:
+        """Take ``new``'s values (a dynamic change); the typed views follow."""
+        self.values.clear()
+        self.values.update(new.values)
+        self._typed.clear()
+
+    def typed(self, cls: type[T]) -> T:
+        """The typed settings object ``cls`` (a dataclass of declared settings)."""
+        view = self._typed.get(cls)
+        if view is None:
+            view = self._typed[cls] = build(cls, self.values)
+        return view  # type: ignore[no-any-return]
+
+    @property
+    def settings(self) -> BrokerSettings:
+        return self.typed(BrokerSettings)
+
+    @property
+    def cleaner(self) -> CleanerSettings:
+        return self.typed(CleanerSettings)
+
+    @property
+    def txn(self) -> TxnConfig:
+        return self.typed(TxnConfig)
+
+    @property
+    def group(self) -> GroupConfig:
+        return self.typed(GroupConfig)
 
     def ignored_warning(self) -> str | None:
         """The one warning naming every ignored cluster-only setting, if any was given."""
@@ -446,17 +221,6 @@ class BrokerConfig:
     def __getitem__(self, key: str) -> object:
         return self.values[key]
 
-    def get_int(self, key: str) -> int:
-        v = self.values[key]
-        assert isinstance(v, int)
-        return v
-
-    def get_bool(self, key: str) -> bool:
-        return bool(self.values[key])
-
-    def get_str(self, key: str) -> str:
-        return str(self.values[key])
-
     def for_listener(self, listener: str, key: str) -> str:
         """``listener.name.<listener>.<key>`` if set, else the broker-wide ``key``."""
         prefixed = f"{_LISTENER_PREFIX}{listener.lower()}.{key}"
@@ -479,42 +243,44 @@ class BrokerConfig:
 
     @property
     def node_id(self) -> int:
-        return self.get_int("broker.id")
+        return self.settings.broker_id
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.get_str("log.dir") or self.get_str("log.dirs").split(",")[0])
+        s = self.settings
+        return Path(s.log_dir or s.log_dirs.split(",")[0])
 
     def retention_ms(self) -> int:
-        if self.get_int("log.retention.ms") != -2:
-            return self.get_int("log.retention.ms")
-        if self.get_int("log.retention.minutes") != -2:
-            return self.get_int("log.retention.minutes") * 60_000
-        return self.get_int("log.retention.hours") * 3_600_000
+        s = self.settings
+        if s.log_retention_ms != -2:
+            return s.log_retention_ms
+        if s.log_retention_minutes != -2:
+            return s.log_retention_minutes * 60_000
+        return s.log_retention_hours * 3_600_000
 
     def roll_ms(self) -> int:
-        if self.get_int("log.roll.ms") != -1:
-            return self.get_int("log.roll.ms")
-        return self.get_int("log.roll.hours") * 3_600_000
+        s = self.settings
+        return s.log_roll_ms if s.log_roll_ms != -1 else s.log_roll_hours * 3_600_000
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level values that seed every topic's config (Kafka's synonyms)."""
-        flush_ms = self.get_int("log.flush.interval.ms")
+        s = self.settings
+        flush_ms = s.log_flush_interval_ms
         return {
-            "segment.bytes": str(self.get_int("log.segment.bytes")),
+            "segment.bytes": str(s.log_segment_bytes),
             "segment.ms": str(self.roll_ms()),
-            "segment.index.bytes": str(self.get_int("log.index.size.max.bytes")),
-            "index.interval.bytes": str(self.get_int("log.index.interval.bytes")),
+            "segment.index.bytes": str(s.log_index_size_max_bytes),
+            "index.interval.bytes": str(s.log_index_interval_bytes),
             "retention.ms": str(self.retention_ms()),
-            "retention.bytes": str(self.get_int("log.retention.bytes")),
-            "file.delete.delay.ms": str(self.get_int("log.segment.delete.delay.ms")),
-            "flush.messages": str(self.get_int("log.flush.interval.messages")),
+            "retention.bytes": str(s.log_retention_bytes),
+            "file.delete.delay.ms": str(s.log_segment_delete_delay_ms),
+            "flush.messages": str(s.log_flush_interval_messages),
             "flush.ms": str(LONG_MAX if flush_ms < 0 else flush_ms),
-            "message.timestamp.type": self.get_str("log.message.timestamp.type"),
-            "max.message.bytes": str(self.get_int("message.max.bytes")),
-            "cleanup.policy": self.get_str("log.cleanup.policy"),
-            "min.insync.replicas": str(self.get_int("min.insync.replicas")),
-            **cleaner_topic_defaults(self),
+            "message.timestamp.type": s.log_message_timestamp_type,
+            "max.message.bytes": str(s.message_max_bytes),
+            "cleanup.policy": s.log_cleanup_policy,
+            "min.insync.replicas": str(s.min_insync_replicas),
+            **self.cleaner.topic_defaults(),
         }
 
 

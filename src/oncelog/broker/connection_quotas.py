@@ -203,8 +203,8 @@ class CreationRates:
                 )
             limits[name] = int(value)
         return cls(
-            config.get_int(key),
+            config.settings.max_connection_creation_rate,
             limits,
-            samples=config.get_int("quota.window.num"),
-            window_ms=config.get_int("quota.window.size.seconds") * 1000,
+            samples=config.settings.quota_window_num,
+            window_ms=config.settings.quota_window_size_seconds * 1000,
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from oncelog.broker.config import BrokerConfig, BrokerConfigError, schema_default
 from oncelog.broker.connection_quotas import CreationRates
+from oncelog.broker.settings import BrokerSettings
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.fsutil import atomic_write
 
@@ -361,8 +362,9 @@ class DynamicBrokerConfigs:
     def _reconfiguration_problem(
         self, current: BrokerConfig, new: BrokerConfig, topic_overrides: Iterable[Mapping[str, str]]
     ) -> str | None:
+        now, then = _thread_counts(current.settings), _thread_counts(new.settings)
         for name in sorted(THREAD_POOL_CONFIGS):
-            problem = _thread_count_problem(name, current.get_int(name), new.get_int(name))
+            problem = _thread_count_problem(name, now[name], then[name])
             if problem:
                 return problem
         try:
@@ -377,6 +379,16 @@ class DynamicBrokerConfigs:
         except ConfigError as exc:
             return str(exc)
         return None
+
+
+def _thread_counts(s: BrokerSettings) -> dict[str, int]:
+    """The THREAD_POOL_CONFIGS' values."""
+    return {
+        "num.io.threads": s.num_io_threads,
+        "num.recovery.threads.per.data.dir": s.num_recovery_threads_per_data_dir,
+        "background.threads": s.background_threads,
+        "num.network.threads": s.num_network_threads,
+    }
 
 
 def _text(value: object) -> str:

@@ -93,14 +93,14 @@ def canonical_host_name() -> str:
 
 
 def parse_listeners(config: BrokerConfig) -> list[Listener]:
-    mapping = protocol_map(config.get_str("listener.security.protocol.map"))
+    mapping = protocol_map(config.settings.listener_security_protocol_map)
     # A KRaft file's controller listeners (CONTROLLER://:9093) serve the quorum: not here.
     controller = config.controller_listener_names
-    entries = [e for e in _split_entries(config.get_str("listeners")) if e[0] not in controller]
+    entries = [e for e in _split_entries(config.settings.listeners) if e[0] not in controller]
     first = entries[0][0] if entries else None
     advertised = {
         name: parse_host_port(address)
-        for name, address in _split_entries(config.get_str("advertised.listeners"), first)
+        for name, address in _split_entries(config.settings.advertised_listeners, first)
         if name not in controller
     }
     listeners: list[Listener] = []

@@ -16,74 +16,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from oncelog.coordinator.settings import parse_bool
+from oncelog.broker.cleaner_config import DOUBLE_MAX, CleanerSettings
 from oncelog.storage.cleaner_manager import horizon_due, is_due
 from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
 from oncelog.storage.log import PartitionLog
 
-if TYPE_CHECKING:
-    from oncelog.broker.config import BrokerConfig
-
 log = logging.getLogger(__name__)
-
-_LONG_MAX = 2**63 - 1
-_DOUBLE_MAX = 1.7976931348623157e308
-
-
-# Broker configs of the cleaner, Kafka's names and defaults (merged into the schema).
-CLEANER_CONFIGS: dict[str, tuple[Callable[[str], object], object]] = {
-    "log.cleaner.enable": (parse_bool, True),
-    "log.cleaner.threads": (int, 1),
-    "log.cleaner.backoff.ms": (int, 15000),
-    "log.cleaner.dedupe.buffer.size": (int, 134217728),
-    "log.cleaner.io.buffer.size": (int, 524288),
-    "log.cleaner.io.buffer.load.factor": (float, 0.9),
-    "log.cleaner.io.max.bytes.per.second": (float, _DOUBLE_MAX),
-    "log.cleaner.min.cleanable.ratio": (float, 0.5),
-    "log.cleaner.delete.retention.ms": (int, 86400000),
-    "log.cleaner.min.compaction.lag.ms": (int, 0),
-    "log.cleaner.max.compaction.lag.ms": (int, _LONG_MAX),
-    # Test hooks: pause a pass when a group's .cleaned files are written / staged as .swap.
-    "oncelog.debug.cleaner.cleaned.delay.ms": (int, 0),
-    "oncelog.debug.cleaner.swap.delay.ms": (int, 0),
-}
-
-
-def cleaner_topic_defaults(config: BrokerConfig) -> dict[str, str]:
-    """The topic configs the cleaner's broker configs seed (Kafka's synonyms)."""
-    return {
-        "delete.retention.ms": str(config["log.cleaner.delete.retention.ms"]),
-        "min.compaction.lag.ms": str(config["log.cleaner.min.compaction.lag.ms"]),
-        "max.compaction.lag.ms": str(config["log.cleaner.max.compaction.lag.ms"]),
-        "min.cleanable.dirty.ratio": str(config["log.cleaner.min.cleanable.ratio"]),
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class CleanerSettings:
-    enabled: bool = True
-    threads: int = 1
-    backoff_ms: int = 15000
-    dedupe_buffer_bytes: int = 134217728
-    io_max_bytes_per_second: float = _DOUBLE_MAX
-    cleaned_delay_ms: int = 0
-    swap_delay_ms: int = 0
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> CleanerSettings:
-        return cls(
-            enabled=config.get_bool("log.cleaner.enable"),
-            threads=max(1, config.get_int("log.cleaner.threads")),
-            backoff_ms=config.get_int("log.cleaner.backoff.ms"),
-            dedupe_buffer_bytes=config.get_int("log.cleaner.dedupe.buffer.size"),
-            io_max_bytes_per_second=float(str(config["log.cleaner.io.max.bytes.per.second"])),
-            cleaned_delay_ms=config.get_int("oncelog.debug.cleaner.cleaned.delay.ms"),
-            swap_delay_ms=config.get_int("oncelog.debug.cleaner.swap.delay.ms"),
-        )
 
 
 class _Stopped(Exception):
@@ -103,7 +44,7 @@ class _Throttler:
     def __call__(self, nbytes: int) -> None:
         if self.stop.is_set():
             raise _Stopped
-        if self.rate >= _DOUBLE_MAX:
+        if self.rate >= DOUBLE_MAX:
             return
         with self._lock:
             self._bytes += nbytes
@@ -164,7 +105,7 @@ class LogCleaner:
     def start(self) -> None:
         if not self.settings.enabled:
             return
-        for i in range(self.settings.threads):
+        for i in range(self.settings.thread_count):
             t = threading.Thread(target=self._run, name=f"log-cleaner-{i}", daemon=True)
             self._threads.append(t)
             t.start()
@@ -238,7 +179,7 @@ class LogCleaner:
             stats = compact_log(
                 plog,
                 now_ms=self._clock(),
-                dedupe_buffer_bytes=self.settings.dedupe_buffer_bytes // self.settings.threads,
+                dedupe_buffer_bytes=self.settings.dedupe_buffer_bytes // self.settings.thread_count,
                 pace=self._throttle,
                 on_stage=self._on_stage,
                 run=worker.run,

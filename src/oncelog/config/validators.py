@@ -103,3 +103,69 @@ def unique_list(name: str, value: Any) -> None:
         if item in seen:
             raise ConfigException(name, ",".join(value), f"Duplicate alias provided: {item}")
         seen.add(item)
+
+
+class OneOf:
+    """The value's text (or, with ``many``, each comma-separated item of it) is one of
+    ``allowed``: Kafka's ``ValidString`` / ``ValidList`` for the broker's settings, kept
+    as text, with ``ValidString``'s message."""
+
+    def __init__(self, *allowed: str, many: bool = False, ignore_case: bool = False) -> None:
+        self.allowed = list(allowed)
+        self.many = many
+        self.ignore_case = ignore_case
+
+    def __call__(self, name: str, value: Any) -> None:
+        items = [x.strip() for x in str(value).split(",")] if self.many else [str(value)]
+        fold: Callable[[str], str] = str.lower if self.ignore_case else str
+        known = {fold(a) for a in self.allowed}
+        if any(fold(x) not in known for x in items):
+            raise ConfigException(name, value, f"String must be one of: {', '.join(self.allowed)}")
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(self.allowed) + "]"
+
+
+class Includes:
+    """A comma-separated value lists ``required`` among its items."""
+
+    def __init__(self, required: str) -> None:
+        self.required = required
+
+    def __call__(self, name: str, value: Any) -> None:
+        if self.required not in {x.strip() for x in str(value).split(",")}:
+            raise ConfigException(name, value, f"'{self.required}' must be included")
+
+    def __str__(self) -> str:
+        return f"[includes {self.required}]"
+
+
+class Between:
+    """Numeric bounds, both given, with the broker's message for a closed interval."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low = low
+        self.high = high
+
+    def __call__(self, name: str, value: Any) -> None:
+        if not self.low <= value <= self.high:
+            raise ConfigException(
+                name, value, f"Value must be no less than {self.low} and no more than {self.high}"
+            )
+
+    def __str__(self) -> str:
+        return f"[{self.low},...,{self.high}]"
+
+
+class AllOf:
+    """Every one of ``validators``, in order; the first failure is the error."""
+
+    def __init__(self, *validators: Validator) -> None:
+        self.validators = validators
+
+    def __call__(self, name: str, value: Any) -> None:
+        for validator in self.validators:
+            validator(name, value)
+
+    def __str__(self) -> str:
+        return ", ".join(str(v) for v in self.validators)

@@ -86,7 +86,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             else:
                 _check_replication(t.replication_factor)
             if num == -1:
-                num = broker.config.get_int("num.partitions")
+                num = broker.config.settings.num_partitions
             configs: dict[str, str] = {}
             for c in t.configs:
                 if c.value is None:

@@ -56,7 +56,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         )
 
     requested = _requested(req)
-    if not broker.config.get_bool("delete.topic.enable"):
+    if not broker.config.settings.delete_topic_enable:
         code = ErrorCode.invalid_request if ctx.version < 3 else ErrorCode.topic_deletion_disabled
         for name, topic_id in requested:
             answer(name, topic_id, code, DISABLED)

@@ -111,9 +111,7 @@ def describe_topic_partitions(ctx: RequestContext, req: Any) -> Any:
     for name in names:
         (authorized if ctx.authorized(Op.DESCRIBE, Res.TOPIC, name) else denied).append(name)
     limit = max(
-        min(
-            broker.config.get_int("max.request.partition.size.limit"), req.response_partition_limit
-        ),
+        min(broker.config.settings.max_request_partition_size_limit, req.response_partition_limit),
         1,
     )
     page = plan_page(authorized, broker.topics.partition_count, cursor, limit)

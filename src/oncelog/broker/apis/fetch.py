@@ -179,7 +179,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     r = ctx.response
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     by_ids = ctx.version >= TOPIC_IDS_VERSION
-    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.get_int("fetch.max.bytes"))
+    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config.settings.fetch_max_bytes)
     epochs: dict[PartitionKey, int] = {}
     requested = []
     unreadable: list[PartitionKey] = []  # answered TOPIC_AUTHORIZATION_FAILED, never read

@@ -68,8 +68,9 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     if ctx.version == 0 and requested == ():
         requested = None  # v0: an empty list means all topics
     # v0-v3 always auto-create; v4+ asks explicitly.
-    allow_auto = getattr(req, "allow_auto_topic_creation", True) and broker.config.get_bool(
-        "auto.create.topics.enable"
+    allow_auto = (
+        getattr(req, "allow_auto_topic_creation", True)
+        and broker.config.settings.auto_create_topics_enable
     )
     # v8+: the bit fields are computed only when asked for (KIP-430), else Integer.MIN_VALUE.
     with_ops = bool(getattr(req, "include_topic_authorized_operations", False))
@@ -120,7 +121,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                 try:
                     # its logs open off the loop; metadata is written once, below
                     topic = await create_topic(
-                        registry, name, broker.config.get_int("num.partitions"), {}, save=False
+                        registry, name, broker.config.settings.num_partitions, {}, save=False
                     )
                     auto_created = True
                     log.info("auto-created topic %s", name)

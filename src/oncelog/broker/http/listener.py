@@ -111,7 +111,7 @@ class HttpListener:
         self._broker = broker
         self._view = view
         self._allow_abort = allow_abort
-        self._basic = broker.config.get_str("metrics.listener.authentication") == "basic"
+        self._basic = broker.config.settings.metrics_listener_authentication == "basic"
         # Who may log in: the (listener, mechanism) pairs of the SASL listeners.
         self._mechanisms = broker.authentication.password_mechanisms(
             x.name for x in broker.listeners if x.protocol.uses_sasl
