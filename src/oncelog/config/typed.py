@@ -96,3 +96,8 @@ def build(cls: type[C], values: Mapping[str, object]) -> C:
 def property_defaults(cls: type[Any]) -> dict[str, object]:
     """``{property: default}`` in the property's own unit."""
     return {key.name: key.default for key in keys(cls)}
+
+
+def field_names(cls: type[Any]) -> dict[str, str]:
+    """``{property: field name}`` of every declared field of ``cls``."""
+    return {f.metadata[_KEY].name: f.name for f in dataclasses.fields(cls) if _KEY in f.metadata}
