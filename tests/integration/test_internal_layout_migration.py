@@ -24,7 +24,7 @@ from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.records.control import build_end_txn_marker
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 from oncelog.txn.metadata import TransactionMetadata, TxnState
 
 from ..legacy_layouts import (
@@ -47,7 +47,7 @@ TXN_PIDS = (900_000_010, 900_000_011)  # producers of the transactional offset c
 
 
 def append(data_dir: Path, topic: str, partition: int, batches: list[bytes]) -> None:
-    part = PartitionLog.open(
+    part = UnifiedLog.open(
         data_dir / f"{topic}-{partition}", LogConfig.from_props({}), now_ms=int(time.time() * 1000)
     )
     try:

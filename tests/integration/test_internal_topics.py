@@ -26,8 +26,8 @@ from oncelog.embedded import EmbeddedBroker
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.replay import iter_log
+from oncelog.storage.unified_log import UnifiedLog
 
 from .helpers import create_topic, wait_for_log
 from .test_transactions import read_all, txn_producer
@@ -55,7 +55,7 @@ def read_partition(
     data_dir: Path, topic: str, partition: int
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every data record in a partition, read from its files."""
-    part = PartitionLog.open(
+    part = UnifiedLog.open(
         data_dir / f"{topic}-{partition}", LogConfig.from_props({}), now_ms=int(time.time() * 1000)
     )
     try:
@@ -158,7 +158,7 @@ def test_foreign_txn_markers_on_internal_topics_are_refused(
 
 def plant_undecodable(data_dir: Path, topic: str, partition: int) -> int:
     """Append a valid batch whose key and value are garbage; returns its offset."""
-    part = PartitionLog.open(
+    part = UnifiedLog.open(
         data_dir / f"{topic}-{partition}", LogConfig.from_props({}), now_ms=int(time.time() * 1000)
     )
     try:
@@ -378,9 +378,7 @@ def test_start_up_loads_a_log_holding_only_the_latest_record_per_key(
         for child in directory.iterdir():
             child.unlink()
         directory.rmdir()
-        part = PartitionLog.open(
-            directory, LogConfig.from_props({}), now_ms=int(time.time() * 1000)
-        )
+        part = UnifiedLog.open(directory, LogConfig.from_props({}), now_ms=int(time.time() * 1000))
         for key, value in keep.values():
             batch = bytearray(build_batch([(key, value, None, int(time.time() * 1000))]))
             part.append(

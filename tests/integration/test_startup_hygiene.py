@@ -142,7 +142,7 @@ def test_broker_start_imports_only_what_it_uses(tmp_path: Path) -> None:
         for line in stderr.splitlines()
         if line.startswith("import time:") and "[us]" not in line
     }
-    assert {"oncelog.broker.broker", "oncelog.storage.log", "uvloop"} <= imported
+    assert {"oncelog.broker.broker", "oncelog.storage.unified_log", "uvloop"} <= imported
     unwanted = sorted(
         m for m in imported if any(m == p or m.startswith(p + ".") for p in NOT_AT_START)
     )

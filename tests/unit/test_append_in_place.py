@@ -20,7 +20,7 @@ from oncelog.records.builder import build_batch, decode_batch
 from oncelog.records.compression import CompressionType
 from oncelog.records.record import Record
 from oncelog.storage.config import LOG_APPEND_TIME, LogConfig
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 
 NOW = 1_700_000_000_000
 _B = st.binary(max_size=40)
@@ -89,7 +89,7 @@ def test_in_place_append_equals_decode_and_reencode(
     frame = bytearray(before + batch + after)  # the request frame around the records
     view = memoryview(frame)[len(before) : len(before) + len(batch)]
     with tempfile.TemporaryDirectory() as tmp:
-        log = PartitionLog.open(Path(tmp) / "t-0", LogConfig(), now_ms=NOW)
+        log = UnifiedLog.open(Path(tmp) / "t-0", LogConfig(), now_ms=NOW)
         filler = build_batch([(None, b"x", None, NOW)] * 2)
         for _ in range(earlier_batches):
             log.append(bytearray(filler), validate_batch(filler), now_ms=NOW)
@@ -117,7 +117,7 @@ def test_in_place_log_append_time_equals_reencoding_with_the_append_time(
     view = memoryview(frame)[4:]
     append_time = NOW + 99_000
     with tempfile.TemporaryDirectory() as tmp:
-        log = PartitionLog.open(
+        log = UnifiedLog.open(
             Path(tmp) / "t-0", LogConfig(message_timestamp_type=LOG_APPEND_TIME), now_ms=append_time
         )
         filler = build_batch([(None, b"x", None, NOW)])

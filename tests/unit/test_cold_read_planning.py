@@ -1,5 +1,5 @@
 """Finding a fetch's byte range without waiting for the disk: ``pread_cached`` and
-``PartitionLog.read(cached_only=True)`` raise ``NotCachedError`` where a plain read would
+``UnifiedLog.read(cached_only=True)`` raise ``NotCachedError`` where a plain read would
 block on evicted pages, and otherwise return exactly what the plain read returns."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from oncelog.pread import NotCachedError, pread_cached
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.segment import LOG_SUFFIX
+from oncelog.storage.unified_log import UnifiedLog
 from oncelog.testing.faults import evict_file_pages
 
 from .test_storage_support import append, config, open_log
@@ -37,11 +37,11 @@ def test_pread_cached_refuses_evicted_pages_and_reads_cached_ones(tmp_path: Path
         os.close(fd)
 
 
-def segment_log(log: PartitionLog) -> Path:
+def segment_log(log: UnifiedLog) -> Path:
     return log.segments[-1].path(LOG_SUFFIX)
 
 
-def filled(path: Path) -> PartitionLog:
+def filled(path: Path) -> UnifiedLog:
     log = open_log(path, config(index_interval_bytes=4096))
     for i in range(400):
         append(log, 4, value_size=1000, tag=i)  # ~4 KB batches: ~1.6 MB, ~400 index entries
@@ -68,7 +68,7 @@ def test_a_cold_segment_is_refused_then_read_like_the_plain_read(tmp_path: Path)
 def test_a_segment_whose_indexes_are_not_loaded_is_refused(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     filled(d).close()
-    log = PartitionLog.open(d, CFG_INDEXED, now_ms=1_700_000_000_000)
+    log = UnifiedLog.open(d, CFG_INDEXED, now_ms=1_700_000_000_000)
     with pytest.raises(NotCachedError):
         log.read(10, MB, cached_only=True)
     plain = log.read(10, MB)

@@ -21,8 +21,8 @@ from oncelog.broker.state_view import GroupLag, PartitionState, TxnView
 from oncelog.records.batch import validate_batch
 from oncelog.records.builder import build_batch
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.producer_state import OpenTxn
+from oncelog.storage.unified_log import UnifiedLog
 
 NOW = 1_700_000_000_000
 
@@ -109,7 +109,7 @@ def test_group_lag_to_the_lso_and_to_the_end() -> None:
 
 def test_batch_timestamp_is_the_batch_max_and_never_blocks() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        log = PartitionLog.open(Path(tmp) / "t-0", LogConfig(), now_ms=NOW)
+        log = UnifiedLog.open(Path(tmp) / "t-0", LogConfig(), now_ms=NOW)
         try:
             for ts in (NOW - 3000, NOW - 1000):
                 batch = build_batch([(None, b"x", None, ts - 5), (None, b"y", None, ts)])

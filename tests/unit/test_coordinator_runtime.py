@@ -23,8 +23,8 @@ from oncelog.coordinator.runtime import (
 )
 from oncelog.group.config import GroupConfig
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.replay import iter_log
+from oncelog.storage.unified_log import UnifiedLog
 from oncelog.txn.config import TxnConfig
 
 E = ErrorCode
@@ -36,9 +36,9 @@ class Partitions:
     """Partition 0 exists (a real log); any other index does not."""
 
     def __init__(self, path: Path) -> None:
-        self.log = PartitionLog.open(path / f"{TOPIC}-0", LogConfig(), now_ms=NOW)
+        self.log = UnifiedLog.open(path / f"{TOPIC}-0", LogConfig(), now_ms=NOW)
 
-    def partition(self, name: str, index: int) -> PartitionLog | None:
+    def partition(self, name: str, index: int) -> UnifiedLog | None:
         return self.log if (name, index) == (TOPIC, 0) else None
 
 
@@ -83,7 +83,7 @@ def rec(key: bytes, partition: int = 0, **kw: object) -> Append:
     return Append(partition, ((key, b"v"),), **kw)  # type: ignore[arg-type]
 
 
-def logged_keys(log: PartitionLog) -> list[bytes | None]:
+def logged_keys(log: UnifiedLog) -> list[bytes | None]:
     return [entry.key for entry in iter_log(log)]
 
 

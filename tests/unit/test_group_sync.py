@@ -16,7 +16,7 @@ from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.config import LogConfig
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_coordinator_runtime import TOPIC, Core, Partitions, rec
 
@@ -40,14 +40,14 @@ class GatedSync:
 
 
 @pytest.fixture
-def logs(tmp_path: Path) -> Iterator[list[PartitionLog]]:
-    out = [PartitionLog.open(tmp_path / f"t-{i}", LogConfig(), now_ms=NOW) for i in range(2)]
+def logs(tmp_path: Path) -> Iterator[list[UnifiedLog]]:
+    out = [UnifiedLog.open(tmp_path / f"t-{i}", LogConfig(), now_ms=NOW) for i in range(2)]
     yield out
     for part in out:
         part.close()
 
 
-def append(part: PartitionLog) -> int:
+def append(part: UnifiedLog) -> int:
     batch = bytearray(build_batch([(b"k", b"v", None, NOW)]))
     return part.append(batch, parse_header(batch), now_ms=NOW).last_offset + 1
 
@@ -60,7 +60,7 @@ async def until(cond: object, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
-def test_one_round_covers_every_waiter_queued_meanwhile(logs: list[PartitionLog]) -> None:
+def test_one_round_covers_every_waiter_queued_meanwhile(logs: list[UnifiedLog]) -> None:
     fsync = GatedSync()
     sync = GroupSync(fsync)
     a, b = logs
@@ -84,7 +84,7 @@ def test_one_round_covers_every_waiter_queued_meanwhile(logs: list[PartitionLog]
 
 
 def test_durable_data_needs_no_sync_and_a_failed_sync_withholds_the_ack(
-    logs: list[PartitionLog],
+    logs: list[UnifiedLog],
 ) -> None:
     fsync = GatedSync()
     fsync.gate.set()
@@ -140,7 +140,7 @@ def test_runtime_answers_and_performs_effects_only_after_the_fdatasync(tmp_path:
         parts.log.close()
 
 
-def test_a_log_closed_while_waiting_releases_its_waiters(logs: list[PartitionLog]) -> None:
+def test_a_log_closed_while_waiting_releases_its_waiters(logs: list[UnifiedLog]) -> None:
     fsync = GatedSync()
     sync = GroupSync(fsync)
     a, b = logs

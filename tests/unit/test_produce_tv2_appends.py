@@ -21,7 +21,7 @@ from oncelog.broker.request import Deferred, RequestContext
 from oncelog.protocol.messages import RequestHeader
 from oncelog.protocol.produce_wire import EncodedResponse
 from oncelog.records.builder import build_batch
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 from oncelog.txn.metadata import TV_2
 
 T = datetime.timedelta(seconds=30)
@@ -62,7 +62,7 @@ async def _errors(ctx: RequestContext, request: Any) -> list[ErrorCode]:
 
 
 def test_a_tv2_produce_appends_each_partition_once(tmp_path: Path, monkeypatch: Any) -> None:
-    appends: list[PartitionLog] = []
+    appends: list[UnifiedLog] = []
     validations: list[int] = []
     real_validate = partition_writer.validate_produce_batch
 
@@ -71,9 +71,9 @@ def test_a_tv2_produce_appends_each_partition_once(tmp_path: Path, monkeypatch: 
         return real_validate(*args, **kwargs)
 
     watched: set[int] = set()  # the topic's logs (the coordinator appends to its own too)
-    real_append = PartitionLog.append
+    real_append = UnifiedLog.append
 
-    def counting_append(self: PartitionLog, *args: Any, **kwargs: Any) -> Any:
+    def counting_append(self: UnifiedLog, *args: Any, **kwargs: Any) -> Any:
         if id(self) in watched:
             appends.append(self)
         return real_append(self, *args, **kwargs)
@@ -90,7 +90,7 @@ def test_a_tv2_produce_appends_each_partition_once(tmp_path: Path, monkeypatch: 
             init = await broker.txn.init_producer_id("tv2", 60_000)
             assert init.error is ErrorCode.none
             ctx = RequestContext(broker, RequestHeader(0, 12, 1, "test"), 1, "test")
-            monkeypatch.setattr(PartitionLog, "append", counting_append)
+            monkeypatch.setattr(UnifiedLog, "append", counting_append)
             monkeypatch.setattr(partition_writer, "validate_produce_batch", counting_validate)
             first = _request("t", range(3), init.producer_id, init.producer_epoch, 0)
             assert await _errors(ctx, first) == [ErrorCode.none] * 3

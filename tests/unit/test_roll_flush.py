@@ -19,9 +19,9 @@ from oncelog.records.builder import build_batch
 from oncelog.storage.checkpoint import list_snapshots
 from oncelog.storage.config import LogConfig
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.roll_flush import RollFlusher
 from oncelog.storage.segment import LOG_SUFFIX, TIME_INDEX_SUFFIX
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_storage_support import config, read_all
 
@@ -48,11 +48,11 @@ class HeldFsync:
         os.fsync(fd)
 
 
-def open_log(path: Path, fsync: HeldFsync, cfg: LogConfig = CFG) -> PartitionLog:
-    return PartitionLog.open(path, cfg, now_ms=NOW, roll_flusher=RollFlusher(fsync))
+def open_log(path: Path, fsync: HeldFsync, cfg: LogConfig = CFG) -> UnifiedLog:
+    return UnifiedLog.open(path, cfg, now_ms=NOW, roll_flusher=RollFlusher(fsync))
 
 
-def append(log: PartitionLog, i: int, *, pid: int = -1, seq: int = -1) -> int:
+def append(log: UnifiedLog, i: int, *, pid: int = -1, seq: int = -1) -> int:
     batch = bytearray(
         build_batch(
             [(b"k%d" % i, b"v" * 40, None, NOW)],
@@ -64,7 +64,7 @@ def append(log: PartitionLog, i: int, *, pid: int = -1, seq: int = -1) -> int:
     return log.append(batch, parse_header(batch), now_ms=NOW).last_offset
 
 
-def fill_until_roll(log: PartitionLog) -> int:
+def fill_until_roll(log: UnifiedLog) -> int:
     """Append until the log has two segments; returns the offset the new one starts at."""
     i = 0
     while len(log.segments) == 1:
@@ -111,7 +111,7 @@ def test_a_crash_before_the_flush_recovers_every_record(
     assert list_snapshots(d) == []  # the roll's snapshot was never written
 
     with caplog.at_level(logging.WARNING, logger="oncelog.storage.recovery"):
-        reopened = PartitionLog.open(d, CFG, now_ms=NOW)
+        reopened = UnifiedLog.open(d, CFG, now_ms=NOW)
     assert "rebuilding indexes of segment 0" in caplog.text  # re-walked, not trusted
     assert read_all(reopened) == before
     assert reopened.log_end_offset == last + 1

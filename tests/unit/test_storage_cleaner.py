@@ -20,7 +20,7 @@ from oncelog.storage.checkpoint import list_snapshots
 from oncelog.storage.cleaner import CleanerStats, clean
 from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_storage_support import NOW, config, open_log
 
@@ -39,7 +39,7 @@ DEDUPE = 1 << 20
 class Writer:
     """Appends to one log and remembers what every offset held."""
 
-    log: PartitionLog
+    log: UnifiedLog
     now: int = NOW
     written: dict[int, tuple[bytes | None, bytes | None]] = field(default_factory=dict)
     seqs: dict[int, int] = field(default_factory=dict)
@@ -91,7 +91,7 @@ class Writer:
         return end
 
 
-def read_batches(log: PartitionLog) -> list[tuple[BatchHeader, list]]:
+def read_batches(log: UnifiedLog) -> list[tuple[BatchHeader, list]]:
     out = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
@@ -108,7 +108,7 @@ def read_batches(log: PartitionLog) -> list[tuple[BatchHeader, list]]:
     return out
 
 
-def data_records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+def data_records(log: UnifiedLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return [
         (r.offset, r.key, r.value)
         for header, records in read_batches(log)
@@ -134,7 +134,7 @@ def expected_after_cleaning(w: Writer, end: int) -> list[tuple[int, bytes | None
     return out
 
 
-def full_compaction(log: PartitionLog, now: int, dedupe: int = DEDUPE) -> int:
+def full_compaction(log: UnifiedLog, now: int, dedupe: int = DEDUPE) -> int:
     """Passes until the whole log was mapped, then enough for tombstones and markers
     (a stamped horizon needs one more pass, a marker one after its data went)."""
     passes = extra = 0

@@ -15,9 +15,9 @@ from oncelog.storage.checkpoint import (
     take_clean_shutdowns,
 )
 from oncelog.storage.index import OffsetIndex, TimeIndex
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_batch import close_logs, open_logs
 from oncelog.storage.segment import LogSegment
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_storage_support import NOW, append, config, open_log, read_all, read_offsets
 
@@ -26,7 +26,7 @@ CFG = config(segment_bytes=1 << 20, index_interval_bytes=150)
 BATCHES = 40  # x 3 records
 
 
-def fill(log: PartitionLog, batches: int = BATCHES, start: int = 0) -> None:
+def fill(log: UnifiedLog, batches: int = BATCHES, start: int = 0) -> None:
     for i in range(start, start + batches):
         append(log, 3, tag=i, ts=NOW + i * 10, ts_step=1)
 
@@ -55,7 +55,7 @@ class LoadCounter:
         monkeypatch.setattr(LogSegment, "recover", recover)
 
 
-def check_every_offset(log: PartitionLog, end: int) -> None:
+def check_every_offset(log: UnifiedLog, end: int) -> None:
     assert log.log_end_offset == end
     assert read_all(log) == list(range(end))
     for offset in range(0, end, 7):
@@ -176,11 +176,11 @@ def many(tmp_path: Path, n: int) -> list[Path]:
 
 def open_many(
     tmp_path: Path, dirs: list[Path], clean: dict[str, CleanShutdown]
-) -> list[PartitionLog]:
+) -> list[UnifiedLog]:
     return open_logs(
         tmp_path,
         [
-            lambda sync, d=d: PartitionLog.open(  # type: ignore[misc]
+            lambda sync, d=d: UnifiedLog.open(  # type: ignore[misc]
                 d, CFG, now_ms=NOW, sync=sync, clean=clean.get(d.name)
             )
             for d in dirs
@@ -293,7 +293,7 @@ def test_few_logs_are_synced_and_closed_one_by_one(
     dirs = many(tmp_path, 3)
     logs = open_logs(
         tmp_path,
-        [lambda sync, d=d: PartitionLog.open(d, CFG, now_ms=NOW, sync=sync) for d in dirs],  # type: ignore[misc]
+        [lambda sync, d=d: UnifiedLog.open(d, CFG, now_ms=NOW, sync=sync) for d in dirs],  # type: ignore[misc]
     )
     for log in logs:
         fill(log, 2)

@@ -8,13 +8,13 @@ import pytest
 from oncelog.records.batch import InvalidRecordError, parse_header
 from oncelog.records.compression import CompressionType
 from oncelog.storage.errors import LogClosedError
-from oncelog.storage.log import (
+from oncelog.storage.segment import offset_file_name
+from oncelog.storage.unified_log import (
     OffsetOutOfRangeError,
-    PartitionLog,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnifiedLog,
 )
-from oncelog.storage.segment import offset_file_name
 
 from .test_storage_support import (
     NOW,
@@ -31,11 +31,11 @@ SMALL = {"segment_bytes": 600, "index_interval_bytes": 150}
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> PartitionLog:
+def log(tmp_path: Path) -> UnifiedLog:
     return open_log(tmp_path / "topic-0", config(**SMALL))
 
 
-def fill(log: PartitionLog, batches: int, count: int = 3) -> None:
+def fill(log: UnifiedLog, batches: int, count: int = 3) -> None:
     for i in range(batches):
         append(log, count, tag=i, ts=NOW + i * 10, ts_step=1)
 
@@ -51,7 +51,7 @@ def test_new_log_is_empty(tmp_path: Path) -> None:
     assert (tmp_path / "t-0" / offset_file_name(0, ".log")).exists()
 
 
-def test_append_assigns_offsets_and_rolls(log: PartitionLog) -> None:
+def test_append_assigns_offsets_and_rolls(log: UnifiedLog) -> None:
     results = [append(log, 3, tag=i) for i in range(40)]
     assert [r.base_offset for r in results] == list(range(0, 120, 3))
     assert [r.last_offset for r in results] == list(range(2, 120, 3))
@@ -66,7 +66,7 @@ def test_append_assigns_offsets_and_rolls(log: PartitionLog) -> None:
     assert read_all(log) == list(range(120))
 
 
-def test_stored_batches_have_assigned_offsets_and_valid_crc(log: PartitionLog) -> None:
+def test_stored_batches_have_assigned_offsets_and_valid_crc(log: UnifiedLog) -> None:
     fill(log, 5)
     sl = log.read(0, 1 << 20)
     assert sl is not None
@@ -75,7 +75,7 @@ def test_stored_batches_have_assigned_offsets_and_valid_crc(log: PartitionLog) -
     assert [r.offset for _, recs in batches for r in recs] == list(range(len(batches) * 3))
 
 
-def test_every_offset_reads_from_its_batch(log: PartitionLog) -> None:
+def test_every_offset_reads_from_its_batch(log: UnifiedLog) -> None:
     fill(log, 30)
     for offset in range(log.log_end_offset):
         got = read_offsets(log, offset)
@@ -83,14 +83,14 @@ def test_every_offset_reads_from_its_batch(log: PartitionLog) -> None:
         assert got[0] % 3 == 0
 
 
-def test_read_stays_within_one_segment(log: PartitionLog) -> None:
+def test_read_stays_within_one_segment(log: UnifiedLog) -> None:
     fill(log, 30)
     seg = log.segments[0]
     got = read_offsets(log, 0)
     assert got[-1] == seg.next_offset - 1
 
 
-def test_read_out_of_range(log: PartitionLog) -> None:
+def test_read_out_of_range(log: UnifiedLog) -> None:
     fill(log, 2)
     assert log.read(6, 100) is None  # == log end: empty fetch
     with pytest.raises(OffsetOutOfRangeError):
@@ -118,7 +118,7 @@ def test_read_min_one(tmp_path: Path) -> None:
     assert log.read(3, 10, min_one=False) is None
 
 
-def test_read_max_offset(log: PartitionLog) -> None:
+def test_read_max_offset(log: UnifiedLog) -> None:
     fill(log, 4)
     assert read_offsets(log, 0, max_offset=6) == [0, 1, 2, 3, 4, 5]
     assert read_offsets(log, 0, max_offset=3) == [0, 1, 2]
@@ -195,7 +195,7 @@ def test_index_entries_every_interval(tmp_path: Path) -> None:
     assert os.path.getsize(seg.path(".index")) == 8 * len(seg.offset_index)
 
 
-def test_offset_for_timestamp(log: PartitionLog) -> None:
+def test_offset_for_timestamp(log: UnifiedLog) -> None:
     # batch i holds records at NOW + 10i, +1, +2 with offsets 3i..3i+2
     fill(log, 30)
     assert log.offset_for_timestamp(0) == (0, NOW)
@@ -219,7 +219,7 @@ def test_offset_for_timestamp_out_of_order_and_compressed(tmp_path: Path) -> Non
     assert log.max_timestamp() == (NOW + 100, 0)
 
 
-def test_max_timestamp(log: PartitionLog) -> None:
+def test_max_timestamp(log: UnifiedLog) -> None:
     fill(log, 10)
     append(log, 3, ts=NOW + 5000, ts_step=-1)  # max is its first record
     fill(log, 10)
@@ -301,7 +301,7 @@ def test_reopen_after_close_keeps_everything(tmp_path: Path) -> None:
     assert append(log, 1).base_offset == 90
 
 
-def test_file_slice_is_raw_bytes(log: PartitionLog) -> None:
+def test_file_slice_is_raw_bytes(log: UnifiedLog) -> None:
     fill(log, 3)
     sl = log.read(0, 1 << 20)
     assert sl is not None

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oncelog.storage.checkpoint import list_snapshots, snapshot_path
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.segment import LogSegment, offset_file_name
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_storage_support import (
     NOW,
@@ -24,12 +24,12 @@ from .test_storage_support import (
 CFG = config(segment_bytes=600, index_interval_bytes=150)
 
 
-def fill(log: PartitionLog, batches: int, start_tag: int = 0) -> None:
+def fill(log: UnifiedLog, batches: int, start_tag: int = 0) -> None:
     for i in range(start_tag, start_tag + batches):
         append(log, 3, tag=i, ts=NOW + i * 10, ts_step=1)
 
 
-def crashed_copy(tmp_path: Path, batches: int = 30) -> tuple[Path, PartitionLog]:
+def crashed_copy(tmp_path: Path, batches: int = 30) -> tuple[Path, UnifiedLog]:
     """A log whose owner 'crashed': never closed, so no marker, index tails unwritten."""
     d = tmp_path / "t-0"
     log = open_log(d, CFG)
@@ -41,7 +41,7 @@ def active_log_file(d: Path) -> Path:
     return sorted(d.glob("*.log"))[-1]
 
 
-def check_healthy(log: PartitionLog, end: int) -> None:
+def check_healthy(log: UnifiedLog, end: int) -> None:
     assert log.log_end_offset == end
     assert read_all(log) == list(range(log.log_start_offset, end))
     for offset in range(log.log_start_offset, end):
@@ -185,7 +185,7 @@ def test_reopen_empty_directory_twice(tmp_path: Path) -> None:
 # -- producer state ------------------------------------------------------------------------
 
 
-def idem(log: PartitionLog, seq: int, count: int = 2, pid: int = 7, now: int = NOW):
+def idem(log: UnifiedLog, seq: int, count: int = 2, pid: int = 7, now: int = NOW):
     raw, header = make_batch(count, producer_id=pid, epoch=0, seq=seq, tag=seq)
     return log.append(raw, header, now_ms=now)
 

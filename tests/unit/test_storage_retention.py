@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from oncelog.storage.checkpoint import LOG_START_FILE, list_snapshots, read_log_start
-from oncelog.storage.log import OffsetOutOfRangeError, PartitionLog
+from oncelog.storage.unified_log import OffsetOutOfRangeError, UnifiedLog
 
 from .test_storage_support import (
     NOW,
@@ -21,7 +21,7 @@ from .test_storage_support import (
 HOUR = 3_600_000
 
 
-def build(tmp_path: Path, **props: object) -> PartitionLog:
+def build(tmp_path: Path, **props: object) -> UnifiedLog:
     """Six segments of 3 batches (9 offsets); segment k's records are stamped NOW + k hours."""
     log = open_log(tmp_path / "t-0", config(segment_bytes=400, **props))
     for k in range(6):

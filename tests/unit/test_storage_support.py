@@ -8,7 +8,7 @@ from oncelog.records.batch import BatchHeader, validate_batch
 from oncelog.records.builder import build_batch, decode_batch, iter_batches
 from oncelog.records.control import build_end_txn_marker
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import AppendResult, PartitionLog
+from oncelog.storage.unified_log import AppendResult, UnifiedLog
 
 NOW = 1_700_000_000_000
 
@@ -65,17 +65,17 @@ def config(**props: object) -> LogConfig:
 # Every log open_log returned during the running test; conftest's autouse fixture
 # releases them at teardown, so logs a test never closes (or "crashes" on purpose by
 # dropping them) do not hold their segments' descriptors for the rest of the session.
-_opened: list[PartitionLog] = []
+_opened: list[UnifiedLog] = []
 
 
-def open_log(path: Path, cfg: LogConfig | None = None, now: int = NOW) -> PartitionLog:
+def open_log(path: Path, cfg: LogConfig | None = None, now: int = NOW) -> UnifiedLog:
     # Reopening a directory whose log the test dropped stands for a restart after a
     # crash: the dead process's background roll flushes stop where they are (abandon
     # cancels them and waits), instead of writing under the new instance.
     for earlier in _opened:
         if earlier.directory == path and not earlier.closed:
             earlier.abandon()
-    log = PartitionLog.open(path, cfg or LogConfig(), now_ms=now)
+    log = UnifiedLog.open(path, cfg or LogConfig(), now_ms=now)
     _opened.append(log)
     return log
 
@@ -88,14 +88,12 @@ def release_opened_logs() -> None:
         _opened.pop().abandon()
 
 
-def append(log: PartitionLog, count: int = 1, now: int = NOW, **kw: object) -> AppendResult:
+def append(log: UnifiedLog, count: int = 1, now: int = NOW, **kw: object) -> AppendResult:
     raw, header = make_batch(count, **kw)  # type: ignore[arg-type]
     return log.append(raw, header, now_ms=now)
 
 
-def read_offsets(
-    log: PartitionLog, offset: int, max_bytes: int = 1 << 30, **kw: object
-) -> list[int]:
+def read_offsets(log: UnifiedLog, offset: int, max_bytes: int = 1 << 30, **kw: object) -> list[int]:
     """Offsets of every record a fetch at ``offset`` returns (whole batches)."""
     sl = log.read(offset, max_bytes, **kw)  # type: ignore[arg-type]
     if sl is None:
@@ -108,7 +106,7 @@ def read_offsets(
     return out
 
 
-def read_all(log: PartitionLog, start: int | None = None) -> list[int]:
+def read_all(log: UnifiedLog, start: int | None = None) -> list[int]:
     """Every offset from ``start`` to the end, fetching repeatedly like a consumer."""
     offset = log.log_start_offset if start is None else start
     seen: list[int] = []

@@ -7,9 +7,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.records.builder import iter_batches
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.producer_state import ProducerStateError
 from oncelog.storage.txn_index import AbortedTxn
+from oncelog.storage.unified_log import UnifiedLog
 
 from .test_storage_support import NOW, append, config, make_batch, make_marker, open_log
 
@@ -19,7 +19,7 @@ CFG = config(segment_bytes=700, index_interval_bytes=100)
 class Txn:
     """A transactional producer writing to one log."""
 
-    def __init__(self, log: PartitionLog, pid: int, epoch: int = 0) -> None:
+    def __init__(self, log: UnifiedLog, pid: int, epoch: int = 0) -> None:
         self.log, self.pid, self.epoch, self.seq = log, pid, epoch, 0
 
     def send(self, count: int = 2) -> tuple[int, int]:
@@ -41,11 +41,11 @@ class Txn:
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> PartitionLog:
+def log(tmp_path: Path) -> UnifiedLog:
     return open_log(tmp_path / "t-0", CFG)
 
 
-def test_lso_follows_open_transactions(log: PartitionLog) -> None:
+def test_lso_follows_open_transactions(log: UnifiedLog) -> None:
     append(log, 2)
     a, b = Txn(log, 1), Txn(log, 2)
     assert log.last_stable_offset == 2
@@ -60,7 +60,7 @@ def test_lso_follows_open_transactions(log: PartitionLog) -> None:
     assert log.last_stable_offset == log.high_watermark == 9
 
 
-def test_abort_writes_txn_index_entry(log: PartitionLog) -> None:
+def test_abort_writes_txn_index_entry(log: UnifiedLog) -> None:
     a, b = Txn(log, 1), Txn(log, 2)
     a.send()  # 0-1
     b.send()  # 2-3
@@ -75,7 +75,7 @@ def test_abort_writes_txn_index_entry(log: PartitionLog) -> None:
     assert log.aborted_transactions(8, 8) == []
 
 
-def test_commit_writes_no_entry(log: PartitionLog) -> None:
+def test_commit_writes_no_entry(log: UnifiedLog) -> None:
     a = Txn(log, 1)
     a.send()
     a.end(commit=True)
@@ -83,7 +83,7 @@ def test_commit_writes_no_entry(log: PartitionLog) -> None:
     assert log.aborted_transactions(0, 3) == []
 
 
-def test_marker_batch_is_stored(log: PartitionLog) -> None:
+def test_marker_batch_is_stored(log: UnifiedLog) -> None:
     a = Txn(log, 1)
     a.send()
     marker = a.end(commit=False)
@@ -93,7 +93,7 @@ def test_marker_batch_is_stored(log: PartitionLog) -> None:
     assert header.is_control and header.base_offset == marker and len(records) == 1
 
 
-def test_fenced_marker_is_rejected(log: PartitionLog) -> None:
+def test_fenced_marker_is_rejected(log: UnifiedLog) -> None:
     a = Txn(log, 1)
     a.send()
     a.end(commit=True, coordinator_epoch=5)
@@ -104,7 +104,7 @@ def test_fenced_marker_is_rejected(log: PartitionLog) -> None:
     assert log.last_stable_offset == 3
 
 
-def test_aborted_transactions_across_segments(log: PartitionLog) -> None:
+def test_aborted_transactions_across_segments(log: UnifiedLog) -> None:
     producers = [Txn(log, pid) for pid in range(1, 4)]
     expected: list[tuple[int, int, int]] = []  # (pid, first, marker)
     for round_ in range(12):

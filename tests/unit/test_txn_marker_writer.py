@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
 from oncelog.storage.config import LogConfig
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.messages import TxnMarker
 from tests.unit.test_storage_support import NOW, append
@@ -22,11 +22,11 @@ PID = 7
 class Logs:
     def __init__(self, path: Path) -> None:
         self.logs = {
-            tp: PartitionLog.open(path / f"{tp[0]}-{tp[1]}", LogConfig(), now_ms=NOW)
+            tp: UnifiedLog.open(path / f"{tp[0]}-{tp[1]}", LogConfig(), now_ms=NOW)
             for tp in (("out", 0), (CONSUMER_OFFSETS_TOPIC, 3))
         }
 
-    def partition(self, name: str, index: int) -> PartitionLog | None:
+    def partition(self, name: str, index: int) -> UnifiedLog | None:
         return self.logs.get((name, index))
 
 
@@ -46,7 +46,7 @@ def logs(tmp_path: Path) -> Iterator[Logs]:
         log.close()
 
 
-def open_txn(log: PartitionLog, epoch: int = 0) -> None:
+def open_txn(log: UnifiedLog, epoch: int = 0) -> None:
     append(log, producer_id=PID, epoch=epoch, seq=0, transactional=True)
 
 

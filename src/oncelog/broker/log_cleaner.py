@@ -22,7 +22,7 @@ from oncelog.broker.cleaner_config import DOUBLE_MAX, CleanerSettings
 from oncelog.storage.cleaner_manager import horizon_due, is_due
 from oncelog.storage.cleaner_process import CleanerProcess
 from oncelog.storage.compaction import compact_log
-from oncelog.storage.log import PartitionLog
+from oncelog.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +56,17 @@ class _Throttler:
             self.stop.wait(wait)
 
 
-LogSource = Callable[[], Iterable[tuple[str, PartitionLog]]]
+LogSource = Callable[[], Iterable[tuple[str, UnifiedLog]]]
 
 
 class _TopicLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def partitions(self) -> Sequence[PartitionLog]: ...
+    def partitions(self) -> Sequence[UnifiedLog]: ...
 
 
-def partition_logs(topics: Mapping[str, _TopicLike]) -> list[tuple[str, PartitionLog]]:
+def partition_logs(topics: Mapping[str, _TopicLike]) -> list[tuple[str, UnifiedLog]]:
     """("<topic>-<partition>", log) of every partition (a snapshot of the registry)."""
     return [(f"{t.name}-{i}", p) for t in list(topics.values()) for i, p in enumerate(t.partitions)]
 
@@ -148,11 +148,11 @@ class LogCleaner:
         finally:
             worker.close()
 
-    def _grab(self) -> tuple[str, PartitionLog] | None:
+    def _grab(self) -> tuple[str, UnifiedLog] | None:
         """The filthiest due log no other thread is cleaning (Kafka's grabFilthiestCompactedLog)."""
         now = self._clock()
-        best: tuple[float, str, PartitionLog] | None = None
-        horizon: tuple[str, PartitionLog] | None = None
+        best: tuple[float, str, UnifiedLog] | None = None
+        horizon: tuple[str, UnifiedLog] | None = None
         with self._lock:
             for name, plog in self._logs():
                 if id(plog) in self._in_progress or id(plog) in self._uncleanable:
@@ -173,7 +173,7 @@ class LogCleaner:
                 self._in_progress.add(id(picked[1]))
         return picked
 
-    def _clean(self, name: str, plog: PartitionLog, worker: CleanerProcess) -> None:
+    def _clean(self, name: str, plog: UnifiedLog, worker: CleanerProcess) -> None:
         started = time.monotonic()
         try:
             stats = compact_log(

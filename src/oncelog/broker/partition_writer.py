@@ -25,8 +25,8 @@ from oncelog.coordinator.txn_verifier import TxnVerifier
 from oncelog.records.batch import BatchHeader
 from oncelog.storage.errors import LogError
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.log import AppendResult, PartitionLog
 from oncelog.storage.producer_state import ProducerStateError
+from oncelog.storage.unified_log import AppendResult, UnifiedLog
 from oncelog.storage.validator import validate_produce_batch
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class ProduceOutcome:
     answer (empty unless acks=all under ``oncelog.flush.on.ack``)."""
 
     results: list[AppendResult | ProduceError]
-    unsynced: dict[PartitionLog, int]
+    unsynced: dict[UnifiedLog, int]
 
 
 @dataclass(slots=True)
@@ -90,7 +90,7 @@ class _Validated:
 
     topic: str
     partition: int
-    log: PartitionLog
+    log: UnifiedLog
     header: BatchHeader
     records: bytearray | memoryview
 
@@ -211,7 +211,7 @@ class PartitionWriter:
         the partition itself are checked again."""
         check_txn = after_wait or not plan.verified
         results: list[AppendResult | ProduceError] = []
-        written: dict[PartitionLog, int] = {}
+        written: dict[UnifiedLog, int] = {}
         now = self._clock()
         for item in plan.items:
             if isinstance(item, ProduceError):

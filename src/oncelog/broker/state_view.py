@@ -26,7 +26,7 @@ from oncelog.txn.metadata import TransactionMetadata
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
-    from oncelog.storage.log import PartitionLog
+    from oncelog.storage.unified_log import UnifiedLog
 
 INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 # An admin abort by transactional id retries CONCURRENT_TRANSACTIONS as the client does.
@@ -328,7 +328,7 @@ def _txn_view(m: TransactionMetadata) -> TxnView:
     )
 
 
-def _newest_timestamp(log: PartitionLog) -> int:
+def _newest_timestamp(log: UnifiedLog) -> int:
     # The newest segment with a timestamp: in memory, no read (segments roll in time).
     for seg in reversed(log.segments):
         if seg.max_timestamp >= 0:

@@ -27,9 +27,9 @@ from oncelog.storage.checkpoint import CleanShutdown, take_clean_shutdowns
 from oncelog.storage.config import ConfigError, LogConfig
 from oncelog.storage.errors import OffsetOutOfRangeError
 from oncelog.storage.fsutil import atomic_write
-from oncelog.storage.log import PartitionLog
 from oncelog.storage.log_batch import close_logs, open_logs
 from oncelog.storage.partition_dir import partition_dir, partition_dir_names
+from oncelog.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Topic:
     name: str
     topic_id: uuid.UUID
     configs: dict[str, str]  # overrides only; defaults come from the broker
-    partitions: list[PartitionLog] = field(default_factory=list)
+    partitions: list[UnifiedLog] = field(default_factory=list)
 
     @property
     def internal(self) -> bool:
@@ -83,7 +83,7 @@ class TopicCreation:
     now: int
 
 
-def drop_partitions(partitions: list[PartitionLog]) -> None:
+def drop_partitions(partitions: list[UnifiedLog]) -> None:
     """Delete detached partitions' files (disk work, safe off the loop)."""
     for part in partitions:
         part.delete()
@@ -134,7 +134,7 @@ class TopicRegistry:
             doc = json.loads(self.meta_path.read_text())
             # Every topic's partitions in one batch: one filesystem sync for all of them.
             topics: list[Topic] = []
-            opens: list[Callable[[bool], PartitionLog]] = []
+            opens: list[Callable[[bool], UnifiedLog]] = []
             for name, entry in doc["topics"].items():
                 topic = Topic(name, uuid.UUID(entry["id"]), dict(entry["configs"]))
                 cfg = self.log_config(topic.configs)
@@ -189,15 +189,15 @@ class TopicRegistry:
 
     def _open_partitions(
         self, name: str, indexes: range, cfg: LogConfig, now: int
-    ) -> list[PartitionLog]:
+    ) -> list[UnifiedLog]:
         """Open (create or recover) partitions (``open_logs`` decides how to sync)."""
         return open_logs(self.data_dir, [self._opener(name, i, cfg, now) for i in indexes])
 
     def _opener(
         self, name: str, index: int, cfg: LogConfig, now: int
-    ) -> Callable[[bool], PartitionLog]:
+    ) -> Callable[[bool], UnifiedLog]:
         directory = partition_dir(self.data_dir, name, index)
-        return lambda sync: PartitionLog.open(
+        return lambda sync: UnifiedLog.open(
             directory,
             cfg,
             now_ms=now,
@@ -214,7 +214,7 @@ class TopicRegistry:
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
 
-    def partition(self, name: str, index: int) -> PartitionLog | None:
+    def partition(self, name: str, index: int) -> UnifiedLog | None:
         topic = self.topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
@@ -288,7 +288,7 @@ class TopicRegistry:
             )
         )
 
-    def open_partitions(self, plan: TopicCreation) -> list[PartitionLog]:
+    def open_partitions(self, plan: TopicCreation) -> list[UnifiedLog]:
         """Create and open the planned partitions' logs: disk work, safe off the loop."""
         return self._open_partitions(plan.topic.name, plan.indexes, plan.config, plan.now)
 
@@ -323,7 +323,7 @@ class TopicRegistry:
         """Write the topic metadata (after creates with ``save=False``)."""
         self._save()
 
-    def detach(self, name: str, *, save: bool = True) -> list[PartitionLog]:
+    def detach(self, name: str, *, save: bool = True) -> list[UnifiedLog]:
         """Topic deletion on the loop: the topic is gone from the registry and its
         metadata; the caller drops the returned logs (disk work, safe off the loop), then
         calls ``dropped`` (on the loop) to free the name."""
@@ -342,7 +342,7 @@ class TopicRegistry:
 
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: Mapping[str, str]
-    ) -> list[PartitionLog]:
+    ) -> list[UnifiedLog]:
         """A coordinator's topic, created on first start (its partition logs).
 
         Like Kafka, an existing topic keeps its partition count and configs: a key's
@@ -409,7 +409,7 @@ class TopicRegistry:
         return self._reserve(TopicCreation(topic, range(current, total), cfg, self._clock()))
 
     def commit_add_partitions(
-        self, plan: TopicCreation, opened: list[PartitionLog], *, save: bool = True
+        self, plan: TopicCreation, opened: list[UnifiedLog], *, save: bool = True
     ) -> None:
         """Append the opened logs. If the topic was deleted while they opened, raises
         UNKNOWN_TOPIC_OR_PARTITION and the caller drops them (``drop_partitions``)."""

@@ -1,9 +1,9 @@
 """The internal topics the coordinators own, and the narrow view of storage they get.
 
 Services receive these protocol types instead of the broker, so ``txn``, ``group`` and
-``coordinator`` never import ``oncelog.broker``, nor ``oncelog.storage.log``: a
+``coordinator`` never import ``oncelog.broker``, nor ``oncelog.storage.unified_log``: a
 coordinator sees a partition as a :class:`CoordinatorLog` (Kafka's ``PartitionWriter``
-plus the reads its loader makes), never the whole ``PartitionLog``.
+plus the reads its loader makes), never the whole ``UnifiedLog``.
 """
 
 from __future__ import annotations

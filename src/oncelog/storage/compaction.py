@@ -1,8 +1,8 @@
-"""One compaction pass over one PartitionLog: plan, clean, stage, swap, record.
+"""One compaction pass over one UnifiedLog: plan, clean, stage, swap, record.
 
 The broker's cleaner threads and the unit tests both drive passes through
 ``compact_log``; the rules live in cleaner.py, the file protocol in
-segment_swap.py, and the bookkeeping under the log's lock in PartitionLog.
+segment_swap.py, and the bookkeeping under the log's lock in UnifiedLog.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator
 from . import segment_swap
 from .cleaner import CleanedSegment, CleanerStats, CleaningPlan, Pace, clean
 from .fsutil import fsync_dir
-from .log import PartitionLog
+from .unified_log import UnifiedLog
 
 # Called at "cleaned" (a group's .cleaned files are durable) and at "swap" (they
 # were staged as .swap, the commit point): test hooks for crashing mid-swap.
@@ -26,7 +26,7 @@ def _nothing(_: object) -> None:
 
 
 def compact_log(
-    log: PartitionLog,
+    log: UnifiedLog,
     *,
     now_ms: int,
     dedupe_buffer_bytes: int,

@@ -22,7 +22,7 @@ from oncelog.storage.errors import LogClosedError
 
 
 class SyncableLog(Protocol):
-    """What a group fdatasync needs of a log (``PartitionLog`` is one)."""
+    """What a group fdatasync needs of a log (``UnifiedLog`` is one)."""
 
     @property
     def durable_offset(self) -> int: ...

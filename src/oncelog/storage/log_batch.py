@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .checkpoint import CleanShutdown, write_clean_shutdowns
 from .fsutil import sync_filesystem
-from .log import PartitionLog
+from .unified_log import UnifiedLog
 
 __all__ = ["SYNCFS_MIN_LOGS", "close_logs", "open_logs"]
 
@@ -25,17 +25,17 @@ SYNCFS_MIN_LOGS = 128
 
 def open_logs(
     data_dir: Path,
-    opens: Sequence[Callable[[bool], PartitionLog]],
+    opens: Sequence[Callable[[bool], UnifiedLog]],
     *,
     syncfs_min: int = SYNCFS_MIN_LOGS,
-) -> list[PartitionLog]:
-    """Run many ``PartitionLog.open`` calls (each opener takes the ``sync`` flag). From
+) -> list[UnifiedLog]:
+    """Run many ``UnifiedLog.open`` calls (each opener takes the ``sync`` flag). From
     ``SYNCFS_MIN_LOGS`` on, they write unsynced and one filesystem sync makes it all
     durable: thousands of partitions cost one journal commit, not a few fsyncs each
     (Kafka's start-up likewise flushes nothing per partition)."""
     if len(opens) < syncfs_min:
         return [open_one(True) for open_one in opens]
-    logs: list[PartitionLog] = []
+    logs: list[UnifiedLog] = []
     try:
         for open_one in opens:
             logs.append(open_one(False))
@@ -45,7 +45,7 @@ def open_logs(
 
 
 def close_logs(
-    logs: Iterable[PartitionLog],
+    logs: Iterable[UnifiedLog],
     data_dir: Path,
     checkpoint: Path,
     *,
@@ -58,10 +58,10 @@ def close_logs(
     Index tails are written unsynced; one sync makes them and the log data durable;
     only then is the clean-shutdown checkpoint (log ends and producer states, see
     ``checkpoint.write_clean_shutdowns``) written, so it never vouches for data not on
-    disk. ``PartitionLog.open(clean=...)`` takes an entry back. A log that fails, or
+    disk. ``UnifiedLog.open(clean=...)`` takes an entry back. A log that fails, or
     takes an append meanwhile, is closed the single way. Returns the failures."""
     failed: list[tuple[Path, Exception]] = []
-    written: list[tuple[PartitionLog, CleanShutdown]] = []
+    written: list[tuple[UnifiedLog, CleanShutdown]] = []
     open_logs_ = [part for part in logs if not part.closed]
     if len(open_logs_) < syncfs_min:  # few: each the single way (see SYNCFS_MIN_LOGS)
         for part in open_logs_:

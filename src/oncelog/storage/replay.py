@@ -9,7 +9,7 @@ from oncelog.records.builder import iter_batches_kv
 from oncelog.records.control import parse_control_record
 
 if TYPE_CHECKING:
-    from oncelog.storage.log import PartitionLog
+    from oncelog.storage.unified_log import UnifiedLog
 
 READ_CHUNK = 4 * 1024 * 1024
 
@@ -36,7 +36,7 @@ class LogBatch(NamedTuple):
 
 
 def iter_log_batches(
-    part: PartitionLog, start: int | None = None, end: int | None = None
+    part: UnifiedLog, start: int | None = None, end: int | None = None
 ) -> Iterator[LogBatch]:
     """Every data batch and end-txn marker from ``start`` (default: the log start) to
     ``end`` (default: the high watermark when called). Records below ``start`` in the
@@ -69,7 +69,7 @@ def iter_log_batches(
         offset = last
 
 
-def iter_log(part: PartitionLog) -> Iterator[LogEntry]:
+def iter_log(part: UnifiedLog) -> Iterator[LogEntry]:
     """Every record and end-txn marker from the log start to the high watermark."""
     return log_entries(iter_log_batches(part))
 

@@ -17,7 +17,7 @@ later delete, retention or close cannot make it write somewhere else:
   new directory of the same name.
 
 Crash safety: until the job is done the rolled segment has no time index on disk
-(``PartitionLog._roll`` deletes it before creating the new segment; on ext4 the
+(``UnifiedLog._roll`` deletes it before creating the new segment; on ext4 the
 journal commits the two in that order), and recovery re-walks an older segment whose
 index is missing, as it does the active one. The job writes the time index last,
 after the log's and the txn index's fsyncs, so an index on disk never vouches for

@@ -58,7 +58,7 @@ def validate_produce_batch(
     ``partition_name`` (``topic-N``) names the partition in record errors, as Kafka's do.
 
     Raises InvalidBatchError or InvalidTimestampError (LogErrors with their Kafka
-    ``error_code``). The size rule is the log's: ``PartitionLog.append`` checks it for
+    ``error_code``). The size rule is the log's: ``UnifiedLog.append`` checks it for
     every writer, clients and coordinators alike, so it is checked once.
     """
     header = check_batch_shape(records, produce_version)

@@ -27,7 +27,7 @@ from oncelog.pread import NotCachedError
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.protocol.response_frame import FileRange
-from oncelog.storage.log import OffsetOutOfRangeError
+from oncelog.storage.unified_log import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker

@@ -27,7 +27,7 @@ from oncelog.broker.request import NO_RESPONSE, CloseConnection, Deferred, Reque
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
 from oncelog.protocol.produce_wire import encode_produce_success
-from oncelog.storage.log import AppendResult
+from oncelog.storage.unified_log import AppendResult
 from oncelog.txn.metadata import TV_2
 
 log = logging.getLogger(__name__)
