@@ -6,13 +6,23 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from kio.schema.errors import ErrorCode
 
 from oncelog.cli import common
 from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
-from oncelog.cli.common import client_conf, emit, table
+from oncelog.cli.common import emit, error_text, table
+from oncelog.client.acl_admin import (
+    AclAdmin,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from oncelog.client.errors import ClientError
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
-TIMEOUT_S = 15.0
 
 Topic = Annotated[
     list[str] | None, typer.Option("--topic", help="Topic name (repeatable; * for all).")
@@ -40,14 +50,13 @@ NO_AUTHORIZER = (
 )
 
 
-def _admin(bootstrap: str, config: Path | None) -> Any:
-    from confluent_kafka.admin import AdminClient
-
+def _admin(bootstrap: str, config: Path | None) -> AclAdmin:
+    admin = common.admin(bootstrap, config)
     with common.failures("cannot reach the authorizer"):
         # librdkafka lists no ACLs rather than report SECURITY_DISABLED: ask first.
-        if not common.admin(bootstrap, config).authorizer_enabled():
+        if not admin.authorizer_enabled():
             _fail(NO_AUTHORIZER)
-    return AdminClient(client_conf(bootstrap, config))
+    return AclAdmin(admin)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -57,9 +66,9 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 def _failure(what: str, exc: Exception) -> NoReturn:
     """One line for a failed ACL request; SECURITY_DISABLED as what to do about it."""
-    if "SECURITY_DISABLED" in str(exc):
+    if isinstance(exc, ClientError) and exc.error_code == ErrorCode.security_disabled:
         _fail(NO_AUTHORIZER)
-    _fail(f"{what}: {exc}")
+    _fail(f"{what}: {error_text(exc)}")
 
 
 def _enum(enum: Any, name: str, flag: str) -> Any:
@@ -78,14 +87,12 @@ def _enum(enum: Any, name: str, flag: str) -> Any:
 
 def _resources(
     topic: list[str] | None, group: list[str] | None, txn: list[str] | None, cluster: bool
-) -> list[tuple[Any, str]]:
-    from confluent_kafka.admin import ResourceType
-
-    out = [(ResourceType.TOPIC, t) for t in topic or []]
+) -> list[tuple[ResourceType, str]]:
+    out: list[tuple[ResourceType, str]] = [(ResourceType.TOPIC, t) for t in topic or []]
     out += [(ResourceType.GROUP, g) for g in group or []]
     out += [(ResourceType.TRANSACTIONAL_ID, t) for t in txn or []]
     if cluster:
-        out.append((ResourceType.BROKER, "kafka-cluster"))
+        out.append((ResourceType.CLUSTER, "kafka-cluster"))
     return out
 
 
@@ -125,13 +132,6 @@ def add(
 ) -> None:
     """Add ALLOW/DENY ACLs for every principal x host x operation x resource given, or a
     producer's / consumer's set of them (--producer, --consumer)."""
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-    )
-
     if not (allow_principal or deny_principal):
         _fail("give a principal (--allow-principal or --deny-principal)", 2)
     if producer or consumer:
@@ -150,7 +150,7 @@ def add(
             )
         ops = [_enum(AclOperation, op, "--operation") for op in operation or []]
         grants = [(rtype, name, op) for rtype, name in resources for op in ops]
-    pattern = _enum(ResourcePatternType, resource_pattern_type, "--resource-pattern-type")
+    pattern = _enum(PatternType, resource_pattern_type, "--resource-pattern-type")
     bindings = []
     for permission, principals, hosts in (
         (AclPermissionType.ALLOW, allow_principal, allow_host),
@@ -164,11 +164,11 @@ def add(
                     )
     _check_operations(bindings)
     admin = _admin(bootstrap, config)
-    for binding, future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).items():
-        try:
-            future.result(TIMEOUT_S)
-        except Exception as exc:
-            _failure(f"cannot add {binding}", exc)
+    try:
+        admin.create(bindings)
+    except Exception as exc:
+        # what failed: the binding as confluent-kafka spells it, as this line always had
+        _failure(f"cannot add {getattr(exc, 'what', None) or bindings}", exc)
     typer.echo(f"added {len(bindings)} ACL(s)")
 
 
@@ -184,9 +184,7 @@ def _convenience_grants(
 ) -> list[tuple[Any, str, Any]]:
     """(resource type, name, operation) of kafka-acls.sh's --producer and --consumer
     (AclCommand's getProducerResourceFilterToAcls / getConsumerResourceFilterToAcls)."""
-    from confluent_kafka.admin import AclOperation as Op
-    from confluent_kafka.admin import ResourceType
-
+    Op = AclOperation
     if operation:
         _fail("--operation does not go with --producer/--consumer", 2)
     if cluster:
@@ -210,37 +208,29 @@ def _convenience_grants(
             for op in (Op.WRITE, Op.DESCRIBE)
         ]
         if idempotent:
-            grants.append((ResourceType.BROKER, "kafka-cluster", Op.IDEMPOTENT_WRITE))
+            grants.append((ResourceType.CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE))
     if consumer:
         grants += [(ResourceType.TOPIC, t, op) for t in topic for op in (Op.READ, Op.DESCRIBE)]
         grants += [(ResourceType.GROUP, g, Op.READ) for g in group or []]
     return list(dict.fromkeys(grants))
 
 
-def _check_operations(bindings: list[Any]) -> None:
+def _check_operations(bindings: list[AclBinding]) -> None:
     """Refuse operations a resource type does not have, as kafka-acls.sh does."""
-    from oncelog.security.acl import (
-        AclBinding,
-        AclOperation,
-        InvalidAcl,
-        PatternType,
-        PermissionType,
-        ResourceType,
-    )
+    from oncelog.security import acl
 
     for b in bindings:
-        rtype = ResourceType.CLUSTER if b.restype.name == "BROKER" else ResourceType[b.restype.name]
         try:
-            AclBinding(
-                rtype,
+            acl.AclBinding(
+                acl.ResourceType[b.resource_type.name],
                 b.name,
-                PatternType.LITERAL,
+                acl.PatternType.LITERAL,
                 b.principal,
                 b.host,
-                AclOperation[b.operation.name],
-                PermissionType.ALLOW,
+                acl.AclOperation[b.operation.name],
+                acl.PermissionType.ALLOW,
             ).check_operation()
-        except InvalidAcl as exc:
+        except acl.InvalidAcl as exc:
             _fail(str(exc))
 
 
@@ -254,37 +244,22 @@ def _filter(
     *,
     allow: list[str] | None = None,
     deny: list[str] | None = None,
-) -> list[Any]:
+) -> list[AclBindingFilter]:
     """Filters for the resources given (any without one): one per principal, ALLOW ones
     for ``allow`` and DENY ones for ``deny`` (kafka-acls.sh --remove --allow-principal),
     either permission for ``principal``; every principal when none is given."""
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    pattern = _enum(ResourcePatternType, pattern_name, "--resource-pattern-type")
-    resources: list[tuple[Any, str | None]] = list(_resources(topic, group, txn, cluster)) or [
-        (ResourceType.ANY, None)
+    pattern = _enum(PatternType, pattern_name, "--resource-pattern-type")
+    resources: list[tuple[ResourceType, str | None]] = list(
+        _resources(topic, group, txn, cluster)
+    ) or [(ResourceType.ANY, None)]
+    who: list[tuple[str | None, AclPermissionType]] = [
+        (a, AclPermissionType.ALLOW) for a in allow or []
     ]
-    who: list[tuple[str | None, Any]] = [(a, AclPermissionType.ALLOW) for a in allow or []]
     who += [(d, AclPermissionType.DENY) for d in deny or []]
     if principal is not None or not who:
         who.append((principal, AclPermissionType.ANY))
     return [
-        # confluent-kafka's stubs say str, but None is its documented "any"
-        AclBindingFilter(
-            rtype,
-            name,  # type: ignore[arg-type]
-            pattern,
-            who_principal,  # type: ignore[arg-type]
-            None,  # type: ignore[arg-type]
-            AclOperation.ANY,
-            permission,
-        )
+        AclBindingFilter(rtype, name, pattern, who_principal, None, AclOperation.ANY, permission)
         for rtype, name in resources
         for who_principal, permission in who
     ]
@@ -309,20 +284,19 @@ def list_(
         topic, group, transactional_id, cluster, resource_pattern_type, principal
     ):
         try:
-            found = admin.describe_acls(acl_filter, request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+            found = admin.describe(acl_filter)
         except Exception as exc:
             _failure("cannot list ACLs", exc)
         for a in found:
             rows.append(
                 {
-                    # Kafka's name: confluent-kafka calls the Cluster resource type BROKER
-                    "resource_type": "CLUSTER" if a.restype.name == "BROKER" else a.restype.name,
+                    "resource_type": a.resource_type.name,
                     "resource_name": a.name,
-                    "pattern_type": a.resource_pattern_type.name,
+                    "pattern_type": a.pattern_type.name,
                     "principal": a.principal,
                     "host": a.host,
                     "operation": a.operation.name,
-                    "permission": a.permission_type.name,
+                    "permission": a.permission.name,
                 }
             )
     columns = ("resource", "pattern", "principal", "host", "operation", "permission")
@@ -369,10 +343,8 @@ def remove(
         deny=deny_principal,
     )
     admin = _admin(bootstrap, config)
-    removed = 0
-    for future in admin.delete_acls(filters, request_timeout=TIMEOUT_S).values():
-        try:
-            removed += len(future.result(TIMEOUT_S))
-        except Exception as exc:
-            _failure("cannot remove ACLs", exc)
+    try:
+        removed = admin.delete(filters)
+    except Exception as exc:
+        _failure("cannot remove ACLs", exc)
     typer.echo(f"removed {removed} ACL(s)")

@@ -100,13 +100,12 @@ def _check_names(path: Path, settings: dict[str, str]) -> None:
     it never connects), whereas the protocol client would ignore what it does not use."""
     import logging
 
-    from confluent_kafka import KafkaException, Producer
+    from oncelog.client.errors import ClientError
+    from oncelog.client.kafka_producer import KafkaProducer
 
     quiet = logging.getLogger("oncelog.cli.librdkafka")  # silent unless --verbose
     try:
-        Producer({**settings, "logger": quiet})
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args else exc
-        text = err.str() if hasattr(err, "str") else str(err)
-        typer.echo(f"error: --command-config {path}: {text}", err=True)
+        KafkaProducer({**settings, "logger": quiet})
+    except ClientError as exc:
+        typer.echo(f"error: --command-config {path}: {exc.detail or exc}", err=True)
         raise typer.Exit(2) from exc

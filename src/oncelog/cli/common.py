@@ -133,8 +133,7 @@ def enable_verbose() -> None:
 
     def drain() -> None:
         for a in _admins:
-            if a._client is not None:
-                a._client.poll(0)
+            a.serve_logs()
 
     atexit.register(drain)
 
@@ -142,16 +141,16 @@ def enable_verbose() -> None:
 @contextmanager
 def failures(what: str) -> Iterator[None]:
     """Turn a client error into the command's one error line."""
-    from confluent_kafka import KafkaException
-
     try:
         yield
     except ClientError as exc:
         fail(f"{what}: {exc}")
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args else exc
-        text = err.str() if hasattr(err, "str") else str(err)
-        fail(f"{what}: {text}")
+
+
+def error_text(exc: Exception) -> str:
+    """An error as the ACL and user commands print it: a client error in confluent-kafka's
+    own spelling (``KafkaError{code=...,val=...,str="..."}``), as they always have."""
+    return exc.library_text if isinstance(exc, ClientError) else str(exc)
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:

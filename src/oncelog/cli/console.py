@@ -1,5 +1,5 @@
 """`oncelog console-producer` and `oncelog console-consumer`: Kafka's console tools, on
-confluent-kafka's producer and consumer."""
+the client layer's producer and consumer (confluent-kafka's)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from kio.schema.errors import ErrorCode
 
 from oncelog.cli import command_config
 from oncelog.cli.common import (
@@ -21,6 +22,10 @@ from oncelog.cli.common import (
     ensure_reachable,
     fail,
 )
+from oncelog.client.errors import LOCAL_PARTITION_EOF, ClientError
+
+if TYPE_CHECKING:
+    from oncelog.client.consumer import Record
 
 Topic = Annotated[str, typer.Option("--topic", "-t")]
 Properties = Annotated[
@@ -30,8 +35,7 @@ Properties = Annotated[
 ISOLATION = ("read_uncommitted", "read_committed")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("-1", "all", "0", "1")
-# confluent-kafka's timestamp types -> DefaultMessageFormatter's names
-TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+UNKNOWN_TOPIC = ErrorCode.unknown_topic_or_partition
 
 
 def _props(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -107,7 +111,7 @@ def producer(
 ) -> None:
     """One record per line of standard input (``--property parse.key=true`` splits each
     line at ``key.separator``, a tab by default)."""
-    from confluent_kafka import KafkaException, Producer
+    from oncelog.client.kafka_producer import KafkaProducer
 
     props = _props(prop, "--property")
     parse_key, sep = _true(props, "parse.key"), props.get("key.separator", "\t")
@@ -128,12 +132,12 @@ def producer(
     ensure_reachable(bootstrap, command_config.client_config(bootstrap, config_file))
     errors: list[str] = []
 
-    def report(err: Any, _msg: Any) -> None:
+    def report(err: ClientError | None, _delivered: object) -> None:
         if err is not None:
-            errors.append(err.str())
+            errors.append(err.detail or str(err))
 
     try:
-        p = Producer(client_conf(bootstrap, config_file, **extra))
+        p = KafkaProducer(client_conf(bootstrap, config_file, **extra))
         if transactional_id:
             p.init_transactions()
             p.begin_transaction()
@@ -149,6 +153,7 @@ def producer(
                 value=text.encode(),
                 key=key.encode() if key is not None else None,
                 on_delivery=report,
+                wait_for_space=False,  # a full buffer fails the command, as it always has
             )
             if sync:
                 p.flush(30)
@@ -159,24 +164,21 @@ def producer(
         if transactional_id:
             p.commit_transaction()
         left = p.flush(30)
-    except KafkaException as exc:
-        fail(f"cannot produce to {topic!r}: {exc.args[0].str()}")
-    except BufferError as exc:
-        fail(f"cannot produce to {topic!r}: {exc}")
+    except ClientError as exc:
+        fail(f"cannot produce to {topic!r}: {exc.detail or exc}")
     if errors or left:
         fail(f"cannot produce to {topic!r}: {errors[0] if errors else f'{left} records unsent'}")
 
 
-def _render(msg: Any, props: dict[str, str], output: str) -> str:
-    key, value = msg.key(), msg.value()
+def _render(msg: Record, props: dict[str, str], output: str) -> str:
+    key, value = msg.key, msg.value
     if output == "json":
-        ts_type, ts = msg.timestamp()
         return json.dumps(
             {
-                "topic": msg.topic(),
-                "partition": msg.partition(),
-                "offset": msg.offset(),
-                "timestamp": ts,
+                "topic": msg.topic,
+                "partition": msg.partition,
+                "offset": msg.offset,
+                "timestamp": msg.timestamp,
                 "key": None if key is None else key.decode("utf-8", "replace"),
                 "value": None if value is None else value.decode("utf-8", "replace"),
             }
@@ -185,15 +187,14 @@ def _render(msg: Any, props: dict[str, str], output: str) -> str:
     parts = []
     # the order and spellings of Kafka's DefaultMessageFormatter
     if _true(props, "print.timestamp"):
-        ts_type, ts = msg.timestamp()
-        kind = TIMESTAMP_TYPES.get(ts_type)
-        parts.append(f"{kind}:{ts}" if kind else "NO_TIMESTAMP")
+        kind = msg.timestamp_type
+        parts.append(f"{kind}:{msg.timestamp}" if kind else "NO_TIMESTAMP")
     if _true(props, "print.partition"):
-        parts.append(f"Partition:{msg.partition()}")
+        parts.append(f"Partition:{msg.partition}")
     if _true(props, "print.offset"):
-        parts.append(f"Offset:{msg.offset()}")
+        parts.append(f"Offset:{msg.offset}")
     if _true(props, "print.headers"):
-        headers = msg.headers() or []
+        headers = msg.headers
         parts.append(
             props.get("headers.separator", ",").join(
                 f"{k}:{'null' if v is None else v.decode('utf-8', 'replace')}" for k, v in headers
@@ -258,8 +259,7 @@ def consumer(
     ``print.offset``, ``print.timestamp``, ``print.headers``, ``key.separator``,
     ``headers.separator``); ``--output json``: one JSON object a line. Ends with
     "Processed a total of N messages" on stderr."""
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
-    from confluent_kafka import TopicPartition as KTP
+    from oncelog.client.consumer import BEGINNING, END, KafkaConsumer
 
     if isolation_level not in ISOLATION:
         fail(f"--isolation-level {isolation_level}: expected one of {', '.join(ISOLATION)}", 2)
@@ -285,7 +285,7 @@ def consumer(
     what = repr(topic) if topic is not None else f"topics matching {include!r}"
     count = 0
     try:
-        c = Consumer(conf)
+        c = KafkaConsumer(conf)
         try:
             if include is not None:
                 c.subscribe([f"^({include})$"])  # Kafka matches the whole topic name
@@ -294,37 +294,34 @@ def consumer(
                 c.subscribe([topic])
             else:
                 assert topic is not None
-                md = c.list_topics(topic, timeout=10)
-                meta = md.topics.get(topic)
-                if meta is None or meta.error is not None or not meta.partitions:
+                known = c.partitions(topic, 10)
+                if not known:
                     fail(f"unknown topic {topic!r}")
-                if partition is not None and partition not in meta.partitions:
+                if partition is not None and partition not in known:
                     fail(f"topic {topic!r} has no partition {partition}")
                 if start is None:
-                    start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-                parts = [partition] if partition is not None else sorted(meta.partitions)
-                c.assign([KTP(topic, p, start) for p in parts])
+                    start = BEGINNING if from_beginning else END
+                parts = [partition] if partition is not None else known
+                c.assign([(topic, p, start) for p in parts])
             last = time.monotonic()
             while max_messages is None or count < max_messages:
                 if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:
                     break
-                msg = c.poll(0.1)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                polled = c.consume(1, 0.1)
+                for err in polled.errors:
+                    if err.local_code == LOCAL_PARTITION_EOF:
                         continue
-                    if include is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    if include is not None and err.error_code == UNKNOWN_TOPIC:
                         continue  # no topic matches yet: Kafka's consumer waits for one
-                    fail(f"cannot consume {what}: {err.str()}")
-                typer.echo(_render(msg, props, output))
-                count += 1
-                last = time.monotonic()
+                    fail(f"cannot consume {what}: {err.detail or err}")
+                for msg in polled.records:
+                    typer.echo(_render(msg, props, output))
+                    count += 1
+                    last = time.monotonic()
         finally:
             c.close()
-    except KafkaException as exc:
-        fail(f"cannot consume {what}: {exc.args[0].str()}")
+    except ClientError as exc:
+        fail(f"cannot consume {what}: {exc.detail or exc}")
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {count} messages", err=True)
@@ -340,7 +337,7 @@ def _start(
 ) -> int | None:
     """kafka-console-consumer.sh's rules for --topic/--include, --partition and --offset;
     the offset to start ``partition`` at, None for the default."""
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+    from oncelog.client.consumer import BEGINNING, END
 
     if (topic is None) == (include is None):
         fail("exactly one of --topic or --include is required", 2)
@@ -354,7 +351,7 @@ def _start(
         fail("--offset needs --partition", 2)
     if from_beginning:
         fail("--from-beginning and --offset exclude each other", 2)
-    special = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
+    special = {"earliest": BEGINNING, "latest": END}
     if offset in special:
         return special[offset]
     if not offset.isdigit():

@@ -1,7 +1,8 @@
 """`oncelog demo`: the main job on embedded defaults.
 
 Starts a broker in a temporary directory, creates a topic, produces a sample
-idempotently with confluent-kafka, reads it back and prints what happened.
+idempotently with the client layer's (confluent-kafka's) producer, reads it back and
+prints what happened.
 """
 
 from __future__ import annotations
@@ -78,52 +79,43 @@ def _cluster(config: ClientConfig | None) -> Iterator[ClientConfig]:
 
 
 def broker_round_trip(records: int, partitions: int, config: ClientConfig | None = None) -> None:
-    """Produce idempotently and read back with confluent-kafka; verify exactly-once.
+    """Produce idempotently and read back with the client layer; verify exactly-once.
     Against an existing cluster the demo reads only what this run wrote."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from oncelog.client.admin import Admin
+    from oncelog.client.consumer import KafkaConsumer
+    from oncelog.client.errors import ClientError
+    from oncelog.client.kafka_producer import Delivered, KafkaProducer
 
     with _cluster(config) as cluster:
-        admin = AdminClient(cluster.librdkafka())
-        created = admin.create_topics([NewTopic("demo", partitions, 1)])["demo"]
-        try:
-            created.result(15)
-            console.print(f"created topic [cyan]demo[/] with {partitions} partitions")
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-            console.print("topic [cyan]demo[/] exists")
+        with Admin(cluster, timeout=15) as admin:
+            if admin.create_topics(["demo"], partitions):
+                console.print(f"created topic [cyan]demo[/] with {partitions} partitions")
+            else:
+                console.print("topic [cyan]demo[/] exists")
         start = _end_offsets(cluster, partitions)
 
-        producer = Producer(
-            cluster.librdkafka(
-                **{"enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"}
-            )
+        producer = KafkaProducer.of(
+            cluster, **{"enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"}
         )
         acked: list[int] = []
-        errors: list[str] = []
+        errors: list[ClientError] = []
 
-        def on_delivery(err, msg):  # type: ignore[no-untyped-def]
+        def on_delivery(err: ClientError | None, delivered: Delivered | None) -> None:
             if err is not None:
-                errors.append(str(err))
-            else:
-                acked.append(msg.offset())
+                errors.append(err)
+            elif delivered is not None:
+                acked.append(delivered.offset)
 
         started = time.perf_counter()
         with Progress(console=stdout_console(), transient=True) as progress:
             task = progress.add_task("producing", total=records)
             for i in range(records):
-                while True:
-                    try:
-                        producer.produce(
-                            "demo",
-                            key=str(i % 1000).encode(),
-                            value=f"record-{i}".encode(),
-                            on_delivery=on_delivery,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                producer.produce(
+                    "demo",
+                    key=str(i % 1000).encode(),
+                    value=f"record-{i}".encode(),
+                    on_delivery=on_delivery,
+                )
                 if i % 1000 == 0:
                     producer.poll(0)
                     progress.update(task, completed=i)
@@ -131,24 +123,21 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
             progress.update(task, completed=records)
         produce_s = time.perf_counter() - started
         if errors:
-            raise KafkaException(errors[0])
+            raise errors[0]
         console.print(
             f"produced {len(acked)} records idempotently in {produce_s:.2f}s ({len(acked) / produce_s:,.0f} rec/s)"
         )
 
-        consumer = Consumer(
-            cluster.librdkafka(
-                **{
-                    "group.id": "demo",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                }
-            )
+        consumer = KafkaConsumer.of(
+            cluster,
+            **{
+                "group.id": "demo",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            },
         )
-        from confluent_kafka import TopicPartition
-
-        consumer.assign([TopicPartition("demo", p, start[p]) for p in range(partitions)])
+        consumer.assign([("demo", p, start[p]) for p in range(partitions)])
         seen: dict[bytes, int] = {}
         last_offset: dict[int, int] = {}
         out_of_order = 0
@@ -156,14 +145,11 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
         with Progress(console=stdout_console(), transient=True) as progress:
             task = progress.add_task("consuming", total=records)
             while len(seen) < records and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 1.0):
-                    if msg.error():
-                        raise KafkaException(msg.error())
-                    value, part, offset = (
-                        msg.value() or b"",
-                        msg.partition() or 0,
-                        msg.offset() or 0,
-                    )
+                polled = consumer.consume(1000, 1.0)
+                if polled.errors:
+                    raise polled.errors[0]
+                for msg in polled.records:
+                    value, part, offset = msg.value or b"", msg.partition, msg.offset
                     seen[value] = seen.get(value, 0) + 1
                     if offset <= last_offset.get(part, -1):
                         out_of_order += 1
@@ -172,7 +158,7 @@ def broker_round_trip(records: int, partitions: int, config: ClientConfig | None
         consumer.close()
         # Destroyed while the broker still runs: librdkafka would otherwise log
         # "Connection refused" as the embedded broker stops under live clients.
-        del producer, admin
+        del producer
         duplicates = sum(c - 1 for c in seen.values())
         missing = records - len(seen)
         ok = duplicates == 0 and missing == 0 and out_of_order == 0

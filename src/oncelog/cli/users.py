@@ -15,12 +15,12 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from oncelog.cli import command_config
+from oncelog.cli import common
 from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
-from oncelog.cli.common import client_conf, emit, ensure_reachable, table
+from oncelog.cli.common import emit, error_text, table
+from oncelog.client.scram_admin import ScramAdmin
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and delete SCRAM users.")
-TIMEOUT_S = 15.0
 STORE = ("meta", "scram_credentials.json")
 
 DataDir = Annotated[
@@ -37,11 +37,8 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _admin(bootstrap: str, config: Path | None) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    ensure_reachable(bootstrap, command_config.client_config(bootstrap, config))
-    return AdminClient(client_conf(bootstrap, config))
+def _admin(bootstrap: str, config: Path | None) -> ScramAdmin:
+    return ScramAdmin(common.admin(bootstrap, config))
 
 
 def _store(data_dir: Path) -> Any:
@@ -140,21 +137,11 @@ def add(
             store.apply([(name, mech, credential_from_password(mech, password, iterations))], [])
         typer.echo(f"stored {mech.sasl_name} credential for {name} in {data_dir}")
         return
-    from confluent_kafka.admin import (
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
-
-    info = ScramCredentialInfo(ScramMechanism(int(mech)), iterations)
     admin = _admin(bootstrap, config)
-    future = admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(name, info, password.encode())]
-    )[name]
     try:
-        future.result(TIMEOUT_S)
+        admin.upsert(name, int(mech), iterations, password.encode())
     except Exception as exc:
-        _fail(f"cannot add user {name!r}: {exc}")
+        _fail(f"cannot add user {name!r}: {error_text(exc)}")
     typer.echo(f"added {mech.sasl_name} credential for {name}")
 
 
@@ -175,12 +162,10 @@ def list_(
     else:
         admin = _admin(bootstrap, config)
         try:
-            described = admin.describe_user_scram_credentials().result(TIMEOUT_S)
+            described = admin.describe()
         except Exception as exc:
-            _fail(f"cannot list users: {exc}")
-        for user, d in sorted(described.items()):
-            for info in d.scram_credential_infos:
-                rows.append((user, info.mechanism.name.replace("_", "-"), info.iterations))
+            _fail(f"cannot list users: {error_text(exc)}")
+        rows += [(c.user, c.mechanism, c.iterations) for c in described]
     data = [{"user": u, "mechanism": m, "iterations": i} for u, m, i in rows]
     emit(output, data, table(None, ("user", "mechanism", "iterations"), rows))
 
@@ -202,14 +187,9 @@ def delete(
             store.apply([], [(name, mech)])
         typer.echo(f"deleted {mech.sasl_name} credential of {name}")
         return
-    from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
-
     admin = _admin(bootstrap, config)
-    future = admin.alter_user_scram_credentials(
-        [UserScramCredentialDeletion(name, ScramMechanism(int(mech)))]
-    )[name]
     try:
-        future.result(TIMEOUT_S)
+        admin.delete(name, int(mech))
     except Exception as exc:
-        _fail(f"cannot delete user {name!r}: {exc}")
+        _fail(f"cannot delete user {name!r}: {error_text(exc)}")
     typer.echo(f"deleted {mech.sasl_name} credential of {name}")

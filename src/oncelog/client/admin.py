@@ -111,6 +111,12 @@ class Admin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def serve_logs(self) -> None:
+        """Hand librdkafka's pending log lines to Python logging (they reach it only when the
+        client is polled); nothing when no client was created."""
+        if self._client is not None:
+            self._client.poll(0)
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None, "_protocol": None}
 
@@ -229,18 +235,23 @@ class Admin:
         *,
         config: Mapping[str, str] | None = None,
         exist_ok: bool = True,
-    ) -> None:
+    ) -> list[str]:
+        """CreateTopics; returns the names created (with ``exist_ok``, an existing topic is
+        skipped, else its TOPIC_ALREADY_EXISTS raises)."""
         from confluent_kafka.admin import NewTopic
 
         new = [
             NewTopic(n, partitions, replication_factor, config=dict(config or {})) for n in names
         ]
+        created = []
         for name, fut in self.client.create_topics(new, operation_timeout=self.timeout).items():
             try:
                 self.await_result(fut, f"CreateTopics {name!r}")
+                created.append(name)
             except ClientError as exc:
                 if not (exist_ok and exc.error_code == ErrorCode.topic_already_exists):
                     raise
+        return created
 
     def ensure_partitions(self, topic: str, partitions: int) -> None:
         """Create the topic, or grow it, so that it has at least ``partitions`` partitions."""

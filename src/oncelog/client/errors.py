@@ -3,8 +3,9 @@
 Broker answers carry a Kafka error code (kio's ``ErrorCode``); confluent-kafka reports a
 ``KafkaError`` whose ``code()`` is the same number for broker errors, or a negative
 librdkafka code for local conditions (timeouts, lost connections). Both end up here as one
-:class:`ClientError` with an ``error_code`` and a ``retriable`` flag that the retry policy
-reads.
+:class:`ClientError` with an ``error_code`` (or ``local_code``) and the flags callers decide
+by: ``retriable`` (the retry policy reads it), ``fatal`` and ``abortable``. Callers test
+codes and flags, never the text.
 """
 
 from __future__ import annotations
@@ -31,10 +32,21 @@ _LOCAL_RETRIABLE = frozenset(
     }
 )
 
+# librdkafka's local codes that callers tell apart.
+LOCAL_FENCED = KafkaError._FENCED  # this transactional producer was fenced (fatal)
+LOCAL_PARTITION_EOF = KafkaError._PARTITION_EOF  # a consumer reached a partition's end
+LOCAL_QUEUE_FULL = KafkaError._QUEUE_FULL  # the producer's buffer is full
+
 
 class ClientError(RuntimeError):
     """A failed call to the cluster. ``error_code`` is the Kafka error code when the broker
-    (or librdkafka, for its local codes: ``local_code``) gave one."""
+    (or librdkafka, for its local codes: ``local_code``) gave one. ``fatal``: the client
+    instance is unusable (librdkafka's fatal errors, e.g. a fenced transactional producer);
+    ``abortable``: the open transaction must be aborted (Java's TransactionAbortableException).
+    ``what`` (the call that failed), ``name`` (Kafka's, or librdkafka's for a local code) and
+    ``detail`` (the description) are for messages only, as is ``library_text``:
+    confluent-kafka's own rendering (``KafkaError{code=...,val=...,str="..."}``), which some
+    commands have always printed."""
 
     def __init__(
         self,
@@ -43,15 +55,39 @@ class ClientError(RuntimeError):
         *,
         retriable: bool | None = None,
         local_code: int | None = None,
+        fatal: bool = False,
+        abortable: bool = False,
+        what: str | None = None,
+        name: str | None = None,
+        detail: str | None = None,
+        library_text: str | None = None,
     ) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.local_code = local_code
+        self.fatal = fatal
+        self.abortable = abortable
+        self.what = what
+        self.name = name if name is not None else (error_code.name.upper() if error_code else None)
+        self.detail = detail
+        self.library_text = library_text if library_text is not None else message
         if retriable is None:
             retriable = (
                 error_code.retriable if error_code is not None else local_code in _LOCAL_RETRIABLE
             )
         self.retriable = retriable
+
+    @property
+    def code(self) -> int | None:
+        """The error's number: the Kafka error code, else librdkafka's local code."""
+        return int(self.error_code) if self.error_code is not None else self.local_code
+
+    @property
+    def reason(self) -> str:
+        """``NAME (description)`` without what failed, for callers that say that themselves."""
+        if self.name is None or self.detail is None:
+            return str(self)
+        return f"{self.name} ({self.detail})"
 
 
 class AuthenticationError(ClientError):
@@ -82,10 +118,17 @@ def from_kafka_error(err: Any, what: str) -> ClientError:
     code = int(err.code())
     kafka_code = error_code(code) if code >= 0 else None
     name = kafka_code.name.upper() if kafka_code is not None else err.name()
-    retriable = None if not err.fatal() else False
+    fatal = bool(err.fatal())
+    abortable = bool(err.txn_requires_abort()) if hasattr(err, "txn_requires_abort") else False
     return ClientError(
         f"{what}: {name} ({err.str()})",
         kafka_code,
-        retriable=retriable,
+        retriable=False if fatal else None,
         local_code=None if code >= 0 else code,
+        fatal=fatal,
+        abortable=abortable,
+        what=what,
+        name=name,
+        detail=err.str(),
+        library_text=str(err),
     )
