@@ -11,16 +11,17 @@ from kio.schema.errors import ErrorCode
 from oncelog.cli import common
 from oncelog.cli.command_config import Bootstrap, CommandConfig, Output
 from oncelog.cli.common import emit, error_text, table
-from oncelog.client.acl_admin import (
-    AclAdmin,
+from oncelog.client.acl_admin import SENDABLE_OPERATIONS, AclAdmin
+from oncelog.client.errors import ClientError
+from oncelog.security.acl import (
     AclBinding,
-    AclBindingFilter,
+    AclFilter,
     AclOperation,
-    AclPermissionType,
+    InvalidAcl,
     PatternType,
+    PermissionType,
     ResourceType,
 )
-from oncelog.client.errors import ClientError
 
 app = typer.Typer(no_args_is_help=True, help="Add, list and remove ACLs (like kafka-acls.sh).")
 
@@ -83,6 +84,14 @@ def _enum(enum: Any, name: str, flag: str) -> Any:
         return enum[aliases.get(key, key)]
     except KeyError:
         raise typer.BadParameter(f"unknown value {name!r}", param_hint=flag) from None
+
+
+def _operation(name: str) -> AclOperation:
+    """An --operation value: Kafka's operation names the client can send."""
+    op = _enum(AclOperation, name, "--operation")
+    if op not in SENDABLE_OPERATIONS:
+        raise typer.BadParameter(f"unknown value {name!r}", param_hint="--operation")
+    return op  # type: ignore[no-any-return]
 
 
 def _resources(
@@ -148,13 +157,13 @@ def add(
                 " or --producer/--consumer",
                 2,
             )
-        ops = [_enum(AclOperation, op, "--operation") for op in operation or []]
+        ops = [_operation(op) for op in operation or []]
         grants = [(rtype, name, op) for rtype, name in resources for op in ops]
     pattern = _enum(PatternType, resource_pattern_type, "--resource-pattern-type")
     bindings = []
     for permission, principals, hosts in (
-        (AclPermissionType.ALLOW, allow_principal, allow_host),
-        (AclPermissionType.DENY, deny_principal, deny_host),
+        (PermissionType.ALLOW, allow_principal, allow_host),
+        (PermissionType.DENY, deny_principal, deny_host),
     ):
         for principal in principals or []:
             for host in hosts or ["*"]:
@@ -166,9 +175,11 @@ def add(
     admin = _admin(bootstrap, config)
     try:
         admin.create(bindings)
-    except Exception as exc:
+    except ClientError as exc:
         # what failed: the binding as confluent-kafka spells it, as this line always had
-        _failure(f"cannot add {getattr(exc, 'what', None) or bindings}", exc)
+        _failure(f"cannot add {exc.what}", exc)
+    except TimeoutError as exc:
+        _failure("cannot add ACLs", exc)
     typer.echo(f"added {len(bindings)} ACL(s)")
 
 
@@ -217,20 +228,10 @@ def _convenience_grants(
 
 def _check_operations(bindings: list[AclBinding]) -> None:
     """Refuse operations a resource type does not have, as kafka-acls.sh does."""
-    from oncelog.security import acl
-
     for b in bindings:
         try:
-            acl.AclBinding(
-                acl.ResourceType[b.resource_type.name],
-                b.name,
-                acl.PatternType.LITERAL,
-                b.principal,
-                b.host,
-                acl.AclOperation[b.operation.name],
-                acl.PermissionType.ALLOW,
-            ).check_operation()
-        except acl.InvalidAcl as exc:
+            b.check_operation()
+        except InvalidAcl as exc:
             _fail(str(exc))
 
 
@@ -244,7 +245,7 @@ def _filter(
     *,
     allow: list[str] | None = None,
     deny: list[str] | None = None,
-) -> list[AclBindingFilter]:
+) -> list[AclFilter]:
     """Filters for the resources given (any without one): one per principal, ALLOW ones
     for ``allow`` and DENY ones for ``deny`` (kafka-acls.sh --remove --allow-principal),
     either permission for ``principal``; every principal when none is given."""
@@ -252,14 +253,12 @@ def _filter(
     resources: list[tuple[ResourceType, str | None]] = list(
         _resources(topic, group, txn, cluster)
     ) or [(ResourceType.ANY, None)]
-    who: list[tuple[str | None, AclPermissionType]] = [
-        (a, AclPermissionType.ALLOW) for a in allow or []
-    ]
-    who += [(d, AclPermissionType.DENY) for d in deny or []]
+    who: list[tuple[str | None, PermissionType]] = [(a, PermissionType.ALLOW) for a in allow or []]
+    who += [(d, PermissionType.DENY) for d in deny or []]
     if principal is not None or not who:
-        who.append((principal, AclPermissionType.ANY))
+        who.append((principal, PermissionType.ANY))
     return [
-        AclBindingFilter(rtype, name, pattern, who_principal, None, AclOperation.ANY, permission)
+        AclFilter(rtype, name, pattern, who_principal, None, AclOperation.ANY, permission)
         for rtype, name in resources
         for who_principal, permission in who
     ]
@@ -291,7 +290,7 @@ def list_(
             rows.append(
                 {
                     "resource_type": a.resource_type.name,
-                    "resource_name": a.name,
+                    "resource_name": a.resource_name,
                     "pattern_type": a.pattern_type.name,
                     "principal": a.principal,
                     "host": a.host,
