@@ -12,11 +12,20 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.security import ClientConfigError
+from oncelog.config.config_def import ConfigDef
+from oncelog.spark.option_defs import (
+    DEFAULT_MAX_TRIGGER_DELAY_MS,
+    DEFAULT_POLL_TIMEOUT_MS,
+    DEFAULT_TXN_PREFIX,
+    DEFAULT_TXN_TIMEOUT_MS,
+    READ_OPTIONS_DEF,
+    WRITE_OPTIONS_DEF,
+)
 
 EARLIEST, LATEST = -2, -1
 
@@ -31,44 +40,17 @@ class OncelogOptionError(ValueError):
     """A bad or conflicting data source option; the message names the option."""
 
 
+def _names(definition: ConfigDef) -> frozenset[str]:
+    """The options a definition declares, as Spark hands them over (lower case), but the
+    kafka.* ones (client settings, checked apart) and with the bootstrap alias."""
+    names = {k.lower() for k in definition.names() if not k.startswith("kafka.")}
+    return frozenset(names | {"bootstrap.servers"})
+
+
 # Options Spark itself adds to a sink's or source's option map.
 _SPARK_INJECTED = frozenset({"checkpointlocation", "path", "queryname"})
-
-_READ_OPTIONS = frozenset(
-    {
-        "bootstrap.servers",
-        "subscribe",
-        "subscribepattern",
-        "assign",
-        "startingoffsets",
-        "endingoffsets",
-        "maxoffsetspertrigger",
-        "failondataloss",
-        "includeheaders",
-        "kafkaconsumer.polltimeoutms",
-        "startingoffsetsbytimestamp",
-        "startingtimestamp",
-        "endingoffsetsbytimestamp",
-        "endingtimestamp",
-        "startingoffsetsbytimestampstrategy",
-        "minoffsetspertrigger",
-        "maxtriggerdelay",
-        "minpartitions",
-        "maxrecordsperpartition",
-        "groupidprefix",
-    }
-)
-_WRITE_OPTIONS = frozenset(
-    {
-        "bootstrap.servers",
-        "topic",
-        "exactlyonce",
-        "exactlyonce.twophasecommit",
-        "transactionalidprefix",
-        "transactiontimeoutms",
-        "includeheaders",
-    }
-)
+_READ_OPTIONS = _names(READ_OPTIONS_DEF)
+_WRITE_OPTIONS = _names(WRITE_OPTIONS_DEF)
 # Spark Kafka options we know but do not implement: a clear error beats silently ignoring them.
 _UNSUPPORTED = {
     "fetchoffset.numretries": "fetchOffset.numRetries",
@@ -76,28 +58,12 @@ _UNSUPPORTED = {
 }
 # Display names (the case users write) for error messages.
 _DISPLAY = {
-    "subscribepattern": "subscribePattern",
-    "startingoffsets": "startingOffsets",
-    "endingoffsets": "endingOffsets",
-    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
-    "failondataloss": "failOnDataLoss",
-    "includeheaders": "includeHeaders",
-    "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
-    "exactlyonce": "exactlyOnce",
-    "exactlyonce.twophasecommit": "exactlyOnce.twoPhaseCommit",
-    "transactionalidprefix": "transactionalIdPrefix",
-    "transactiontimeoutms": "transactionTimeoutMs",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "startingtimestamp": "startingTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "endingtimestamp": "endingTimestamp",
-    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
-    "minoffsetspertrigger": "minOffsetsPerTrigger",
-    "maxtriggerdelay": "maxTriggerDelay",
-    "minpartitions": "minPartitions",
-    "maxrecordsperpartition": "maxRecordsPerPartition",
-    "groupidprefix": "groupIdPrefix",
+    name.lower(): name
+    for definition in (READ_OPTIONS_DEF, WRITE_OPTIONS_DEF)
+    for name in definition.names()
+    if name.lower() != name
 }
+
 # Java client names users paste from Spark's guide that librdkafka does not know (or knows
 # under another name): mapped when the meaning is the same, refused otherwise.
 _JAVA_RENAMED = {
@@ -133,13 +99,27 @@ _WRITE_OWNED = {
     "kafka.value.serializer": "values are written as binary/string",
 }
 
-DEFAULT_TXN_PREFIX = "oncelog-spark"
-# Short enough that a transaction nobody can clean up (a deleted checkpoint, another query
-# id) pins the output's LSO for one minute only; long enough for a slow micro-batch and a
-# quick driver restart between deciding and committing (docs/spark.md, "Timeouts").
-DEFAULT_TXN_TIMEOUT_MS = 60_000
-DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
-DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's maxTriggerDelay default (15m)
+__all__ = [
+    "DEFAULT_MAX_TRIGGER_DELAY_MS",
+    "DEFAULT_POLL_TIMEOUT_MS",
+    "DEFAULT_TXN_PREFIX",
+    "DEFAULT_TXN_TIMEOUT_MS",
+    "EARLIEST",
+    "LATEST",
+    "OffsetSpec",
+    "OncelogOptionError",
+    "ReadOptions",
+    "Subscription",
+    "TimestampSpec",
+    "TwoPhaseMode",
+    "WriteOptions",
+    "client_conf",
+    "display",
+    "parse_offset_spec",
+    "parse_read_options",
+    "parse_write_options",
+]
+
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|sec|m|min|h|d)?\s*$", re.I)
 _DURATION_UNITS = {
     "ms": 1,
@@ -151,6 +131,11 @@ _DURATION_UNITS = {
     "d": 86_400_000,
 }
 _TXN_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+def _default(definition: ConfigDef, key: str) -> Any:
+    """The declared default of option ``key`` (lower case, as Spark hands it over)."""
+    return next(k.default for k in definition.keys() if k.name.lower() == key)
 
 
 def display(key: str) -> str:
@@ -492,7 +477,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     _check_keys(opts, _READ_OPTIONS, _WRITE_OPTIONS, "reading", "writing")
     bootstrap = _bootstrap(opts)
     subscription = _subscription(opts)
-    isolation = opts.get("kafka.isolation.level", "read_committed").strip().lower()
+    isolation = (
+        opts.get("kafka.isolation.level", _default(READ_OPTIONS_DEF, "kafka.isolation.level"))
+        .strip()
+        .lower()
+    )
     if isolation not in ("read_committed", "read_uncommitted"):
         raise OncelogOptionError(
             f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}"
@@ -556,7 +545,14 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     ):
         if ts_spec is not None and ts_spec.per_partition is not None:
             _check_spec_topics(ts_spec.per_partition, subscription, key)
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    strategy = (
+        opts.get(
+            "startingoffsetsbytimestampstrategy",
+            _default(READ_OPTIONS_DEF, "startingoffsetsbytimestampstrategy"),
+        )
+        .strip()
+        .lower()
+    )
     if strategy not in ("error", "latest"):
         raise OncelogOptionError(
             f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}"
@@ -568,8 +564,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         starting=starting,
         ending=ending,
         max_offsets_per_trigger=max_offsets,
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
+        fail_on_data_loss=_bool(
+            opts, "failondataloss", _default(READ_OPTIONS_DEF, "failondataloss")
+        ),
+        include_headers=_bool(opts, "includeheaders", _default(READ_OPTIONS_DEF, "includeheaders")),
         isolation_level=isolation,
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms")
         or DEFAULT_POLL_TIMEOUT_MS,
@@ -632,7 +630,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     _check_keys(opts, _WRITE_OPTIONS, _READ_OPTIONS, "writing", "reading")
     bootstrap = _bootstrap(opts)
-    exactly_once = _bool(opts, "exactlyonce", True)
+    exactly_once = _bool(opts, "exactlyonce", _default(WRITE_OPTIONS_DEF, "exactlyonce"))
     producer = client_conf(opts, _WRITE_OWNED)
     _check_security(bootstrap, producer)
     idem = producer.get("enable.idempotence")
@@ -656,7 +654,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         transaction_timeout_ms=timeout,
         producer_conf=producer,
         checkpoint=opts.get("checkpointlocation") or None,
-        include_headers=_bool(opts, "includeheaders", True),
+        include_headers=_bool(
+            opts, "includeheaders", _default(WRITE_OPTIONS_DEF, "includeheaders")
+        ),
         two_phase_commit=two_phase,
     )
 
