@@ -26,7 +26,7 @@ import pytest
 from oncelog.embedded import EmbeddedBroker
 from oncelog.testing.verify import open_transactions, read_topic, stable
 
-from .apps.spark_cluster import ConnectClient, start_connect_server
+from .apps.spark_cluster import ConnectClient, run_docs_job, start_connect_server
 from .apps.spark_common import create_topic, spark_broker, unique
 from .test_spark_lingering import no_hanging
 from .test_spark_sink import assert_exactly_once, no_leftovers, transactional_input
@@ -101,3 +101,32 @@ def test_spark_connect_batch_read_and_copy_survive_client_and_server_kills(
     assert_exactly_once(b, dst, expected)
     no_leftovers(b, dst)
     no_hanging(b)
+
+
+DOCS_CLIENT = "<!-- executed as written by tests/integration/test_spark_connect.py -->"
+
+
+@pytest.mark.timeout(600)
+def test_the_docs_connect_server_and_client_run_as_written(
+    spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """docs/spark.md's server command and client snippet, as written: the client counts
+    the committed records of ``orders`` (transactions, a quarter aborted) and copies them
+    exactly once into ``orders-copy``; the checkpoint is the server's (relative to its
+    working directory)."""
+    b = spark_broker.bootstrap
+    create_topic(b, "orders", 3)
+    create_topic(b, "orders-copy", 3)
+    expected = transactional_input(b, "orders", 3, txns=8, per_txn=30)
+    server, url = start_connect_server(tmp_path / "server")
+    client = tmp_path / "client"
+    client.mkdir()
+    try:
+        done = run_docs_job(DOCS_CLIENT, client, {"KAFKA_BOOTSTRAP": b, "SPARK_REMOTE": url})
+    finally:
+        server.kill()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [f"orders: {len(expected)} committed records"]
+    assert_exactly_once(b, "orders-copy", expected)
+    no_leftovers(b, "orders-copy")
+    assert (tmp_path / "server" / "checkpoints" / "orders-copy" / "commits" / "0").exists()

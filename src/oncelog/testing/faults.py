@@ -86,6 +86,36 @@ def kill_session(sid: int) -> None:
         os.kill(me, signal.SIGKILL)
 
 
+PAUSE_AT_ENV = "ONCELOG_SPARK_PAUSE_AT"
+PAUSE_FILE_ENV = "ONCELOG_SPARK_PAUSE_FILE"
+PAUSE_HOOK = "oncelog.testing.faults:pause"
+PAUSE_MAX_S = 300.0
+
+
+def pause(point: str, batch_id: int) -> None:
+    """A hook (``ONCELOG_SPARK_HOOK=oncelog.testing.faults:pause``) that holds the first
+    process reaching ``ONCELOG_SPARK_PAUSE_AT=<point>[@<batchId>]`` there, so that a test
+    can kill something at a known moment: e.g. a write task after its flush, transaction
+    open, while the test SIGKILLs the executor running it. That process first creates
+    ``ONCELOG_SPARK_PAUSE_FILE`` holding its pid (exclusively, so a retried task that
+    reaches the point again goes on), then sleeps until killed, at most PAUSE_MAX_S.
+    Unlike the kill points it needs no session of its own: executors of a cluster are
+    not in the driver's session."""
+    spec, marker = os.environ.get(PAUSE_AT_ENV), os.environ.get(PAUSE_FILE_ENV)
+    if not spec or not marker:
+        return
+    want, batch = parse(spec)
+    if want != point or (batch is not None and batch != batch_id):
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(PAUSE_MAX_S)
+
+
 def evict_file_pages(path: Path) -> int:
     """Drop one file's pages from the page cache, as reclaim would; returns its size.
     Only clean pages can be dropped, so the file is synced first."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -48,6 +49,7 @@ def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     }
     src = str(ROOT / "src")
     env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(
         SPARK_HOME=spark_home(),
         SPARK_LOCAL_IP="127.0.0.1",
@@ -114,78 +116,66 @@ class SparkProcess:
         self._log.close()
 
 
-def spark_class(main_class: str, *args: str) -> list[str]:
-    return [str(Path(spark_home()) / "bin" / "spark-class"), main_class, *args]
+STANDALONE_MARKER = "<!-- run by tests/integration/test_spark_standalone.py"
+CONNECT_MARKER = "<!-- run by tests/integration/test_spark_connect.py"
 
 
-def start_master(work: Path) -> tuple[SparkProcess, str]:
-    """A standalone master on loopback; returns it and its spark:// URL, once it leads."""
-    port, ui = free_port(), free_port()
-    master = SparkProcess(
-        "master",
-        spark_class(
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui),
-        ),
-        work / "master.log",
-        spark_env(),
+def docs_shell(marker: str) -> str:
+    """The sh block of docs/spark.md that follows the comment starting with ``marker``."""
+    text = (ROOT / "docs" / "spark.md").read_text()
+    found = re.findall(re.escape(marker) + r"[^\n]*-->\n```sh\n(.*?)\n```", text, flags=re.S)
+    assert len(found) == 1, f"docs/spark.md: {len(found)} sh blocks after {marker!r}"
+    return str(found[0])
+
+
+def docs_python(marker: str) -> str:
+    """The python block of docs/spark.md after exactly the comment ``marker``."""
+    text = (ROOT / "docs" / "spark.md").read_text()
+    found = re.findall(re.escape(marker) + r"\n```python\n(.*?)\n```", text, flags=re.S)
+    assert len(found) == 1, f"docs/spark.md: {len(found)} python blocks after {marker!r}"
+    return str(found[0])
+
+
+def run_docs_job(
+    marker: str, cwd: Path, env: dict[str, str], timeout: float = 400
+) -> subprocess.CompletedProcess[str]:
+    """docs/spark.md's python block after ``marker``, as written: ``python job.py`` in a
+    fresh process, with :func:`spark_env` and ``env`` (KAFKA_BOOTSTRAP, SPARK_MASTER, ...)."""
+    job = cwd / "job.py"
+    job.write_text(docs_python(marker) + "\n")
+    return subprocess.run(
+        [sys.executable, str(job)],
+        cwd=cwd,
+        env=spark_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
     )
+
+
+def run_shell(name: str, script: str, log: Path, env: dict[str, str]) -> SparkProcess:
+    """A docs block run by bash in a session of its own; bash then waits for what the
+    block started in the background, so the session's leader lives as long as they do."""
+    return SparkProcess(name, ["bash", "-c", script + "\nwait"], log, env)
+
+
+def start_standalone(work: Path, env: dict[str, str] | None = None) -> tuple[SparkProcess, str]:
+    """docs/spark.md's standalone cluster (a master and a 2-core worker), on a free port
+    and with a work directory under ``work``; returns it and the master URL once the worker
+    registered. Executors (and their Python workers) inherit ``env`` on top of
+    :func:`spark_env`."""
+    port = free_port()
+    script = docs_shell(STANDALONE_MARKER)
+    assert script.count("7077") == 2 and script.count("/tmp/spark-work") == 1, script
+    script = script.replace("7077", str(port)).replace("/tmp/spark-work", str(work / "worker"))
+    cluster = run_shell("standalone cluster", script, work / "cluster.log", spark_env(env))
     try:
-        master.wait_for_log("I have been elected leader")
+        cluster.wait_for_log("Successfully registered with master")
     except BaseException:
-        master.kill()
+        cluster.kill()
         raise
-    return master, f"spark://127.0.0.1:{port}"
-
-
-def start_worker(
-    work: Path, master_url: str, *, cores: int = 2, env: dict[str, str] | None = None
-) -> SparkProcess:
-    """A standalone worker registered with the master. Its executors (and their Python
-    workers) inherit ``env`` on top of :func:`spark_env`."""
-    (work / "worker").mkdir(exist_ok=True)
-    worker = SparkProcess(
-        "worker",
-        spark_class(
-            "org.apache.spark.deploy.worker.Worker",
-            "--host",
-            "127.0.0.1",
-            "--cores",
-            str(cores),
-            "--memory",
-            "2g",
-            "--webui-port",
-            str(free_port()),
-            "--work-dir",
-            str(work / "worker"),
-            master_url,
-        ),
-        work / "worker.log",
-        spark_env(env),
-    )
-    try:
-        worker.wait_for_log("Successfully registered with master")
-    except BaseException:
-        worker.kill()
-        raise
-    return worker
-
-
-def children(pid: int) -> list[int]:
-    """Child processes of pid, started by any of its threads (a JVM forks from many)."""
-    out = []
-    for name in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
-        try:
-            with open(f"/proc/{pid}/task/{name}/children") as f:
-                out += [int(p) for p in f.read().split()]
-        except OSError:
-            continue
-    return out
+    return cluster, f"spark://127.0.0.1:{port}"
 
 
 def ancestors(pid: int) -> list[int]:
@@ -209,47 +199,32 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def executor_pids(worker: SparkProcess) -> list[int]:
-    """The worker's executor JVMs: its ``CoarseGrainedExecutorBackend`` java children."""
+def executor_pids(cluster: SparkProcess) -> list[int]:
+    """The cluster's executor JVMs (``CoarseGrainedExecutorBackend``), in its session."""
     return [
         p
-        for p in children(worker.pid)
+        for p in faults.session_members(cluster.pid)
         if "CoarseGrainedExecutorBackend" in cmdline(p) and "java" in cmdline(p)
     ]
 
 
-def start_connect_server(
-    work: Path, *, master: str = "local[2]", kill_at: str | None = None
-) -> tuple[SparkProcess, str]:
-    """A Spark Connect server (the jar ships in the pyspark wheel); returns it and its
-    ``sc://`` URL once its gRPC port listens. With ``kill_at`` (a kill point of
-    oncelog.testing.faults, ``<point>[@<batchId>]``) the data source SIGKILLs the server's
-    whole session when a query reaches that point: under Spark Connect the server is the
-    queries' driver."""
+def start_connect_server(work: Path, *, kill_at: str | None = None) -> tuple[SparkProcess, str]:
+    """docs/spark.md's Spark Connect server (the jar ships in the pyspark wheel), on a free
+    port; returns it and its ``sc://`` URL once its gRPC port listens. With ``kill_at`` (a
+    kill point of oncelog.testing.faults, ``<point>[@<batchId>]``) the data source
+    SIGKILLs the server's whole session when a query reaches that point: under Spark
+    Connect the server is the queries' driver."""
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    script = docs_shell(CONNECT_MARKER)
+    assert script.count("15002") == 1, script
+    script = script.replace("15002", str(port))
     env: dict[str, str] = {}
-    cmd = [
-        str(Path(spark_home()) / "bin" / "spark-submit"),
-        "--class",
-        "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--master",
-        master,
-        "--conf",
-        f"spark.connect.grpc.binding.port={port}",
-        "--conf",
-        "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        "spark-internal",
-    ]
     if kill_at:
-        # The session's id is the leader's pid: the shell's, which exec keeps for the JVM.
-        cmd = ["sh", "-c", f'{faults.KILL_SID_ENV}=$$ exec "$@"', "sh", *cmd]
+        # The session's id is its leader's pid: bash's.
+        script = f"export {faults.KILL_SID_ENV}=$$\n{script}"
         env = {faults.KILL_AT_ENV: kill_at, HOOK_ENV: faults.HOOK}
-    server = SparkProcess("connect-server", cmd, work / "connect-server.log", spark_env(env))
+    server = run_shell("connect server", script, work / "connect-server.log", spark_env(env))
     try:
         server.wait_for_port(port, timeout=180)
     except BaseException:
