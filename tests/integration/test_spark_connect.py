@@ -40,7 +40,7 @@ __all__ = ["spark_broker"]  # fixtures
 PREFIX = "oncelog-spark"
 
 
-@pytest.mark.slow  # two Connect servers, three clients: 215 s on 2 busy cores
+@pytest.mark.slow  # two Connect servers, three clients: 98-215 s on the 2 shared cores
 @pytest.mark.timeout(900)
 def test_spark_connect_batch_read_and_copy_survive_client_and_server_kills(
     spark_broker: EmbeddedBroker, tmp_path: Path
