@@ -82,9 +82,9 @@ def test_an_executor_killed_mid_batch_on_a_standalone_cluster(
     """A transactional input (a quarter of it aborted) copied in micro-batches of 500
     offsets by a driver whose master is the standalone cluster. Batch 2's write task for
     partition 0 pauses after its flush, its transaction open; the test SIGKILLs the
-    executor JVM running it. Spark loses both tasks of the batch, the master launches a
-    new executor and the tasks are retried there as new attempts (new transactional ids);
-    the killed attempt's open transaction is aborted by the commit's clean-up. Checked
+    executor JVM running it. Spark loses the tasks that executor was running, the master
+    launches a new executor and they are retried there as new attempts (new transactional
+    ids); the killed attempt's open transaction is aborted by the commit's clean-up. Checked
     with read_committed reads: every committed input record once, nothing open, LSO == HW
     on every output partition, find-hanging reports nothing."""
     url, processes, marker = cluster
