@@ -78,17 +78,17 @@ def generate_orders(
     """Write orders in transactions until exactly ``records`` orders are committed; about
     ``abort_ratio`` of the transactions (with their orders) are aborted. Event times follow
     a simulated clock, ``event_step_ms`` apart, so that event-time windows close."""
-    from confluent_kafka import Producer
+    from oncelog.client.kafka_producer import KafkaProducer
 
     rng = random.Random(seed)
     base_ms = int(time.time() * 1000) // WINDOW_MS * WINDOW_MS
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
+    producer = KafkaProducer.of(
+        ClientConfig(bootstrap),
+        **{
             "transactional.id": transactional_id,
             "linger.ms": 5,
             "enable.sparse.connections": False,
-        }
+        },
     )
     producer.init_transactions(30)
     stats = GeneratorStats()
@@ -101,12 +101,7 @@ def generate_orders(
             order = make_order(seq, rng, base_ms + seq * event_step_ms)
             seq += 1
             payload = json.dumps(order, separators=(",", ":")).encode()
-            while True:
-                try:
-                    producer.produce(topic, value=payload, key=order["order_id"].encode())
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            producer.produce(topic, value=payload, key=order["order_id"].encode())
         producer.flush(60)
         if abort:
             producer.abort_transaction(60)

@@ -70,24 +70,23 @@ class OutputWatcher(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from oncelog.client.config import ClientConfig
+        from oncelog.client.consumer import KafkaConsumer
 
-        c = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
+        c = KafkaConsumer.of(
+            ClientConfig(self.bootstrap),
+            **{
                 "group.id": "oncelog-demo-watcher",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.sparse.connections": False,
-            }
+            },
         )
         try:
-            c.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            c.assign([(self.topic, p, 0) for p in range(self.partitions)])
             while not self._stop_event.is_set():
-                for m in c.consume(5000, 0.2):
-                    if m.error():
-                        continue
-                    key = m.key() or b""
+                for m in c.consume(5000, 0.2).records:  # errors: the consumer retries
+                    key = m.key or b""
                     self.seen[key] += 1
                     if self.seen[key] > 1:
                         self.duplicates += 1

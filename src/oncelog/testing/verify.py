@@ -26,7 +26,7 @@ def read_topic(
 ) -> list[Record]:
     """Every record of the topic visible under ``isolation``, up to the current end offsets
     (LSO for read_committed), in partition/offset order."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from oncelog.client.consumer import KafkaConsumer
 
     with Admin(ClientConfig(bootstrap)) as admin:
         n = admin.topics().get(topic, 0)
@@ -36,38 +36,38 @@ def read_topic(
     out: list[Record] = []
     if not pending:
         return out
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+    c = KafkaConsumer.of(
+        ClientConfig(bootstrap),
+        **{
             "group.id": "oncelog-verify",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "isolation.level": isolation,
             "enable.sparse.connections": False,
-        }
+        },
     )
     try:
-        c.assign([TopicPartition(topic, p, 0) for p in sorted(pending)])
+        c.assign([(topic, p, 0) for p in sorted(pending)])
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"reading {topic}: partitions {sorted(pending)} did not reach their end offsets"
                 )
-            for m in c.consume(10_000, 0.1):
-                err = m.error()
-                p, offset = m.partition() or 0, m.offset() or 0
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if offset >= ends[(topic, p)]:
-                            pending.discard(p)
-                        continue
-                    raise RuntimeError(f"reading {topic}: {err}")
+            polled = c.consume(10_000, 0.1)
+            if polled.errors:
+                raise RuntimeError(f"reading {topic}: {polled.errors[0]}")
+            for m in polled.records:
+                p, offset = m.partition, m.offset
                 if offset >= ends[(topic, p)]:
                     pending.discard(p)
                     continue
                 if p in pending:
-                    out.append(Record(p, offset, m.key(), m.value()))
+                    out.append(Record(p, offset, m.key, m.value))
+            # After the records: a partition's end comes after the records before it.
+            for end in polled.ends:
+                if end.offset >= ends[(topic, end.partition)]:
+                    pending.discard(end.partition)
     finally:
         c.close()
     return sorted(out, key=lambda r: (r.partition, r.offset))
