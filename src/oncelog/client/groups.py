@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from oncelog.client.admin import Admin, Offsets, TopicPartition
-from oncelog.client.errors import ClientError, check
+from oncelog.client.errors import ClientError, check, from_kafka_error
 from oncelog.client.protocol import ProtocolClient
 
 
@@ -55,6 +55,22 @@ def _state(value: object) -> str:
 def _type(value: object) -> str:
     name = getattr(value, "name", None)
     return name.lower() if isinstance(name, str) and name != "UNKNOWN" else "classic"
+
+
+class OffsetCommitError(ClientError):
+    """Some partitions' offsets were not committed: ``failed`` holds each one's error; the
+    message (and code) are the first's."""
+
+    def __init__(self, failed: dict[TopicPartition, ClientError]) -> None:
+        first = next(iter(failed.values()))
+        super().__init__(
+            f"{first.what}: {first.detail}",
+            first.error_code,
+            local_code=first.local_code,
+            name=first.name,
+            detail=first.detail,
+        )
+        self.failed = failed
 
 
 class GroupAdmin:
@@ -131,11 +147,15 @@ class GroupAdmin:
             [ConsumerGroupTopicPartitions(group_id, tps)], request_timeout=self.admin.timeout
         )[group_id]
         res = self.admin.await_result(fut, f"OffsetCommit {group_id!r}")
-        for tp in res.topic_partitions:
-            if tp.error is not None:
-                raise ClientError(
-                    f"OffsetCommit {group_id!r} {tp.topic}-{tp.partition}: {tp.error.str()}"
-                )
+        failed = {
+            (tp.topic, tp.partition): from_kafka_error(
+                tp.error, f"OffsetCommit {group_id!r} {tp.topic}-{tp.partition}"
+            )
+            for tp in res.topic_partitions
+            if tp.error is not None
+        }
+        if failed:
+            raise OffsetCommitError(failed)
 
     def delete_groups(self, group_ids: Iterable[str]) -> None:
         ids = sorted(set(group_ids))

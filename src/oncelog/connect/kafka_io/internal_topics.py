@@ -9,17 +9,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import ConfigResource
+from kio.schema.errors import ErrorCode
 
 from oncelog.client.admin import Admin
-from oncelog.client.errors import ClientError
+from oncelog.client.consumer import KafkaConsumer
+from oncelog.client.errors import LOCAL_FENCED, ClientError
+from oncelog.client.kafka_producer import KafkaProducer
 from oncelog.connect.api.errors import ConnectException, ProducerFencedError, RetriableException
 from oncelog.connect.kafka_io.settings import (
     client_config,
@@ -31,22 +26,10 @@ from oncelog.connect.storage.internal_log import InternalTopicReader, LogRecord
 
 log = logging.getLogger(__name__)
 
-# librdkafka's local errors of a cluster that is coming back (not marked retriable).
-_TRANSIENT_LOCAL = frozenset(
-    {
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError._WAIT_COORD,
-    }
-)
 
-
-def _transient(error: object) -> bool:
-    if not isinstance(error, KafkaError):
-        return False
-    return error.retriable() or error.code() in _TRANSIENT_LOCAL
+def _listed(errors: Sequence[ClientError]) -> str:
+    """Errors as these messages always listed them (confluent-kafka's spelling)."""
+    return "[" + ", ".join(e.library_text for e in errors) + "]"
 
 
 class TopicWriter:
@@ -54,7 +37,7 @@ class TopicWriter:
     on the partition Java's producer would choose (the offsets topic relies on it)."""
 
     def __init__(self, config: Mapping[str, Any], topic: str) -> None:
-        self.producer = Producer(
+        self.producer = KafkaProducer(
             {
                 **librdkafka(config),
                 "partitioner": "murmur2_random",
@@ -66,32 +49,31 @@ class TopicWriter:
 
     def write(self, records: Sequence[tuple[bytes | str, bytes | None]], timeout_s: float) -> None:
         """Write ``records`` in order and wait until all are acknowledged."""
-        errors: list[Any] = []
+        errors: list[ClientError] = []
         for key, value in records:
-            self._produce(key, value, lambda e, m: errors.append(e) if e else None)
+            self.producer.produce(
+                self.topic,
+                key=key,
+                value=value,
+                on_delivery=lambda e, _: errors.append(e) if e else None,
+            )
         remaining = self.producer.flush(timeout_s)
         if remaining or errors:
-            message = f"Write to {self.topic} failed: {remaining} outstanding, errors {errors}"
-            if all(_transient(e) for e in errors):
+            message = (
+                f"Write to {self.topic} failed: {remaining} outstanding, errors {_listed(errors)}"
+            )
+            if all(e.retriable for e in errors):
                 # Unacknowledged in time (a broker restarting): the caller may write again.
                 raise RetriableException(message)
             raise ConnectException(message)
 
     def send(self, key: bytes | str, value: bytes | None) -> None:
         """Write without waiting (statuses); ``poll`` serves the acknowledgements."""
-        self._produce(key, value, None)
+        self.producer.produce(self.topic, key=key, value=value)
         self.producer.poll(0)
 
-    def _produce(self, key: bytes | str, value: bytes | None, callback: Any) -> None:
-        while True:
-            try:
-                self.producer.produce(self.topic, key=key, value=value, on_delivery=callback)
-                return
-            except BufferError:
-                self.producer.poll(0.1)
-
     def flush(self, timeout_s: float) -> int:
-        return int(self.producer.flush(timeout_s))
+        return self.producer.flush(timeout_s)
 
 
 class TransactionalTopicWriter:
@@ -103,7 +85,7 @@ class TransactionalTopicWriter:
     fatal): close it and create a new one."""
 
     def __init__(self, config: Mapping[str, Any], topic: str, transactional_id: str) -> None:
-        self.producer = Producer(
+        self.producer = KafkaProducer(
             {
                 **librdkafka(config),
                 "partitioner": "murmur2_random",
@@ -119,40 +101,31 @@ class TransactionalTopicWriter:
     def init(self, timeout_s: float) -> None:
         try:
             self.producer.init_transactions(timeout_s)
-        except KafkaException as exc:
+        except ClientError as exc:
             raise self._error("Initializing", exc) from None
 
     def write(self, records: Sequence[tuple[bytes | str, bytes | None]], timeout_s: float) -> None:
         """Write ``records`` in one transaction and wait for its commit."""
-        errors: list[Any] = []
+        errors: list[ClientError] = []
         try:
             self.producer.begin_transaction()
             for key, value in records:
-                while True:
-                    try:
-                        self.producer.produce(
-                            self.topic,
-                            key=key,
-                            value=value,
-                            on_delivery=lambda e, m: errors.append(e) if e else None,
-                        )
-                        break
-                    except BufferError:
-                        self.producer.poll(0.1)
+                self.producer.produce(
+                    self.topic,
+                    key=key,
+                    value=value,
+                    on_delivery=lambda e, _: errors.append(e) if e else None,
+                )
             self.producer.commit_transaction(timeout_s)
-        except KafkaException as exc:
+        except ClientError as exc:
             raise self._error("Transactional write to", exc) from None
         if errors:
-            raise ConnectException(f"Transactional write to {self.topic} failed: {errors}")
+            raise ConnectException(f"Transactional write to {self.topic} failed: {_listed(errors)}")
 
-    def _error(self, what: str, exc: KafkaException) -> ConnectException:
-        error = exc.args[0]
-        fenced = error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+    def _error(self, what: str, error: ClientError) -> ConnectException:
+        fenced = error.local_code == LOCAL_FENCED or error.error_code == ErrorCode.producer_fenced
         kind = ProducerFencedError if fenced else ConnectException
-        return kind(
-            f"{what} {self.topic} as {self.transactional_id!r} failed: {error.name()} "
-            f"({error.str()})"
-        )
+        return kind(f"{what} {self.topic} as {self.transactional_id!r} failed: {error.reason}")
 
     def close(self) -> None:
         # Nothing is left in flight: every write waited for its commit (or failed).
@@ -175,9 +148,9 @@ class TopicLogConsumer:
         high_watermark_ends: bool = False,
         read_committed: bool = True,
     ) -> None:
-        self._lister: Consumer | None = None
+        self._lister: KafkaConsumer | None = None
         if high_watermark_ends:
-            self._lister = Consumer(
+            self._lister = KafkaConsumer(
                 {
                     **librdkafka(config),
                     "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
@@ -185,7 +158,7 @@ class TopicLogConsumer:
                     "isolation.level": "read_uncommitted",
                 }
             )
-        self.consumer = Consumer(
+        self.consumer = KafkaConsumer(
             {
                 **librdkafka(config),
                 "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
@@ -200,10 +173,7 @@ class TopicLogConsumer:
         )
 
     def partitions(self, topic: str) -> list[int]:
-        metadata = self.consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return []
-        return sorted(metadata.partitions)
+        return self.consumer.partitions(topic, 10) or []
 
     def end_offsets(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
         """One ListOffsets request for all partitions (timestamp -1: the end). A transient
@@ -215,35 +185,27 @@ class TopicLogConsumer:
         backoff_s = 0.1
         while True:
             try:
-                found = lister.offsets_for_times(
-                    [TopicPartition(topic, p, -1) for p in partitions], timeout=10
+                found = lister.end_offsets([(topic, p) for p in partitions], 10)
+                return {p: offset for (_, p), offset in found.items()}
+            except ClientError as exc:
+                error = exc
+            if not error.retriable or time.monotonic() + backoff_s > deadline:
+                raise ConnectException(
+                    f"Listing end offsets of {topic} failed: {error.library_text}"
                 )
-                error = next((tp.error for tp in found if tp.error is not None), None)
-                if error is None:
-                    return {tp.partition: tp.offset for tp in found}
-            except KafkaException as exc:
-                error = exc.args[0]
-            if not _transient(error) or time.monotonic() + backoff_s > deadline:
-                raise ConnectException(f"Listing end offsets of {topic} failed: {error}")
             time.sleep(backoff_s)
             backoff_s = min(1.0, backoff_s * 2)
 
     def assign(self, topic: str, positions: dict[int, int]) -> None:
-        self.consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
+        self.consumer.assign([(topic, p, o) for p, o in positions.items()])
 
     def poll(self, timeout_s: float) -> list[LogRecord]:
-        messages: list[Any] = self.consumer.consume(500, timeout_s)
-        return [
-            LogRecord(m.partition(), m.offset(), m.key(), m.value())
-            for m in messages
-            if m.error() is None
-        ]
+        records = self.consumer.consume(500, timeout_s).records
+        return [LogRecord(r.partition, r.offset, r.key, r.value) for r in records]
 
     def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
-        return {
-            tp.partition: tp.offset
-            for tp in self.consumer.position([TopicPartition(topic, p) for p in partitions])
-        }
+        found = self.consumer.positions([(topic, p) for p in partitions])
+        return {p: offset for (_, p), offset in found.items()}
 
     def close(self) -> None:
         self.consumer.close()
@@ -263,17 +225,16 @@ class InternalTopicAdmin:
     """Creates the internal topics at start and checks they are compacted."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.layer = Admin(client_config(config))
-        self.admin = self.layer.client
+        self.layer = Admin(client_config(config), timeout=30)
 
     def cluster_id(self) -> str:
         """For ``GET /`` (Kafka's ``ConnectUtils.lookupKafkaClusterId``)."""
         return self.layer.cluster_id()
 
-    def ensure(self, topics: Mapping[str, tuple[str, int, int]], timeout_s: float = 30) -> None:
+    def ensure(self, topics: Mapping[str, tuple[str, int, int]]) -> None:
         """Create each (topic, partitions, replication factor) that is missing, with
         ``cleanup.policy=compact``; fail on an existing one that is not compacted only."""
-        existing = set(self.admin.list_topics(timeout=timeout_s).topics)
+        existing = set(self.layer.topics())
         for topic, partitions, replication in topics.values():
             if topic in existing:
                 continue
@@ -284,7 +245,7 @@ class InternalTopicAdmin:
             except ClientError as exc:
                 raise ConnectException(f"Unable to create internal topic {topic}: {exc}") from None
         for purpose, (topic, _, _) in topics.items():
-            policy = self.cleanup_policy(topic, timeout_s)
+            policy = self.cleanup_policy(topic)
             if {p.strip() for p in policy.split(",")} != {COMPACT}:
                 key = _STORAGE_KEYS.get(purpose, f"{purpose}.storage.topic")
                 raise ConnectException(
@@ -296,13 +257,12 @@ class InternalTopicAdmin:
                     "Connect worker configurations to use a topic with 'cleanup.policy=compact'."
                 )
 
-    def cleanup_policy(self, topic: str, timeout_s: float = 30) -> str:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        entries = self.admin.describe_configs([resource], request_timeout=timeout_s)[
-            resource
-        ].result(timeout_s)
-        entry = entries.get("cleanup.policy")
-        return "delete" if entry is None or entry.value is None else str(entry.value)
+    def cleanup_policy(self, topic: str) -> str:
+        entry = next(
+            (c for c in self.layer.describe_configs("topic", topic) if c.name == "cleanup.policy"),
+            None,
+        )
+        return "delete" if entry is None or entry.value is None else entry.value
 
 
 class SeparateOffsetsTopic:

@@ -1,5 +1,5 @@
 """Client settings for librdkafka through the client layer, and the translation of
-producer transaction errors into ConnectException."""
+producer transaction errors (the client layer's ClientError) into ConnectException."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-)
 from kio.schema.errors import ErrorCode
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.errors import LOCAL_FENCED, ClientError
 from oncelog.client.java_config import librdkafka_settings
 from oncelog.client.reach import check_cluster
 from oncelog.client.security import ClientConfigError
@@ -110,16 +106,16 @@ def librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
 FENCED_CODES = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 
 
-def raise_transaction_error(what: str, exc: KafkaException) -> NoReturn:
-    """A task producer's transaction call failed: raise it as Connect does, with the
-    client layer's one mapping of the error (its Kafka code, or librdkafka's local code)
-    as the cause."""
-    error = from_kafka_error(exc, f"{what} failed")
-    if error.error_code in FENCED_CODES or error.local_code == KafkaError._FENCED:
+def raise_transaction_error(what: str, error: ClientError) -> NoReturn:
+    """A task producer's transaction call failed: raise it as Connect does, decided by the
+    client layer's one mapping of the error (its Kafka code, or librdkafka's local code),
+    which is the cause."""
+    message = f"{what} failed: {error.reason}"
+    if error.error_code in FENCED_CODES or error.local_code == LOCAL_FENCED:
         out: ConnectException = ProducerFencedError(
             f"{what} failed: the producer was fenced out (a newer instance of this task, or "
-            f"a round of zombie fencing, took over its transactional id): {error}"
+            f"a round of zombie fencing, took over its transactional id): {message}"
         )
     else:
-        out = ConnectException(str(error))
+        out = ConnectException(message)
     raise out from error

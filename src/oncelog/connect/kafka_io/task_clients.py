@@ -11,18 +11,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
 from kio.schema.errors import ErrorCode
 
 from oncelog.client.admin import Admin
+from oncelog.client.consumer import KafkaConsumer
 from oncelog.client.errors import AuthenticationError, ClientError
+from oncelog.client.groups import GroupAdmin, OffsetCommitError
+from oncelog.client.kafka_producer import Delivered, KafkaProducer
 from oncelog.client.reach import check_handshake, check_reachable
 from oncelog.connect.api.errors import ConnectException
 from oncelog.connect.api.records import RecordMetadata
@@ -68,7 +63,7 @@ class ProducerSender:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         check_credentials(config)
-        self.producer = Producer(librdkafka(config))
+        self.producer = KafkaProducer(librdkafka(config))
 
     def send(
         self,
@@ -81,39 +76,29 @@ class ProducerSender:
         headers: Sequence[tuple[str, bytes | None]],
         on_delivery: DeliveryCallback,
     ) -> None:
-        def callback(err: Any, msg: Any) -> None:
-            if err is not None:
-                on_delivery(KafkaException(err), None)
+        def callback(err: ClientError | None, sent: Delivered | None) -> None:
+            if sent is None:
+                on_delivery(err, None)
             else:
                 on_delivery(
-                    None,
-                    RecordMetadata(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]),
+                    None, RecordMetadata(sent.topic, sent.partition, sent.offset, sent.timestamp)
                 )
 
-        kwargs: dict[str, Any] = {}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if timestamp is not None:
-            kwargs["timestamp"] = timestamp
-        while True:
-            try:
-                self.producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    headers=list(headers) or None,
-                    on_delivery=callback,
-                    **kwargs,
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.1)
+        self.producer.produce(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=timestamp,
+            headers=headers,
+            on_delivery=callback,
+        )
 
     def poll(self, timeout_s: float) -> None:
         self.producer.poll(timeout_s)
 
     def flush(self, timeout_s: float) -> int:
-        return int(self.producer.flush(timeout_s))
+        return self.producer.flush(timeout_s)
 
 
 class TransactionalProducerSender(ProducerSender):
@@ -121,12 +106,12 @@ class TransactionalProducerSender(ProducerSender):
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
-        self._write_errors: list[Any] = []
+        self._write_errors: list[ClientError] = []
 
     def init_transactions(self, timeout_s: float) -> None:
         try:
             self.producer.init_transactions(timeout_s)
-        except KafkaException as exc:
+        except ClientError as exc:
             raise_transaction_error("Initializing the producer's transactions", exc)
 
     def send(
@@ -145,52 +130,48 @@ class TransactionalProducerSender(ProducerSender):
                 topic, key, value, partition=partition, timestamp=timestamp, headers=headers,
                 on_delivery=on_delivery,
             )  # fmt: skip
-        except KafkaException as exc:
+        except ClientError as exc:
             # A fatal producer state (fenced, or its transaction timed out) refuses sends.
             raise_transaction_error(f"Sending a record to {topic}", exc)
 
     def flush(self, timeout_s: float) -> int:
         try:
-            return int(self.producer.flush(timeout_s))
-        except KafkaException as exc:
+            return self.producer.flush(timeout_s)
+        except ClientError as exc:
             raise_transaction_error("Flushing the transaction's records", exc)
 
     def begin_transaction(self) -> None:
         try:
             self.producer.begin_transaction()
-        except KafkaException as exc:
+        except ClientError as exc:
             raise_transaction_error("Beginning a transaction", exc)
 
     def write(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         for key, value in records:
-            while True:
-                try:
-                    self.producer.produce(
-                        topic,
-                        key=key,
-                        value=value,
-                        on_delivery=lambda e, m: self._write_errors.append(e) if e else None,
-                    )
-                    break
-                except BufferError:
-                    self.producer.poll(0.1)
-                except KafkaException as exc:
-                    raise_transaction_error(f"Writing offsets to {topic}", exc)
+            try:
+                self.producer.produce(
+                    topic,
+                    key=key,
+                    value=value,
+                    on_delivery=lambda e, _: self._write_errors.append(e) if e else None,
+                )
+            except ClientError as exc:
+                raise_transaction_error(f"Writing offsets to {topic}", exc)
 
     def commit_transaction(self, timeout_s: float) -> None:
         try:
             self.producer.commit_transaction(timeout_s)
-        except KafkaException as exc:
+        except ClientError as exc:
             raise_transaction_error("Committing the transaction", exc)
         if self._write_errors:
             errors, self._write_errors = self._write_errors, []
-            raise ConnectException(f"Writing offsets failed: {errors}")
+            raise ConnectException(f"Writing offsets failed: {_listed(errors)}")
 
     def abort_transaction(self, timeout_s: float) -> None:
         self._write_errors = []
         try:
             self.producer.abort_transaction(timeout_s)
-        except KafkaException as exc:
+        except ClientError as exc:
             raise_transaction_error("Aborting the transaction", exc)
 
     def close(self) -> None:
@@ -272,7 +253,7 @@ class ConsumerSinkSource:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         check_credentials(config)
-        self.consumer = Consumer(librdkafka(config))
+        self.consumer = KafkaConsumer(librdkafka(config))
 
     def subscribe(
         self,
@@ -281,50 +262,37 @@ class ConsumerSinkSource:
         on_assign: Callable[[list[ConnectTopicPartition]], None],
         on_revoke: Callable[[list[ConnectTopicPartition]], None],
     ) -> None:
-        def convert(parts: list[Any]) -> list[ConnectTopicPartition]:
-            return [ConnectTopicPartition(p.topic, p.partition) for p in parts]
+        def convert(parts: list[tuple[str, int]]) -> list[ConnectTopicPartition]:
+            return [ConnectTopicPartition(t, p) for t, p in parts]
 
         self.consumer.subscribe(
             topics or [f"^{pattern}"],
-            on_assign=lambda c, parts: on_assign(convert(parts)),
-            on_revoke=lambda c, parts: on_revoke(convert(parts)),
+            on_assign=lambda parts: on_assign(convert(parts)),
+            on_revoke=lambda parts: on_revoke(convert(parts)),
         )
 
     def poll(self, timeout_s: float, max_records: int) -> list[ConsumedRecord]:
-        out = []
-        messages: list[Any] = self.consumer.consume(max_records, timeout_s)
-        for msg in messages:
-            if msg.error() is not None:
-                continue
-            out.append(
-                ConsumedRecord(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    msg.timestamp()[1],
-                    headers=tuple(msg.headers() or ()),
-                )
+        # Errors are the consumer's to retry (a restarting broker); records are what count.
+        return [
+            ConsumedRecord(
+                r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, headers=r.headers
             )
-        return out
+            for r in self.consumer.consume(max_records, timeout_s).records
+        ]
 
     def commit(self, offsets: dict[ConnectTopicPartition, int]) -> None:
-        self.consumer.commit(
-            offsets=[TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
+        self.consumer.commit({(tp.topic, tp.partition): o for tp, o in offsets.items()})
 
     def seek(self, partition: ConnectTopicPartition, offset: int) -> None:
-        self.consumer.seek(TopicPartition(partition.topic, partition.partition, offset))
+        self.consumer.seek(partition.topic, partition.partition, offset)
 
     def pause(self, partitions: list[ConnectTopicPartition]) -> None:
         if partitions:
-            self.consumer.pause([TopicPartition(p.topic, p.partition) for p in partitions])
+            self.consumer.pause([(p.topic, p.partition) for p in partitions])
 
     def resume(self, partitions: list[ConnectTopicPartition]) -> None:
         if partitions:
-            self.consumer.resume([TopicPartition(p.topic, p.partition) for p in partitions])
+            self.consumer.resume([(p.topic, p.partition) for p in partitions])
 
     def close(self) -> None:
         self.consumer.close()
@@ -334,12 +302,12 @@ class DeadLetterProducer:
     """A sink connector's dead letter queue (``errors.deadletterqueue.topic.name``)."""
 
     def __init__(self, config: Mapping[str, Any], topic: str) -> None:
-        self.producer = Producer(librdkafka(config))
+        self.producer = KafkaProducer(librdkafka(config))
         self.topic = topic
 
     def send(self, record: ConsumedRecord, error: Exception) -> None:
         self.producer.produce(
-            self.topic, key=record.key, value=record.value, headers=list(record.headers) or None
+            self.topic, key=record.key, value=record.value, headers=record.headers
         )
         self.producer.flush(10)
 
@@ -417,46 +385,39 @@ class SinkOffsetsAdmin:
     """A sink connector's offsets: its consumer group ``connect-<name>`` (KIP-875)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.admin = Admin(client_config(config)).client
+        self.groups = GroupAdmin(Admin(client_config(config), timeout=30))
 
-    def offsets(self, group: str, timeout_s: float = 30) -> dict[ConnectTopicPartition, int]:
-        request = [ConsumerGroupTopicPartitions(group)]
-        result = self.admin.list_consumer_group_offsets(request, request_timeout=timeout_s)[
-            group
-        ].result(timeout_s)
-        return {
-            ConnectTopicPartition(tp.topic, tp.partition): tp.offset
-            for tp in result.topic_partitions
-            if tp.offset >= 0
-        }
+    def offsets(self, group: str) -> dict[ConnectTopicPartition, int]:
+        committed = self.groups.committed(group)
+        return {ConnectTopicPartition(t, p): o for (t, p), o in committed.items()}
 
-    def alter(
-        self, group: str, offsets: Mapping[ConnectTopicPartition, int], timeout_s: float = 30
-    ) -> None:
-        parts = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
-        result = self.admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, parts)], request_timeout=timeout_s
-        )[group].result(timeout_s)
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
-        if failed:
-            if any(tp.error.code() == KafkaError.UNKNOWN_MEMBER_ID for tp in failed):
+    def alter(self, group: str, offsets: Mapping[ConnectTopicPartition, int]) -> None:
+        wanted = {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+        try:
+            self.groups.alter_offsets(group, wanted)
+        except OffsetCommitError as exc:
+            failed = exc.failed
+            if any(e.error_code == ErrorCode.unknown_member_id for e in failed.values()):
                 # The group still has members: the sink tasks have not stopped yet.
                 raise ConnectException(
                     f"Failed to alter consumer group offsets for group {group} either because its "
                     "tasks haven't stopped completely yet or the connector was resumed before the "
                     "request to alter its offsets could be successfully completed. If the connector "
                     "is in a stopped state, this operation can be safely retried."
-                )
+                ) from None
             raise ConnectException(
                 f"Failed to alter consumer group offsets for group {group}: "
-                + ", ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
-            )
+                + ", ".join(f"{t}-{p}: {e.library_text}" for (t, p), e in failed.items())
+            ) from None
 
-    def delete_group(self, group: str, timeout_s: float = 30) -> None:
+    def delete_group(self, group: str) -> None:
         try:
-            self.admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result(
-                timeout_s
-            )
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+            self.groups.delete_groups([group])
+        except ClientError as exc:
+            if exc.error_code != ErrorCode.group_id_not_found:
                 raise
+
+
+def _listed(errors: Sequence[ClientError]) -> str:
+    """Errors as these messages always listed them (confluent-kafka's spelling)."""
+    return "[" + ", ".join(e.library_text for e in errors) + "]"
