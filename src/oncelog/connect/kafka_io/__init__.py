@@ -1,9 +1,9 @@
-"""The worker's Kafka clients: the ONE package of ``connect`` that uses a Kafka client
-library for records (group membership speaks the protocol itself in ``membership``,
-over the client layer's connections). Every configuration goes through the client
-layer (``oncelog.client``: ``ClientConfig`` for bootstrap servers, TLS and SASL;
-``Admin`` for the admin client); producers and consumers are confluent-kafka's, as
-the client layer prescribes.
+"""The worker's Kafka clients: the ONE package of ``connect`` that produces and consumes
+records (group membership speaks the protocol itself in ``membership``, over the client
+layer's connections). Everything goes through the client layer (``oncelog.client``:
+``ClientConfig`` for bootstrap servers, TLS and SASL; ``Admin`` and ``GroupAdmin`` for
+admin calls; ``KafkaProducer`` and ``KafkaConsumer``, confluent-kafka's, for records), and
+its errors are the client layer's ``ClientError``, decided by Kafka error code.
 
 - :class:`TaskClients` implements the worker's ``ClientFactory``: each source task's
   idempotent producer, the offset writer, each sink task's consumer in group
