@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import LOCAL_PARTITION_EOF, ClientError, from_kafka_error
+from oncelog.client.errors import LOCAL_PARTITION_EOF, ClientError, call, from_kafka_error
 
-T = TypeVar("T")
 TopicPartition = tuple[str, int]
 # librdkafka's logical offsets (Kafka's ListOffsets timestamps: -2 earliest, -1 latest).
 BEGINNING, END = -2, -1
@@ -68,28 +67,17 @@ class KafkaConsumer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         from confluent_kafka import Consumer
 
-        self._consumer = self._call("creating a consumer", Consumer, dict(conf))
+        self._consumer = call("creating a consumer", Consumer, dict(conf))
 
     @classmethod
     def of(cls, config: ClientConfig, **settings: Any) -> KafkaConsumer:
         """A consumer of the cluster ``config`` reaches, with these librdkafka settings."""
         return cls(config.librdkafka(**settings))
 
-    @staticmethod
-    def _call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        from confluent_kafka import KafkaException
-
-        try:
-            return fn(*args, **kwargs)
-        except KafkaException as exc:
-            raise from_kafka_error(exc, what) from exc
-
     # -- what to read ----------------------------------------------------------------------
     def partitions(self, topic: str, timeout_s: float) -> list[int] | None:
         """The topic's partitions from Metadata, None when the topic is unknown or failed."""
-        md = self._call(
-            f"Metadata of {topic}", self._consumer.list_topics, topic, timeout=timeout_s
-        )
+        md = call(f"Metadata of {topic}", self._consumer.list_topics, topic, timeout=timeout_s)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
             return None
@@ -100,7 +88,7 @@ class KafkaConsumer:
         offset), outside any group's assignment."""
         from confluent_kafka import TopicPartition as KTP
 
-        self._call("assign", self._consumer.assign, [KTP(t, p, o) for t, p, o in positions])
+        call("assign", self._consumer.assign, [KTP(t, p, o) for t, p, o in positions])
 
     def subscribe(
         self,
@@ -115,12 +103,12 @@ class KafkaConsumer:
             kwargs["on_assign"] = lambda _c, parts: on_assign(_tps(parts))
         if on_revoke is not None:
             kwargs["on_revoke"] = lambda _c, parts: on_revoke(_tps(parts))
-        self._call("subscribe", self._consumer.subscribe, topics, **kwargs)
+        call("subscribe", self._consumer.subscribe, topics, **kwargs)
 
     # -- reading -----------------------------------------------------------------------------
     def consume(self, max_records: int, timeout_s: float) -> Polled:
         """Up to ``max_records`` records, waiting at most ``timeout_s`` for the first."""
-        messages: list[Any] = self._call("consume", self._consumer.consume, max_records, timeout_s)
+        messages: list[Any] = call("consume", self._consumer.consume, max_records, timeout_s)
         out = Polled()
         records = out.records
         for m in messages:
@@ -149,23 +137,23 @@ class KafkaConsumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         from confluent_kafka import TopicPartition as KTP
 
-        self._call("seek", self._consumer.seek, KTP(topic, partition, offset))
+        call("seek", self._consumer.seek, KTP(topic, partition, offset))
 
     def pause(self, tps: Iterable[TopicPartition]) -> None:
         from confluent_kafka import TopicPartition as KTP
 
-        self._call("pause", self._consumer.pause, [KTP(t, p) for t, p in tps])
+        call("pause", self._consumer.pause, [KTP(t, p) for t, p in tps])
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
         from confluent_kafka import TopicPartition as KTP
 
-        self._call("resume", self._consumer.resume, [KTP(t, p) for t, p in tps])
+        call("resume", self._consumer.resume, [KTP(t, p) for t, p in tps])
 
     def positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset of the next record each partition will return."""
         from confluent_kafka import TopicPartition as KTP
 
-        found = self._call("position", self._consumer.position, [KTP(t, p) for t, p in tps])
+        found = call("position", self._consumer.position, [KTP(t, p) for t, p in tps])
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def end_offsets(
@@ -175,7 +163,7 @@ class KafkaConsumer:
         this consumer's isolation level; the first partition's error raises its ClientError."""
         from confluent_kafka import TopicPartition as KTP
 
-        found = self._call(
+        found = call(
             "ListOffsets",
             self._consumer.offsets_for_times,
             [KTP(t, p, END) for t, p in tps],
@@ -190,7 +178,7 @@ class KafkaConsumer:
         """OffsetCommit of these offsets for the group, waiting for the answer."""
         from confluent_kafka import TopicPartition as KTP
 
-        self._call(
+        call(
             "OffsetCommit",
             self._consumer.commit,
             offsets=[KTP(t, p, o) for (t, p), o in offsets.items()],
@@ -199,7 +187,7 @@ class KafkaConsumer:
 
     def close(self) -> None:
         """Leave the group (if subscribed) and release the consumer."""
-        self._call("close", self._consumer.close)
+        call("close", self._consumer.close)
 
 
 def _tps(parts: list[Any]) -> list[TopicPartition]:

@@ -10,9 +10,10 @@ codes and flags, never the text.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from kio.schema.errors import ErrorCode
 
 # librdkafka's local error codes that mean "not reachable or not known yet": worth another
@@ -31,6 +32,8 @@ _LOCAL_RETRIABLE = frozenset(
         KafkaError._WAIT_CACHE,
     }
 )
+
+T = TypeVar("T")
 
 # librdkafka's local codes that callers tell apart.
 LOCAL_FENCED = KafkaError._FENCED  # this transactional producer was fenced (fatal)
@@ -132,3 +135,12 @@ def from_kafka_error(err: Any, what: str) -> ClientError:
         detail=err.str(),
         library_text=str(err),
     )
+
+
+def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` of a confluent-kafka client, its KafkaException raised as the
+    ClientError of ``what``."""
+    try:
+        return fn(*args, **kwargs)
+    except KafkaException as exc:
+        raise from_kafka_error(exc, what) from exc

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import LOCAL_QUEUE_FULL, ClientError, from_kafka_error
+from oncelog.client.errors import LOCAL_QUEUE_FULL, ClientError, call, from_kafka_error
 
-T = TypeVar("T")
 Headers = Sequence[tuple[str, bytes | None]]
 
 
@@ -42,21 +41,12 @@ class KafkaProducer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         from confluent_kafka import Producer
 
-        self._producer = self._call("creating a producer", Producer, dict(conf))
+        self._producer = call("creating a producer", Producer, dict(conf))
 
     @classmethod
     def of(cls, config: ClientConfig, **settings: Any) -> KafkaProducer:
         """A producer of the cluster ``config`` reaches, with these librdkafka settings."""
         return cls(config.librdkafka(**settings))
-
-    @staticmethod
-    def _call(what: str, fn: Callable[..., T], *args: Any) -> T:
-        from confluent_kafka import KafkaException
-
-        try:
-            return fn(*args)
-        except KafkaException as exc:
-            raise from_kafka_error(exc, what) from exc
 
     def produce(
         self,
@@ -107,22 +97,22 @@ class KafkaProducer:
 
     def flush(self, timeout_s: float) -> int:
         """Wait for every queued record; returns how many are still unacknowledged."""
-        return int(self._call("Flush", self._producer.flush, timeout_s))
+        return int(call("Flush", self._producer.flush, timeout_s))
 
     # -- transactions (KIP-98) -----------------------------------------------------------------
     # (A timeout of None waits as long as librdkafka's default: without a bound.)
     def init_transactions(self, timeout_s: float | None = None) -> None:
         """InitProducerId: fences every earlier producer of the transactional id."""
-        self._call("InitProducerId", self._producer.init_transactions, *_timeout(timeout_s))
+        call("InitProducerId", self._producer.init_transactions, *_timeout(timeout_s))
 
     def begin_transaction(self) -> None:
-        self._call("BeginTransaction", self._producer.begin_transaction)
+        call("BeginTransaction", self._producer.begin_transaction)
 
     def commit_transaction(self, timeout_s: float | None = None) -> None:
-        self._call("EndTxn(commit)", self._producer.commit_transaction, *_timeout(timeout_s))
+        call("EndTxn(commit)", self._producer.commit_transaction, *_timeout(timeout_s))
 
     def abort_transaction(self, timeout_s: float | None = None) -> None:
-        self._call("EndTxn(abort)", self._producer.abort_transaction, *_timeout(timeout_s))
+        call("EndTxn(abort)", self._producer.abort_transaction, *_timeout(timeout_s))
 
 
 def _timeout(timeout_s: float | None) -> tuple[float, ...]:
