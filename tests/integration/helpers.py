@@ -91,8 +91,8 @@ def consume(
 
 
 def wait_for_log(broker: EmbeddedBroker, needle: str, timeout: float = 15.0) -> str:
-    """The broker's log once it holds ``needle``: __consumer_offsets loads in the
-    background after the ready line (as Kafka loads a coordinator partition while serving)."""
+    """The broker's log once it holds ``needle``: __consumer_offsets and
+    __transaction_state load in the background after the ready line (as Kafka loads a coordinator partition while serving)."""
     deadline = time.monotonic() + timeout
     while needle not in (text := broker.log_path.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -19,8 +19,8 @@ from kio.schema.errors import ErrorCode
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.topics import TopicRegistry
+from oncelog.coordinator import loader as coordinator_loader
 from oncelog.coordinator.internal_topics import CONSUMER_OFFSETS_TOPIC
-from oncelog.group import service as group_service
 from oncelog.group.config import GroupConfig
 from oncelog.group.coordinator import GroupCoordinator
 from oncelog.group.messages import (
@@ -141,8 +141,9 @@ def test_a_marker_written_during_the_load_is_applied_once(tmp_path: Path) -> Non
         groups = new_groups(topics)
         markers = MarkerWriter(topics, AppendNotifier(), groups.on_offsets_marker)
         parts = groups._ensure_topic()
-        groups._begin_load(parts)
-        steps = groups._load_steps(0, parts[0])
+        loader = groups.runtime.loader
+        loader._begin(parts)
+        steps = loader._load_steps(0)
         next(steps)  # one batch of partition 0 replayed, its end fixed
         assert not groups.loaded
         marker = TxnMarker(pid, epoch, commit=True, coordinator_epoch=0)
@@ -150,7 +151,7 @@ def test_a_marker_written_during_the_load_is_applied_once(tmp_path: Path) -> Non
         for _ in steps:
             pass
         for index in (1, 2):
-            for _ in groups._load_steps(index, parts[index]):
+            for _ in loader._load_steps(index):
                 pass
         assert groups.loaded
         # 40 commits over 4 partitions (the last of each wins), then the committed
@@ -172,7 +173,7 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
     group = group_on(1)
     write_history(tmp_path, group, 300)
     # Slices of no work at all: the load yields after every batch (300+ times).
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
@@ -226,7 +227,7 @@ def test_apis_answer_load_in_progress_until_the_background_load_is_done(
 
 def test_a_stop_during_the_load_ends_it(tmp_path: Path, monkeypatch: object) -> None:
     write_history(tmp_path, group_on(2), 200)
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
@@ -269,7 +270,7 @@ class OffsetsGoneAway:
 def test_a_failed_append_reloads_in_the_background(tmp_path: Path, monkeypatch: object) -> None:
     group = group_on(1)
     write_history(tmp_path, group, 200)
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
     lookup = OffsetsGoneAway(topics)
 
@@ -341,7 +342,7 @@ def test_a_loaded_partition_is_served_while_another_loads(
     partition 0 (loaded first) are served while partition 2 (300 batches) still loads."""
     first, last = group_on(0), group_on(2)
     write_commits(tmp_path, {first: 8, last: 300})
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
@@ -397,8 +398,8 @@ def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
     The other partitions are served meanwhile."""
     ok, broken = group_on(0), group_on(1)
     write_commits(tmp_path, {ok: 8, broken: 12})
-    monkeypatch.setattr(group_service, "LOAD_RETRY_MIN_S", 0.05)  # type: ignore[attr-defined]
-    caplog.set_level(logging.INFO, logger=group_service.__name__)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_RETRY_MIN_S", 0.05)  # type: ignore[attr-defined]
+    caplog.set_level(logging.INFO, logger=coordinator_loader.__name__)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
     NOT_COORDINATOR = E.not_coordinator
 
@@ -461,7 +462,7 @@ def test_a_failed_append_reloads_only_its_partition_while_another_loads(
     commit is not there."""
     first, last = group_on(0), group_on(2)
     write_commits(tmp_path, {first: 8, last: 300})
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
     lookup = OffsetsGoneAway(topics)
 
@@ -545,7 +546,7 @@ def test_a_request_waits_for_its_partition_which_loads_next(
     fails a commit after two quick retries), and its partition is loaded next."""
     first, middle, last = group_on(0), group_on(1), group_on(2)
     write_commits(tmp_path, {first: 200, middle: 200, last: 200})
-    monkeypatch.setattr(group_service, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator_loader, "LOAD_SLICE_S", 0.0)  # type: ignore[attr-defined]
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
@@ -586,7 +587,7 @@ def test_a_request_waits_at_most_the_load_wait(tmp_path: Path) -> None:
             waited = time.monotonic() - started
             assert reply.topics == (("t", ((0, LOADING),)),)
             assert 0.05 <= waited < 5
-            assert groups._load_waiters.get(0, []) == []  # the timed-out waiter is gone
+            assert groups.runtime.loader._waiters.get(0, []) == []  # the timed-out waiter is gone
         finally:
             await groups.stop()
 

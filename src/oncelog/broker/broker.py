@@ -268,11 +268,11 @@ class Broker:
         self.scram_credentials.load()
         self.authorizer.store.load()
         # In the background, as Kafka loads a coordinator partition while the broker serves:
-        # group APIs answer COORDINATOR_LOAD_IN_PROGRESS until it is done. Markers that the
-        # transaction coordinator's start writes to __consumer_offsets meanwhile are read
-        # by the load's last pass (see GroupService._load_steps).
+        # a partition's requests answer COORDINATOR_LOAD_IN_PROGRESS until it is loaded.
+        # Markers that the transaction coordinator's load writes to __consumer_offsets
+        # meanwhile are read by that partition's last pass (see coordinator.loader).
         self.groups.start(background=True)
-        self.txn.start()
+        self.txn.start(background=True)
         max_size = self.config.settings.socket_request_max_bytes
         budget = RequestBudget(
             self.config.settings.queued_max_requests,

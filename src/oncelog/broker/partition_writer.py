@@ -53,6 +53,15 @@ class ProduceError(Exception):
         self.record_errors = record_errors
 
 
+_COORDINATOR_UNAVAILABLE = frozenset(
+    {
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
+
+
 class NotInTransaction(ProduceError):
     """A transactional batch for a partition its producer's transaction does not hold (or
     under a stale producer id/epoch). A TV2 Produce (v12+) adds the partition implicitly and
@@ -286,6 +295,11 @@ class PartitionWriter:
         )
         if code == ErrorCode.none:
             return None
+        if code in _COORDINATOR_UNAVAILABLE:
+            # Kafka's ReplicaManager: older clients may not retry a coordinator error (its
+            # partition of __transaction_state still loads) correctly; NOT_ENOUGH_REPLICAS
+            # makes them retry the produce, without a metadata refresh.
+            code = ErrorCode.not_enough_replicas
         return NotInTransaction(
             code,
             f"partition {item.topic}-{item.partition} is not part of an ongoing transaction "

@@ -22,6 +22,10 @@ coordinator-common (``CoordinatorRuntime`` running ``CoordinatorResult``s); the 
    has made every record appended so far durable, and ``call`` waits likewise before it
    returns an immediate reply: no answer and no marker precede the fsync.
 
+Loading is the runtime's too: ``loader`` (``coordinator.loader.PartitionLoader``) replays
+each partition of the topic into a fresh core in the background, as Kafka's runtime loads
+its shards, and the service only says how a batch is replayed (its ``Playback``).
+
 ``call(step)`` does the same for a request and waits for a ``Pending`` reply, optionally
 bounded (``timeout_s``; the service's ``cancel`` then answers, or declines if the request
 is already waiting on its own append). ``run_timer`` drives a core's timers; ``spawn``
@@ -43,6 +47,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.clock import Clock
 from oncelog.coordinator.internal_topics import CoordinatorLog, PartitionLookup
+from oncelog.coordinator.loader import LoadHooks, PartitionLoader, Playback
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.errors import LogError
@@ -150,7 +155,12 @@ class CoordinatorRuntime(Generic[R, E]):
         feedback: Feedback[R, E],
         clock: Clock,
         durable: GroupSync | None = None,
+        playback: Playback | None = None,
+        served: str = "records",
+        load_hooks: LoadHooks | None = None,
     ) -> None:
+        """``playback``: how the service replays its partitions, for ``loader``;
+        ``served``: what a partition's requests are about, for the loader's log lines."""
         self.name = name
         self.topic = topic
         self._partitions = partitions
@@ -163,6 +173,20 @@ class CoordinatorRuntime(Generic[R, E]):
         self._durable = durable
         # Logs appended to and not yet known durable: log -> end offset written.
         self._unsynced: dict[CoordinatorLog, int] = {}
+        self._loader = (
+            None
+            if playback is None
+            else PartitionLoader(
+                topic=topic, served=served, playback=playback, spawn=self.spawn, hooks=load_hooks
+            )
+        )
+
+    @property
+    def loader(self) -> PartitionLoader:
+        """Loads the topic's partitions into the service's cores."""
+        if self._loader is None:
+            raise RuntimeError(f"{self.name}: no playback given, nothing to load")
+        return self._loader
 
     # -- steps ---------------------------------------------------------------------------
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -27,6 +25,7 @@ from oncelog.coordinator.internal_topics import (
     internal_topic_config,
     skip_undecodable,
 )
+from oncelog.coordinator.loader import LoadHooks
 from oncelog.coordinator.runtime import (
     Append,
     CoordinatorRuntime,
@@ -76,9 +75,6 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Reply)
 
-LOAD_SLICE_S = 0.005  # a background load gives the event loop back after this much work
-LOAD_RETRY_MIN_S, LOAD_RETRY_MAX_S = 1.0, 30.0
-
 
 class GroupService:
     def __init__(
@@ -101,29 +97,18 @@ class GroupService:
         self.coordinator = PartitionedGroups(config)
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
         self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
-        self.load_time_s = 0.0  # how long the start-up load of __consumer_offsets took
         # Called once a background load is done (the broker's run freezes the loaded
         # state out of the garbage collector's full passes, as it does for what its start
         # loaded).
         self.on_loaded: list[Callable[[], None]] = []
         self._timer_started = False
         self._started_up = False
-        self._parts: Sequence[CoordinatorLog] = ()
-        # The load under way or last done, per partition (a retry starts its partition's
-        # afresh): records replayed, undecodable records skipped, and legacy-layout keys
-        # (-> their latest record is a value).
-        self._replayed: dict[int, int] = {}
-        self._records: dict[int, int] = {}  # keyed records loaded (undecodable ones not)
+        # The last load of each partition: keyed records loaded (undecodable ones not),
+        # undecodable records skipped, and legacy-layout keys (-> their latest record is a
+        # value).
+        self._records: dict[int, int] = {}
         self._skipped: dict[int, int] = {}
         self._legacy_keys: dict[int, dict[bytes, bool]] = {}
-        self._load_total = 0
-        self._load_started = 0.0
-        # The background loader: partitions to load, in order, one at a time.
-        self._queue: deque[int] = deque()
-        self._loader_running = False
-        self._failed_attempts: dict[int, int] = {}
-        # Requests waiting for their group's partition to load (see _await_load).
-        self._load_waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.runtime: CoordinatorRuntime[Reply, ResolveRegexes] = CoordinatorRuntime(
             name="group coordinator",
             topic=CONSUMER_OFFSETS_TOPIC,
@@ -131,6 +116,11 @@ class GroupService:
             feedback=self,
             clock=clock,
             durable=durable,
+            playback=self,
+            served="groups",
+            load_hooks=LoadHooks(
+                config.debug_load_partition_delay_ms, config.debug_load_failures()
+            ),
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -138,21 +128,17 @@ class GroupService:
     def start(self, *, background: bool = False) -> None:
         """Create/load ``__consumer_offsets`` and start the coordinator's timers.
 
-        ``background`` (the broker's start): load on the event loop, one partition after
-        another, in slices of at most ``LOAD_SLICE_S`` of work, as Kafka loads each
-        coordinator partition while the broker serves. A partition's groups get
-        COORDINATOR_LOAD_IN_PROGRESS until it is loaded (the groups of loaded partitions
-        are served meanwhile); if its load fails, NOT_COORDINATOR until a retry loads it.
-        Otherwise the load runs to completion here (and a failure raises)."""
+        ``background`` (the broker's start): the runtime's loader loads each partition on
+        the event loop while the broker serves, as Kafka loads each coordinator partition;
+        a partition's groups get COORDINATOR_LOAD_IN_PROGRESS until it is loaded, and
+        NOT_COORDINATOR while its load has failed (see ``coordinator.loader``). Otherwise
+        the load runs to completion here (and a failure raises)."""
         parts = self._ensure_topic()
         self.coordinator = PartitionedGroups(self.config)  # every partition loading
-        if not background:
-            self._load(parts)
-            self._after_load()
-            return
-        self._start_timer()  # loaded partitions' timers run while the others load
-        self._begin_load(parts)
-        self._load_in_background(range(len(parts)))
+        self._records, self._skipped, self._legacy_keys = {}, {}, {}
+        if background:
+            self._start_timer()  # loaded partitions' timers run while the others load
+        self.runtime.loader.start(parts, background=background)
 
     def _ensure_topic(self) -> Sequence[CoordinatorLog]:
         parts = self._topics.ensure_internal_topic(
@@ -173,130 +159,41 @@ class GroupService:
     @property
     def load_progress(self) -> tuple[int, int]:
         """(records replayed, offsets to replay) of the load under way or last done."""
-        return sum(self._replayed.values()), self._load_total
+        return self.runtime.loader.progress
+
+    @property
+    def load_time_s(self) -> float:
+        """How long the load of ``__consumer_offsets`` under way or last done took."""
+        return self.runtime.loader.load_time_s
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id``."""
         return self.coordinator.partition_for(group_id)
 
-    def _begin_load(self, parts: Sequence[CoordinatorLog]) -> None:
-        self._load_started = time.monotonic()
-        self._load_total = sum(max(0, p.high_watermark - p.log_start_offset) for p in parts)
-        self._parts = parts
-        self._replayed, self._records, self._skipped, self._legacy_keys = {}, {}, {}, {}
-
-    def _load_in_background(self, partitions: Iterable[int]) -> None:
-        """Queue ``partitions`` (each loading) for the one background loader."""
-        self._queue.extend(p for p in partitions if p not in self._queue)
-        if not self._loader_running:
-            self._loader_running = True
-            self.runtime.spawn(self._loader())
-
-    async def _loader(self) -> None:
-        try:
-            while self._queue:
-                await self._load_partition_in_background(self._queue.popleft())
-        finally:
-            self._loader_running = False
-        if not self._queue and self.coordinator.loaded:
-            self._all_loaded()
-
-    async def _load_partition_in_background(self, index: int) -> None:
-        delay_ms = self.config.debug_load_partition_delay_ms
-        if delay_ms > 0:
-            await asyncio.sleep(delay_ms / 1000)
-        try:
-            failures = self.config.debug_load_failures().get(index, 0)
-            if self._failed_attempts.get(index, 0) < failures:
-                raise OSError(f"oncelog.debug.group.load.fail: {CONSUMER_OFFSETS_TOPIC}-{index}")
-            part = self._parts[index]
-            deadline = time.monotonic() + LOAD_SLICE_S
-            for _ in self._load_steps(index, part):
-                if time.monotonic() >= deadline:
-                    await asyncio.sleep(0)  # let the other clients in
-                    deadline = time.monotonic() + LOAD_SLICE_S
-        except Exception as exc:
-            self._load_failed(index, exc)
-            return
-        attempts = self._failed_attempts.pop(index, 0)
-        if attempts:
-            log.info(
-                "loaded %s-%d after %d failed attempts; its groups are served",
-                CONSUMER_OFFSETS_TOPIC,
-                index,
-                attempts,
-            )
-
-    def _load_failed(self, index: int, exc: Exception) -> None:
-        """Kafka marks the partition FAILED (its groups get NOT_COORDINATOR) until it is
-        elected again; on one node nothing would elect it, so it is loaded again after a
-        back-off (1s, doubling, at most 30s). Meanwhile its groups' clients look for their
-        coordinator again (FindCoordinator) and retry."""
-        attempts = self._failed_attempts[index] = self._failed_attempts.get(index, 0) + 1
-        delay = min(LOAD_RETRY_MIN_S * 2 ** min(attempts - 1, 16), LOAD_RETRY_MAX_S)
-        self.coordinator.mark_failed(index)
-        self._wake_load_waiters(index)  # they get NOT_COORDINATOR and look again
-        log.error(
-            "loading %s-%d failed (attempt %d): %s; its groups answer NOT_COORDINATOR, "
-            "loading it again in %.3gs",
-            CONSUMER_OFFSETS_TOPIC,
-            index,
-            attempts,
-            exc,
-            delay,
-            exc_info=exc,
-        )
-        self.runtime.spawn(self._retry_load(index, delay))
-
-    async def _retry_load(self, index: int, delay_s: float) -> None:
-        await asyncio.sleep(delay_s)
-        self.coordinator.mark_loading(index)  # COORDINATOR_LOAD_IN_PROGRESS again
-        self._load_in_background([index])
-
     async def _await_load(self, group_id: str) -> None:
         """Kafka answers a request for a group whose partition is loading with
-        COORDINATOR_LOAD_IN_PROGRESS, and the client retries. librdkafka retries a commit
-        only twice, 100-300 ms apart, then fails the application's commit, so a consumer
-        committing just after a broker restart would fail and reprocess its last records.
-        A load takes little time, so the request waits for it instead (at most
-        ``oncelog.group.load.wait.ms``), and its partition loads next; after that it is
-        answered as Kafka would."""
-        wait_ms = self.config.load_wait_ms
-        if (
-            wait_ms <= 0
-            or self.coordinator.unavailable(group_id) is not ErrorCode.coordinator_load_in_progress
-        ):
-            return
+        COORDINATOR_LOAD_IN_PROGRESS, and the client retries; here it first waits for the
+        load, at most ``oncelog.group.load.wait.ms`` (see ``coordinator.loader``)."""
         partition = self.coordinator.partition_for(group_id)
-        if partition in self._queue:  # not being loaded yet: it goes first
-            self._queue.remove(partition)
-            self._queue.appendleft(partition)
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiters = self._load_waiters.setdefault(partition, [])
-        waiters.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, wait_ms / 1000)
-        except TimeoutError:
-            pass  # still loading: the core answers COORDINATOR_LOAD_IN_PROGRESS
-        finally:
-            if waiter in waiters:
-                waiters.remove(waiter)
+        await self.runtime.loader.until_loaded(partition, self.config.load_wait_ms / 1000)
 
-    def _wake_load_waiters(self, partition: int) -> None:
-        for waiter in self._load_waiters.pop(partition, []):
-            if not waiter.done():
-                waiter.set_result(None)
+    # -- the loader's playback -------------------------------------------------------------
 
-    def _all_loaded(self) -> None:
-        self._log_loaded()
-        self._after_load()
-        callbacks, self.on_loaded = self.on_loaded, []
-        for callback in callbacks:
-            callback()
+    def begin_load(self, partition: int) -> _GroupReplay:
+        self._records[partition] = self._skipped[partition] = 0
+        self._legacy_keys[partition] = {}
+        return _GroupReplay(self, partition, GroupCoordinator(self.config))
 
-    def _log_loaded(self) -> None:
+    def mark_loading(self, partition: int) -> None:
+        self.coordinator.mark_loading(partition)
+
+    def mark_failed(self, partition: int) -> None:
+        self.coordinator.mark_failed(partition)
+
+    def all_loaded(self) -> None:
+        """Every partition is loaded: the "loaded" line, timers run, and (at start-up, not
+        after a reload) legacy-layout records are rewritten."""
         self.skipped_records = sum(self._skipped.values())
-        self.load_time_s = time.monotonic() - self._load_started
         log.info(
             "loaded %d groups from %d records (%d undecodable, skipped) in %.3fs",
             len(self.coordinator.groups()),
@@ -304,14 +201,13 @@ class GroupService:
             self.skipped_records,
             self.load_time_s,
         )
-
-    def _after_load(self) -> None:
-        """Every partition is loaded: timers run, and (at start-up, not after a reload)
-        legacy-layout records are rewritten."""
         self._start_timer()
         if not self._started_up:
             self._started_up = True
             self._migrate_legacy_layout()  # a failed append reloads; the next start retries
+        callbacks, self.on_loaded = self.on_loaded, []
+        for callback in callbacks:
+            callback()
 
     def _start_timer(self) -> None:
         if self._timer_started:  # a reload after a failed append: the timer runs on
@@ -324,41 +220,11 @@ class GroupService:
             next_deadline=lambda: self.coordinator.next_deadline(),
         )
 
-    def _load(self, parts: Sequence[CoordinatorLog] | None = None) -> None:
-        """Load every partition of ``__consumer_offsets`` to its end, at once."""
-        parts = self._ensure_topic() if parts is None else parts
-        self.coordinator = PartitionedGroups(self.config)
-        self._begin_load(parts)
-        for index, part in enumerate(parts):
-            for _ in self._load_steps(index, part):
-                pass
-        self._log_loaded()
-
-    def _load_steps(self, index: int, part: CoordinatorLog) -> Iterator[None]:
-        """Replay partition ``index`` into a new core, yielding after each batch; installs
-        the core when done. What is appended to the partition while it yields (transaction
-        markers: its unloaded core ignores them) is read by a last pass that does not
-        yield, so the core takes over exactly where the log ends: no record is missed or
-        applied twice."""
-        coordinator = GroupCoordinator(self.config)
-        self._replayed[index] = self._records[index] = self._skipped[index] = 0
-        legacy = self._legacy_keys[index] = {}
-        end = part.high_watermark
-        for batch in part.read_batches(part.log_start_offset, end):
-            self._replay(coordinator, index, batch, legacy)
-            yield
-        for batch in part.read_batches(end):  # what came in meanwhile, without yielding
-            self._replay(coordinator, index, batch, legacy)
-        coordinator.finish_load(self._clock())
-        self.coordinator.install(index, coordinator)
-        self._wake_load_waiters(index)
-
     def _replay(
         self,
         coordinator: GroupCoordinator,
         index: int,
         batch: LogBatch,
-        legacy: dict[bytes, bool],
     ) -> None:
         if batch.marker_commit is not None:
             coordinator.load_marker(batch.producer_id, batch.marker_commit, index)
@@ -385,6 +251,7 @@ class GroupService:
                 bad.append(at[0])
                 start = at[0] + 1
         self._skipped[index] += len(bad)
+        legacy = self._legacy_keys[index]
         keyed = 0
         for i, (_, key, value) in enumerate(records):
             if key is None:
@@ -393,7 +260,6 @@ class GroupService:
                 legacy[key] = value is not None
             keyed += 1
         self._records[index] += keyed - len(bad)
-        self._replayed[index] += len(records)
 
     def _migrate_legacy_layout(self) -> None:
         """Rewrite the records a pre-Kafka-layout oncelog left (see layout_migration)."""
@@ -526,28 +392,9 @@ class GroupService:
         return out
 
     def _reload(self, partitions: Sequence[int]) -> None:
-        """Rebuild the cores of ``partitions`` from the log after a failed append: in the
-        background when the event loop runs (their groups get COORDINATOR_LOAD_IN_PROGRESS
-        until loaded again, as while Kafka reloads a partition), else at once."""
-        parts = self._ensure_topic()
-        self._parts = parts
-        # The load's progress and time (the metrics, the "loaded" line) count these
-        # partitions' replay again, at their current size.
-        self._load_started = time.monotonic()
-        self._load_total += sum(
-            max(0, parts[i].high_watermark - parts[i].log_start_offset) - self._replayed.get(i, 0)
-            for i in partitions
-        )
-        for index in partitions:
-            self.coordinator.mark_loading(index)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            for index in partitions:
-                for _ in self._load_steps(index, parts[index]):
-                    pass
-            return
-        self._load_in_background(partitions)
+        """Rebuild the cores of ``partitions`` from the log after a failed append (the
+        runtime's loader: in the background when the event loop runs)."""
+        self.runtime.loader.reload(partitions, self._ensure_topic())
 
     def perform(self, effect: ResolveRegexes) -> None:
         """Resolve a group's regexes after the step that asked for it, as Kafka's offloaded
@@ -570,3 +417,19 @@ class GroupService:
         now = self._clock()
         resolved = resolve_topic_regexes(effect.regexes, topics)
         self.runtime.run(self.coordinator.regexes_resolved(effect.group_id, resolved, topics, now))
+
+
+class _GroupReplay:
+    """One load of one ``__consumer_offsets`` partition into a fresh core."""
+
+    def __init__(self, service: GroupService, partition: int, core: GroupCoordinator) -> None:
+        self._service = service
+        self._partition = partition
+        self._core = core
+
+    def replay(self, batch: LogBatch) -> None:
+        self._service._replay(self._core, self._partition, batch)
+
+    def complete(self) -> None:
+        self._core.finish_load(self._service._clock())
+        self._service.coordinator.install(self._partition, self._core)

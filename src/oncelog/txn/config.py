@@ -93,6 +93,11 @@ class TxnConfig:
         "Producers may open two-phase-commit transactions (KIP-939), which never time out.",
         group="transactions",
     )
+    # A request for an id whose __transaction_state partition still loads waits this long
+    # for it before COORDINATOR_LOAD_IN_PROGRESS (as oncelog.group.load.wait.ms does for
+    # groups): the transaction log loads in the background, and clients must not see
+    # errors a start-up before it did not give them.
+    load_wait_ms: int = 5_000
     # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
     marker_delay_ms: int = setting(
         "oncelog.debug.marker.delay.ms",

@@ -128,7 +128,11 @@ class TransactionCoordinator:
         self._transits: dict[str, _Transit] = {}
         self._parked = ParkingLot()
         self._tokens = itertools.count(1)
-        self._loaded = False
+        # Kafka's TransactionStateManager loads each __transaction_state partition on its
+        # own: an id is served once its partition is loaded (COORDINATOR_LOAD_IN_PROGRESS
+        # before, NOT_COORDINATOR while its load has failed).
+        self._loaded: set[int] = set()
+        self._failed: set[int] = set()
 
     # -- placement ------------------------------------------------------------------------
 
@@ -310,6 +314,9 @@ class TransactionCoordinator:
         """May a transactional write of this producer for ``partition`` land now (KIP-890
         part 1 for Produce; KIP-98's check for TxnOffsetCommit on the group's offsets
         partition)? Only if its transaction is Ongoing and holds the partition."""
+        unavailable = self._unavailable(transactional_id)
+        if unavailable is not None:
+            return unavailable
         meta = self._txns.get(transactional_id)
         err = self._check_producer(meta, producer_id, producer_epoch)
         if err is not None:
@@ -395,8 +402,6 @@ class TransactionCoordinator:
         """Ongoing past ``txn_start_ms + txn_timeout_ms``: abort under a bumped epoch, which
         fences the late producer (its EndTxn/AddPartitions get PRODUCER_FENCED)."""
         step = Step()
-        if not self._loaded:
-            return step
         for meta in list(self._txns.values()):
             if (
                 meta.state is S.ONGOING
@@ -410,8 +415,6 @@ class TransactionCoordinator:
     def expire_transactional_ids(self, now_ms: int) -> Step:
         """Idle ids not updated for ``id_expiration_ms``: write a tombstone, then forget them."""
         step = Step()
-        if not self._loaded:
-            return step
         for txn_id, meta in list(self._txns.items()):
             if (
                 meta.pending_state is None
@@ -435,16 +438,50 @@ class TransactionCoordinator:
     def load(
         self, records: Iterable[tuple[str | bytes, bytes | None]], *, now_ms: int | None = None
     ) -> Step:
-        """Replay ``__transaction_state`` (key, value) in offset order; the last value per key
-        wins and ``None`` is a tombstone. Prepared transactions get their markers re-sent;
-        Ongoing ones stay open and will time out unless their producer finishes them."""
+        """Replay the whole of ``__transaction_state`` at once (every partition); see
+        ``load_partition``."""
         if self._loaded:
             raise CoordinatorProtocolError("load() may be called only once")
+        step = self._replay(records, now_ms)
+        self._loaded = set(range(self.txn_log_partitions))
+        self._failed.clear()
+        return step
+
+    def load_partition(
+        self,
+        partition: int,
+        records: Iterable[tuple[str | bytes, bytes | None]],
+        *,
+        now_ms: int | None = None,
+    ) -> Step:
+        """Replay one ``__transaction_state`` partition's (key, value) records in offset
+        order; its ids are served from now on."""
+        if partition in self._loaded:
+            raise CoordinatorProtocolError(f"partition {partition} is loaded already")
+        step = self._replay(records, now_ms)
+        self._loaded.add(partition)
+        self._failed.discard(partition)
+        return step
+
+    def mark_loading(self, partition: int) -> None:
+        """``partition`` loads (again): its ids get COORDINATOR_LOAD_IN_PROGRESS."""
+        self._failed.discard(partition)
+
+    def mark_failed(self, partition: int) -> None:
+        """The load of ``partition`` failed: its ids get NOT_COORDINATOR."""
+        self._failed.add(partition)
+
+    def _replay(
+        self, records: Iterable[tuple[str | bytes, bytes | None]], now_ms: int | None
+    ) -> Step:
+        """The last value per key wins and ``None`` is a tombstone. Prepared transactions
+        get their markers re-sent; Ongoing ones stay open and will time out unless their
+        producer finishes them. Nothing is applied if a record is refused."""
         latest: dict[str, bytes | None] = {}
         for key, value in records:
             txn_id = key if isinstance(key, str) else decode_key(key)
             latest[txn_id] = value
-        step = Step()
+        metas: list[TransactionMetadata] = []
         for txn_id, value in latest.items():
             if value is None:
                 continue
@@ -453,11 +490,13 @@ class TransactionCoordinator:
                 continue
             if meta.state is S.PREPARE_EPOCH_FENCE:
                 raise TxnStateError(f"{txn_id}: PrepareEpochFence is never logged")
-            self._txns[txn_id] = meta
+            metas.append(meta)
+        step = Step()
+        for meta in metas:
+            self._txns[meta.transactional_id] = meta
             if meta.state.is_prepare:
                 when = meta.txn_last_update_ms if now_ms is None else now_ms
                 self._start_completion(meta, when, step)
-        self._loaded = True
         return step
 
     # -- introspection ---------------------------------------------------------------------
@@ -493,9 +532,17 @@ class TransactionCoordinator:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _unavailable(self, transactional_id: str) -> ErrorCode | None:
+        """The error for an id whose partition is not loaded (None: it is)."""
+        partition = self.txn_log_partition(transactional_id)
+        if partition in self._loaded:
+            return None
+        return E.not_coordinator if partition in self._failed else E.coordinator_load_in_progress
+
     def _precheck(self, transactional_id: str) -> Reply | None:
-        if not self._loaded:
-            return Reply(E.coordinator_load_in_progress)
+        unavailable = self._unavailable(transactional_id)
+        if unavailable is not None:
+            return Reply(unavailable)
         if not transactional_id:
             return Reply(E.invalid_request)
         return None

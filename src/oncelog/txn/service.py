@@ -32,7 +32,7 @@ from oncelog.records.batch import InvalidRecordError
 from oncelog.storage.errors import LogError
 from oncelog.storage.fsutil import atomic_write
 from oncelog.storage.group_sync import GroupSync
-from oncelog.storage.replay import log_entries
+from oncelog.storage.replay import LogBatch, log_entries
 from oncelog.txn.config import TxnConfig
 from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.log_codec import (
@@ -108,20 +108,28 @@ class TransactionService:
             feedback=self,
             clock=clock,
             durable=durable,
+            playback=self,
+            served="transactional ids",
         )
-        self.loaded = False
         self.skipped_records = 0  # undecodable __transaction_state records seen at start
-        self.load_time_s = 0.0  # how long the start-up load of __transaction_state took
+        # The last load of each partition: records loaded, undecodable records skipped.
+        self._records: dict[int, int] = {}
+        self._skipped: dict[int, int] = {}
+        self._rewritten = 0  # legacy-layout values rewritten by the load under way
         self._marker_queue: list[_PendingMarkers] = []  # ended transactions awaiting markers
         self._marker_writer_running = False
         self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Create/load ``__transaction_state``, finish prepared transactions, start timers."""
+    def start(self, *, background: bool = False) -> None:
+        """Create/load ``__transaction_state``, finish prepared transactions, start timers.
+
+        ``background`` (the broker's start): the runtime's loader loads each partition on
+        the event loop while the broker serves, as Kafka's TransactionStateManager does;
+        an id gets COORDINATOR_LOAD_IN_PROGRESS until its partition is loaded (see
+        ``coordinator.loader``). Otherwise the load runs to completion here."""
         self.coordinator.coordinator_epoch = next_coordinator_epoch(self._epoch_path)
-        now = self._clock()
         parts = self._topics.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC,
             self.config.txn_log_partitions,
@@ -133,52 +141,71 @@ class TransactionService:
         self.coordinator.offsets_partitions = (
             self._topics.partition_count(CONSUMER_OFFSETS_TOPIC) or self.config.offsets_partitions
         )
-        started = time.monotonic()
-        records: list[tuple[str, bytes | None]] = []
-        latest: dict[str, tuple[int, bytes | None]] = {}  # id -> (partition, latest value)
-        for index, part in enumerate(parts):
-            for entry in log_entries(part.read_batches()):
-                if entry.key is None or entry.marker_commit is not None:
-                    continue
-                try:
-                    txn_id = decode_key(entry.key)
-                    if entry.value is not None:
-                        decode_value(txn_id, entry.value)
-                except TxnLogCodecError as exc:
-                    skip_undecodable(log, TRANSACTION_STATE_TOPIC, index, entry.offset, exc)
-                    self.skipped_records += 1
-                    continue
-                records.append((txn_id, entry.value))
-                latest[txn_id] = (index, entry.value)
-        # Before the load's own appends, so a completion it starts is written after.
-        self._rewrite_legacy_values(latest)
-        self.runtime.run(self.coordinator.load(records, now_ms=now))
-        self.loaded = True
-        self.load_time_s = time.monotonic() - started
-        log.info(
-            "loaded %d transactional ids from %d records (%d undecodable, skipped) in %.3fs",
-            self.coordinator.num_transactional_ids,
-            len(records),
-            self.skipped_records,
-            self.load_time_s,
-        )
+        self._records, self._skipped = {}, {}
+        # Only loaded partitions' transactions time out.
         self.runtime.start_timer(
             self.coordinator.expire, max_wait_ms=self.config.abort_check_interval_ms
         )
+        self.runtime.loader.start(parts, background=background)
+
+    @property
+    def loaded(self) -> bool:
+        """Every ``__transaction_state`` partition is loaded."""
+        return self.runtime.loader.loaded
+
+    @property
+    def load_time_s(self) -> float:
+        """How long the load of ``__transaction_state`` under way or last done took."""
+        return self.runtime.loader.load_time_s
+
+    async def _await_load(self, transactional_id: str | None) -> None:
+        """A request for an id whose partition still loads waits for it (at most
+        ``load_wait_ms``), as group requests do, before COORDINATOR_LOAD_IN_PROGRESS."""
+        if transactional_id:
+            partition = self.coordinator.txn_log_partition(transactional_id)
+            await self.runtime.loader.until_loaded(partition, self.config.load_wait_ms / 1000)
+
+    # -- the loader's playback -------------------------------------------------------------
+
+    def begin_load(self, partition: int) -> _TxnReplay:
+        self._records[partition] = self._skipped[partition] = 0
+        return _TxnReplay(self, partition)
+
+    def mark_loading(self, partition: int) -> None:
+        self.coordinator.mark_loading(partition)
+
+    def mark_failed(self, partition: int) -> None:
+        self.coordinator.mark_failed(partition)
+
+    def all_loaded(self) -> None:
+        if self._rewritten:
+            log.info("rewrote %d legacy-layout __transaction_state values", self._rewritten)
+            self._rewritten = 0
+        self.skipped_records = sum(self._skipped.values())
+        log.info(
+            "loaded %d transactional ids from %d records (%d undecodable, skipped) in %.3fs",
+            self.coordinator.num_transactional_ids,
+            sum(self._records.values()),
+            self.skipped_records,
+            self.load_time_s,
+        )
+
+    def _loaded_partition(self, partition: int, records: list[tuple[str, bytes | None]]) -> None:
+        latest = {txn_id: (partition, value) for txn_id, value in records}
+        # Before the load's own appends, so a completion it starts is written after.
+        self._rewrite_legacy_values(latest)
+        self.runtime.run(self.coordinator.load_partition(partition, records, now_ms=self._clock()))
 
     def _rewrite_legacy_values(self, latest: dict[str, tuple[int, bytes | None]]) -> None:
         """Rewrite, in Kafka's layout, each id whose latest value is in oncelog's legacy
         layout (same key, same state), so Kafka's tools read the whole log once cleaned."""
-        rewritten = 0
         for txn_id, (partition, value) in latest.items():
             if value is None or not is_legacy_value(value):
                 continue
             record = (encode_key(txn_id), encode_value(decode_value(txn_id, value)))
             if self.runtime.append_unowned(Append(partition, (record,))) is not ErrorCode.none:
                 return  # the legacy value still loads; the next start-up tries again
-            rewritten += 1
-        if rewritten:
-            log.info("rewrote %d legacy-layout __transaction_state values", rewritten)
+            self._rewritten += 1
 
     async def stop(self) -> None:
         self._stopped = True
@@ -202,6 +229,7 @@ class TransactionService:
             # Like Kafka, an idempotent producer always gets a fresh id (also on the
             # KIP-360 form that names its old id and epoch): sequences restart at 0.
             return Reply(ErrorCode.none, self._allocate_producer_id(), 0)
+        await self._await_load(transactional_id)
         return await self.runtime.call(
             self.coordinator.init_producer_id(
                 transactional_id,
@@ -227,6 +255,7 @@ class TransactionService:
         """AddPartitionsToTxn. Kafka rejects the whole request if a partition does not
         exist: those get UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED.
         ``transaction_version=TV_2`` is the implicit add of a TV2 Produce (v12)."""
+        await self._await_load(transactional_id)
         parts = list(partitions)
         unknown = {tp for tp in parts if self._topics.partition(*tp) is None}
         if unknown:
@@ -260,6 +289,7 @@ class TransactionService:
         transaction_version: int = TV_0,
     ) -> Reply:
         """AddOffsetsToTxn, or (``transaction_version=TV_2``) TxnOffsetCommit v5's implicit add."""
+        await self._await_load(transactional_id)
         step = self.coordinator.add_offsets(
             transactional_id,
             producer_id,
@@ -281,6 +311,7 @@ class TransactionService:
     ) -> Reply:
         """EndTxn; with ``transaction_version=TV_2`` (v5) the epoch is bumped and the reply
         carries the producer id and epoch of the next transaction."""
+        await self._await_load(transactional_id)
         return await self.runtime.call(
             self.coordinator.end_txn(
                 transactional_id,
@@ -476,3 +507,31 @@ class TransactionService:
                 "marker of %s for %s-%d rejected: %s",
                 action.transactional_id, topic, index, code.name,
             )  # fmt: skip
+
+
+class _TxnReplay:
+    """One load of one ``__transaction_state`` partition: its decodable (id, value)
+    records, handed to the core once the log is read to its end."""
+
+    def __init__(self, service: TransactionService, partition: int) -> None:
+        self._service = service
+        self._partition = partition
+        self._records: list[tuple[str, bytes | None]] = []
+
+    def replay(self, batch: LogBatch) -> None:
+        for entry in log_entries((batch,)):
+            if entry.key is None or entry.marker_commit is not None:
+                continue
+            try:
+                txn_id = decode_key(entry.key)
+                if entry.value is not None:
+                    decode_value(txn_id, entry.value)
+            except TxnLogCodecError as exc:
+                skip_undecodable(log, TRANSACTION_STATE_TOPIC, self._partition, entry.offset, exc)
+                self._service._skipped[self._partition] += 1
+                continue
+            self._records.append((txn_id, entry.value))
+            self._service._records[self._partition] += 1
+
+    def complete(self) -> None:
+        self._service._loaded_partition(self._partition, self._records)

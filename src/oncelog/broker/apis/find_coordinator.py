@@ -25,8 +25,8 @@ def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     keys = req.coordinator_keys if batched else (req.key,)
     code = ErrorCode.none if key_type in (KEY_GROUP, KEY_TXN) else ErrorCode.invalid_request
     message = None if code == ErrorCode.none else f"unknown key type {key_type}"
-    if code == ErrorCode.none and key_type == KEY_TXN and not broker.txn.loaded:
-        code = ErrorCode.coordinator_load_in_progress
+    # As Kafka's, whatever the load: a request for an id or group whose partition still
+    # loads waits for it, or gets COORDINATOR_LOAD_IN_PROGRESS (coordinator.loader).
     # Group DESCRIBE or TransactionalId DESCRIBE, per key.
     resource, auth_code = (
         (Res.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
