@@ -39,10 +39,6 @@ from oncelog.connect.runtime.rest_security import rest_security
 from oncelog.connect.runtime.standalone_config import StandaloneConfig
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
-    ACCESS_CONTROL_ALLOW_ORIGIN,
-    TASK_SHUTDOWN_TIMEOUT_MS,
-    TOPIC_TRACKING_ALLOW_RESET,
-    TOPIC_TRACKING_ENABLE,
     read_properties,
 )
 from oncelog.connect.standalone.herder import StandaloneHerder
@@ -144,7 +140,7 @@ async def serve(
         StandaloneClients(config, offsets),
         cluster.offsets_view,
         statuses,
-        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
+        topic_tracking=config.settings.topic_tracking_enable,
         clock=time.time,
     )
     loggers = Loggers()
@@ -166,9 +162,9 @@ async def serve(
         operations=operations,
         loggers=loggers,
         kafka_cluster_id=cluster_id,
-        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
-        topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
-        allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
+        topic_tracking=config.settings.topic_tracking_enable,
+        topic_tracking_reset=config.settings.topic_tracking_allow_reset,
+        allowed_origins=config.settings.access_control_allow_origin,
         authenticator=security.authenticator,
     )
     add_metrics_route(app, worker, cluster)
@@ -185,7 +181,7 @@ async def serve(
         await stop.wait()
     finally:
         log.info("stopping the worker")
-        grace_s = config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        grace_s = config.settings.task_shutdown_timeout_ms / 1000
         await asyncio.to_thread(herder.stop, grace_s * 4 + 10)
         await runner.cleanup()
 

@@ -50,15 +50,6 @@ from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.rest_security import rest_security
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
-    ACCESS_CONTROL_ALLOW_ORIGIN,
-    CONNECT_PROTOCOL,
-    EXACTLY_ONCE_SOURCE_SUPPORT,
-    GROUP_ID,
-    REBALANCE_TIMEOUT_MS,
-    SESSION_TIMEOUT_MS,
-    TASK_SHUTDOWN_TIMEOUT_MS,
-    TOPIC_TRACKING_ALLOW_RESET,
-    TOPIC_TRACKING_ENABLE,
     WorkerConfig,
 )
 from oncelog.connect.storage.cluster_view import ClusterState
@@ -90,8 +81,8 @@ def build_herder(
         topics["offsets"][0],
         topics["status"][0],
     )
-    protocol = ConnectProtocolVersion.from_config(str(config.get(CONNECT_PROTOCOL)))
-    group_id = str(config.get(GROUP_ID))
+    protocol = ConnectProtocolVersion.from_config(config.settings.connect_protocol)
+    group_id = config.settings.group_id
     worker_id = url.split("://", 1)[-1].rstrip("/")
     support = zombie_fencing.exactly_once_source_support(config)
     privileged: Callable[[], PrivilegedLogWriter] | None = None
@@ -126,8 +117,8 @@ def build_herder(
     member = ConnectGroupMember(
         client_config(shared),
         group_id,
-        session_timeout_ms=config.get_int(SESSION_TIMEOUT_MS),
-        rebalance_timeout_ms=config.get_int(REBALANCE_TIMEOUT_MS),
+        session_timeout_ms=config.settings.session_timeout_ms,
+        rebalance_timeout_ms=config.settings.rebalance_timeout_ms,
         client_id=f"connect-{worker_id}",
     )
     worker = Worker(
@@ -138,7 +129,7 @@ def build_herder(
         cluster.offsets_view,
         statuses,
         generation=lambda: member.generation,
-        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
+        topic_tracking=config.settings.topic_tracking_enable,
         clock=time.time,
     )
 
@@ -187,14 +178,14 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
     app = create_app(
         plugins,
         override_policy=config.override_policy(),
-        exactly_once_source=str(config.get(EXACTLY_ONCE_SOURCE_SUPPORT)),
+        exactly_once_source=config.settings.exactly_once_source_support,
         view=cluster,
         operations=operations,
         loggers=herder.loggers,
         kafka_cluster_id=cluster_id,
-        topic_tracking=config.get_bool(TOPIC_TRACKING_ENABLE),
-        topic_tracking_reset=config.get_bool(TOPIC_TRACKING_ALLOW_RESET),
-        allowed_origins=str(config.get(ACCESS_CONTROL_ALLOW_ORIGIN) or ""),
+        topic_tracking=config.settings.topic_tracking_enable,
+        topic_tracking_reset=config.settings.topic_tracking_allow_reset,
+        allowed_origins=config.settings.access_control_allow_origin,
         authenticator=security.authenticator,
         client_ssl=security.client_ssl,
     )
@@ -218,7 +209,7 @@ async def serve(config: WorkerConfig, announce: Callable[[str], None]) -> None:
                 pass
     finally:
         log.info("stopping the worker")
-        grace_s = config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        grace_s = config.settings.task_shutdown_timeout_ms / 1000
         await asyncio.to_thread(herder.stop, grace_s * 4 + 10)
         await runner.cleanup()
 

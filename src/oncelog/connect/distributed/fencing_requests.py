@@ -26,9 +26,6 @@ from oncelog.connect.distributed.requests import Kind
 if TYPE_CHECKING:
     from oncelog.connect.distributed.herder import Herder
 
-SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
-VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
-
 
 class FencingRequests:
     def __init__(self, herder: Herder, group_id: str, fence_producers: Fencer) -> None:
@@ -82,7 +79,7 @@ class FencingRequests:
             herder.group.leader_url,
             name,
             signing_key,
-            str(herder.config.get(SIGNATURE_ALGORITHM)),
+            herder.config.settings.signature_algorithm,
             herder.rest_ssl,
         )
 
@@ -95,7 +92,7 @@ class FencingRequests:
             None if key is None else key.key,
             body,
             headers,
-            herder.config.get_list(VERIFICATION_ALGORITHMS),
+            list(herder.config.settings.verification_algorithms),
         )
         if refused is not None:
             raise ConnectRestException(*refused)

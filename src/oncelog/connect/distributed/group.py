@@ -39,8 +39,6 @@ from oncelog.connect.distributed.membership import (
 from oncelog.connect.distributed.requests import GroupView
 from oncelog.connect.runtime.work import EMPTY, Work, configured_work
 from oncelog.connect.runtime.worker_config import (
-    SCHEDULED_REBALANCE_MAX_DELAY_MS,
-    WORKER_SYNC_TIMEOUT_MS,
     WorkerConfig,
 )
 from oncelog.connect.storage.config_store import ConfigStore
@@ -128,7 +126,7 @@ class WorkerGroup:
                 configured_work(snapshot.task_counts_by_connector()),
                 self.assignor,
                 now_ms=int(self.clock() * 1000),
-                max_delay_ms=self.config.get_int(SCHEDULED_REBALANCE_MAX_DELAY_MS),
+                max_delay_ms=self.config.settings.scheduled_rebalance_max_delay_ms,
                 generation=result.generation,
                 last_completed_generation=self.last_generation,
             )
@@ -158,7 +156,7 @@ class WorkerGroup:
             self.configs.read_to_end()
             self.need_rejoin = True
             return False
-        deadline = time.monotonic() + self.config.get_int(WORKER_SYNC_TIMEOUT_MS) / 1000
+        deadline = time.monotonic() + self.config.settings.worker_sync_timeout_ms / 1000
         while self.configs.snapshot().offset < assignment.config_offset:
             if time.monotonic() > deadline:
                 self.need_rejoin = True  # could not catch up: leave the work, rejoin

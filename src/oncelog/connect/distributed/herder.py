@@ -55,8 +55,6 @@ from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.work import Work
 from oncelog.connect.runtime.worker import Worker
 from oncelog.connect.runtime.worker_config import (
-    HEARTBEAT_INTERVAL_MS,
-    WORKER_UNSYNC_BACKOFF_MS,
     WorkerConfig,
 )
 from oncelog.connect.runtime.worker_plan import LocalState, plan
@@ -165,7 +163,7 @@ class Herder:
     def _heartbeats(self) -> None:
         """Heartbeats on their own thread, so stopping slow tasks (up to the graceful
         timeout each) does not cost the worker its membership."""
-        interval_s = self.config.get_int(HEARTBEAT_INTERVAL_MS) / 1000
+        interval_s = self.config.settings.heartbeat_interval_ms / 1000
         while not self._stopping.wait(interval_s):
             generation = self.member.generation
             if self.group.rebalancing or self.group.need_rejoin or generation < 0:
@@ -210,7 +208,7 @@ class Herder:
                         retry_s = min(max_retry_s, retry_s * 2)
                         continue
                     log.exception("herder tick failed; rejoining")
-                    self._stopping.wait(self.config.get_int(WORKER_UNSYNC_BACKOFF_MS) / 1000)
+                    self._stopping.wait(self.config.settings.worker_unsync_backoff_ms / 1000)
         except Exception:
             log.exception("herder failed")
         finally:

@@ -31,9 +31,6 @@ from oncelog.connect.storage.status_store import StatusStore
 
 log = logging.getLogger(__name__)
 
-KEY_TTL_MS = "inter.worker.key.ttl.ms"
-KEY_ALGORITHM = "inter.worker.key.generation.algorithm"
-KEY_SIZE = "inter.worker.key.size"
 CLAIM_RETRY_S = 1.0
 WRITE_TIMEOUT_S = 30.0
 
@@ -90,14 +87,14 @@ class Leader:
         records: list[ConfigRecord] = leader_duties.task_config_updates(snapshot, {})
         now_ms = int(self.clock() * 1000)
         if self.protocol is ConnectProtocolVersion.SESSIONED and leader_duties.session_key_due(
-            snapshot, now_ms, self.config.get_int(KEY_TTL_MS)
+            snapshot, now_ms, self.config.settings.key_ttl_ms
         ):
-            size = self.config.get(KEY_SIZE)
+            size = self.config.settings.key_size
             records.append(
                 leader_duties.new_session_key(
                     now_ms,
                     os.urandom,
-                    str(self.config.get(KEY_ALGORITHM)),
+                    self.config.settings.key_generation_algorithm,
                     int(size) if size is not None else None,
                 )
             )

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from oncelog.connect.distributed.herder import Herder
 
 log = logging.getLogger(__name__)
-SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
 
 
 class TaskReconfiguration:
@@ -103,7 +102,7 @@ class TaskReconfiguration:
             f"{leader_url.rstrip('/')}/connectors/{name}/tasks?forward=false",
             json.dumps(configs).encode(),
             None if key is None or not sessioned else key.key,
-            str(herder.config.get(SIGNATURE_ALGORITHM)),
+            herder.config.settings.signature_algorithm,
             ssl_context=herder.rest_ssl,
             timeout_s=30,
         )

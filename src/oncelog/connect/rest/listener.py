@@ -13,9 +13,6 @@ from aiohttp import web
 
 from oncelog.connect.runtime.rest_security import RestSecurity
 from oncelog.connect.runtime.worker_config import (
-    REST_ADVERTISED_HOST,
-    REST_ADVERTISED_LISTENER,
-    REST_ADVERTISED_PORT,
     WorkerConfig,
 )
 
@@ -35,14 +32,13 @@ def bind(listener: str) -> socket.socket:
 
 
 def advertised_url(config: WorkerConfig, host: str, port: int) -> str:
-    adv_host = config.get(REST_ADVERTISED_HOST) or (
+    adv_host = config.settings.rest_advertised_host or (
         socket.gethostname() if host in ("", "0.0.0.0", "::") else host
     )
-    adv_port = config.get(REST_ADVERTISED_PORT) or port
-    scheme = (
-        str(config.get(REST_ADVERTISED_LISTENER) or "").lower()
-        or urlsplit(config.listener_urls()[0]).scheme.lower()
-    )
+    adv_port = config.settings.rest_advertised_port or port
+    scheme = (config.settings.rest_advertised_listener or "").lower() or urlsplit(
+        config.listener_urls()[0]
+    ).scheme.lower()
     return f"{scheme}://{adv_host}:{adv_port}/"
 
 

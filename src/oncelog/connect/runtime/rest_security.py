@@ -23,7 +23,6 @@ import javaproperties
 
 from oncelog.connect.api.errors import ConfigException
 from oncelog.connect.runtime.worker_config import (
-    CONNECT_PROTOCOL,
     REST_BASIC_AUTH_CREDENTIALS_FILE,
     WorkerConfig,
 )
@@ -124,18 +123,18 @@ def rest_security(config: WorkerConfig, *, distributed: bool) -> RestSecurity:
         client = client_context(settings)
     except TlsConfigError as exc:
         raise ConfigException(key, listener, f"REST listener {listener}: {exc}") from None
-    credentials = config.get(REST_BASIC_AUTH_CREDENTIALS_FILE)
+    credentials = config.settings.rest_basic_auth_credentials_file
     authenticator = BasicAuthenticator.from_file(str(credentials)) if credentials else None
     if (
         distributed
         and authenticator is not None
-        and str(config.get(CONNECT_PROTOCOL)).lower() != "sessioned"
+        and config.settings.connect_protocol.lower() != "sessioned"
     ):
         log.warning(
             "REST basic authentication does not cover the internal endpoints "
             "(PUT /connectors/{c}/tasks and /fence), as in Kafka; with connect.protocol=%s "
             "they are not signed either, so anyone who reaches the REST port can call them. "
             "Use connect.protocol=sessioned",
-            config.get(CONNECT_PROTOCOL),
+            config.settings.connect_protocol,
         )
     return RestSecurity(server, client, authenticator)

@@ -27,8 +27,6 @@ from oncelog.connect.runtime.offsets_topics import offsets_topic
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.transformation_chain import TransformationChain, build_chain
 from oncelog.connect.runtime.worker_config import (
-    OFFSET_FLUSH_INTERVAL_MS,
-    OFFSET_FLUSH_TIMEOUT_MS,
     WorkerConfig,
 )
 from oncelog.connect.runtime.worker_connector import TASK_CLASS_CONFIG
@@ -113,7 +111,7 @@ class TaskLoops:
                 dead_letters=self.clients.dead_letter_sender(task_id.connector, dlq)
                 if dlq
                 else None,
-                offset_flush_interval_ms=self.config.get_int(OFFSET_FLUSH_INTERVAL_MS),
+                offset_flush_interval_ms=self.config.settings.offset_flush_interval_ms,
                 active_topics=self._topic_tracker(task_id),
             )
         raise ConnectException(
@@ -136,7 +134,7 @@ class TaskLoops:
         at-least-once one; either reads and writes the connector's offsets topic."""
         connector = task_id.connector
         topic = offsets_topic(self.config, connector_config)
-        flush_interval = self.config.get_int(OFFSET_FLUSH_INTERVAL_MS)
+        flush_interval = self.config.settings.offset_flush_interval_ms
         if self.config.exactly_once_source_enabled():
             interval = connector_config.get(TRANSACTION_BOUNDARY_INTERVAL_MS) or flush_interval
             hook = before_first_poll
@@ -179,7 +177,7 @@ class TaskLoops:
             offsets=offsets,
             errors=errors,
             offset_flush_interval_ms=flush_interval,
-            offset_flush_timeout_ms=self.config.get_int(OFFSET_FLUSH_TIMEOUT_MS),
+            offset_flush_timeout_ms=self.config.settings.offset_flush_timeout_ms,
             active_topics=self._topic_tracker(task_id),
         )
 

@@ -36,7 +36,6 @@ from oncelog.connect.runtime.exactly_once_source_task import (
 from oncelog.connect.runtime.plugins import PluginRegistry
 from oncelog.connect.runtime.task_loops import TaskLoops
 from oncelog.connect.runtime.worker_config import (
-    TASK_SHUTDOWN_TIMEOUT_MS,
     WorkerConfig,
 )
 from oncelog.connect.runtime.worker_connector import WorkerConnector
@@ -271,7 +270,7 @@ class Worker:
             runner.stopping.set()
             runner.state_changed.set()
             runner.loop.stop()
-        deadline = time.monotonic() + self.config.get_int(TASK_SHUTDOWN_TIMEOUT_MS) / 1000
+        deadline = time.monotonic() + self.config.settings.task_shutdown_timeout_ms / 1000
         stopped = True
         for runner in runners:
             assert runner.thread is not None

@@ -14,6 +14,7 @@ import difflib
 import enum
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -67,6 +68,11 @@ TOPIC_CREATION_ENABLE = "topic.creation.enable"
 TRANSACTIONAL_ID = "transactional.id"  # ignored with a warning (KIP-618)
 TOPIC_TRACKING_ENABLE = "topic.tracking.enable"
 TOPIC_TRACKING_ALLOW_RESET = "topic.tracking.allow.reset"
+KEY_ALGORITHM = "inter.worker.key.generation.algorithm"
+KEY_SIZE = "inter.worker.key.size"
+KEY_TTL_MS = "inter.worker.key.ttl.ms"
+SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
+VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
 
 # Partition counts Kafka Connect creates its internal topics with (the config topic
 # must have exactly one partition, so it has no setting).
@@ -494,7 +500,7 @@ def worker_config_def() -> ConfigDef:
         group=group,
     )
     d.define(
-        "inter.worker.key.generation.algorithm",
+        KEY_ALGORITHM,
         ConfigType.STRING,
         "HmacSHA256",
         ValidString("HmacSHA256", "HmacSHA384", "HmacSHA512"),
@@ -503,7 +509,7 @@ def worker_config_def() -> ConfigDef:
         group=group,
     )
     d.define(
-        "inter.worker.key.size",
+        KEY_SIZE,
         ConfigType.INT,
         None,
         None,
@@ -512,7 +518,7 @@ def worker_config_def() -> ConfigDef:
         group=group,
     )
     d.define(
-        "inter.worker.key.ttl.ms",
+        KEY_TTL_MS,
         ConfigType.INT,
         3600000,
         Range.between(0, 2**31 - 1),
@@ -521,7 +527,7 @@ def worker_config_def() -> ConfigDef:
         group=group,
     )
     d.define(
-        "inter.worker.signature.algorithm",
+        SIGNATURE_ALGORITHM,
         ConfigType.STRING,
         "HmacSHA256",
         ValidString("HmacSHA256", "HmacSHA384", "HmacSHA512"),
@@ -530,7 +536,7 @@ def worker_config_def() -> ConfigDef:
         group=group,
     )
     d.define(
-        "inter.worker.verification.algorithms",
+        VERIFICATION_ALGORITHMS,
         ConfigType.LIST,
         ["HmacSHA256"],
         None,
@@ -635,8 +641,69 @@ def worker_config_def() -> ConfigDef:
     return d  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """The worker settings the runtime reads, typed, built once from a validated
+    :class:`WorkerConfig` (the definitions stay in :func:`worker_config_def`)."""
+
+    group_id: str
+    connect_protocol: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    heartbeat_interval_ms: int
+    worker_sync_timeout_ms: int
+    worker_unsync_backoff_ms: int
+    scheduled_rebalance_max_delay_ms: int
+    offset_flush_interval_ms: int
+    offset_flush_timeout_ms: int
+    task_shutdown_timeout_ms: int
+    topic_tracking_enable: bool
+    topic_tracking_allow_reset: bool
+    exactly_once_source_support: str
+    access_control_allow_origin: str
+    rest_advertised_host: str | None
+    rest_advertised_port: int | None
+    rest_advertised_listener: str | None
+    rest_basic_auth_credentials_file: str | None
+    key_generation_algorithm: str
+    key_size: int | None
+    key_ttl_ms: int
+    signature_algorithm: str
+    verification_algorithms: tuple[str, ...]
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> WorkerSettings:
+        """From the parsed values of :func:`worker_config_def`."""
+        return cls(
+            group_id=str(values[GROUP_ID]),
+            connect_protocol=str(values[CONNECT_PROTOCOL]),
+            session_timeout_ms=values[SESSION_TIMEOUT_MS],
+            rebalance_timeout_ms=values[REBALANCE_TIMEOUT_MS],
+            heartbeat_interval_ms=values[HEARTBEAT_INTERVAL_MS],
+            worker_sync_timeout_ms=values[WORKER_SYNC_TIMEOUT_MS],
+            worker_unsync_backoff_ms=values[WORKER_UNSYNC_BACKOFF_MS],
+            scheduled_rebalance_max_delay_ms=values[SCHEDULED_REBALANCE_MAX_DELAY_MS],
+            offset_flush_interval_ms=values[OFFSET_FLUSH_INTERVAL_MS],
+            offset_flush_timeout_ms=values[OFFSET_FLUSH_TIMEOUT_MS],
+            task_shutdown_timeout_ms=values[TASK_SHUTDOWN_TIMEOUT_MS],
+            topic_tracking_enable=bool(values[TOPIC_TRACKING_ENABLE]),
+            topic_tracking_allow_reset=bool(values[TOPIC_TRACKING_ALLOW_RESET]),
+            exactly_once_source_support=str(values[EXACTLY_ONCE_SOURCE_SUPPORT]),
+            access_control_allow_origin=str(values[ACCESS_CONTROL_ALLOW_ORIGIN] or ""),
+            rest_advertised_host=values[REST_ADVERTISED_HOST],
+            rest_advertised_port=values[REST_ADVERTISED_PORT],
+            rest_advertised_listener=values[REST_ADVERTISED_LISTENER],
+            rest_basic_auth_credentials_file=values[REST_BASIC_AUTH_CREDENTIALS_FILE],
+            key_generation_algorithm=str(values[KEY_ALGORITHM]),
+            key_size=values[KEY_SIZE],
+            key_ttl_ms=values[KEY_TTL_MS],
+            signature_algorithm=str(values[SIGNATURE_ALGORITHM]),
+            verification_algorithms=tuple(values[VERIFICATION_ALGORITHMS] or ()),
+        )
+
+
 class WorkerConfig(AbstractConfig):
-    """A validated worker configuration."""
+    """A validated worker configuration; ``settings`` is its typed view."""
 
     def __init__(self, props: Mapping[str, str]) -> None:
         definition = worker_config_def()
@@ -659,6 +726,7 @@ class WorkerConfig(AbstractConfig):
                 f"BasicAuthSecurityRestExtension needs {REST_BASIC_AUTH_CREDENTIALS_FILE}, the "
                 "file its PropertyFileLoginModule reads in Kafka's JAAS configuration",
             )
+        self.settings = WorkerSettings.of(self.values)
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
