@@ -218,6 +218,8 @@ def start_connect_server(work: Path, *, kill_at: str | None = None) -> tuple[Spa
     port = free_port()
     script = docs_shell(CONNECT_MARKER)
     assert script.count("15002") == 1, script
+    # The documented server listens on loopback only (it runs whatever a client sends).
+    assert "spark.connect.grpc.binding.address=127.0.0.1" in script, script
     script = script.replace("15002", str(port))
     env: dict[str, str] = {}
     if kill_at:
