@@ -12,6 +12,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from oncelog.config.config_def import ConfigDef, ConfigKey, ConfigType, Importance
+from oncelog.config.errors import ConfigException
+from oncelog.config.validators import Range
 from oncelog.group.config import GroupConfig
 
 CONSUMER_SESSION_TIMEOUT = "consumer.session.timeout.ms"
@@ -41,8 +44,50 @@ _SHARE_BOUNDS = {
     SHARE_RECORD_LOCK_DURATION: ((15_000, "group.share.min.record.lock.duration.ms"),
                                  (60_000, "group.share.max.record.lock.duration.ms")),
 }  # fmt: skip
-# GroupConfig's ConfigDef: atLeast(1), atLeast(1000) for the record lock duration
-_AT_LEAST = {name: 1 for name in NAMES} | {SHARE_RECORD_LOCK_DURATION: 1000}
+
+
+def _key(name: str, default: int, doc: str, at_least: int = 1) -> ConfigKey:
+    return ConfigKey(
+        name, ConfigType.INT, default, Importance.MEDIUM, doc, Range.at_least(at_least)
+    )
+
+
+_BROKER = GroupConfig()
+# Kafka's GroupConfig ConfigDef: INT, atLeast(1) (atLeast(1000) for the record lock
+# duration); the defaults shown are the broker settings' defaults, which a group without
+# its own value follows.
+GROUP_CONFIG_DEF = ConfigDef(
+    [
+        _key(
+            CONSUMER_HEARTBEAT_INTERVAL,
+            _BROKER.consumer_heartbeat_interval_ms,
+            "The group's heartbeat interval for consumer-protocol members "
+            "(default: group.consumer.heartbeat.interval.ms).",
+        ),
+        _key(
+            CONSUMER_SESSION_TIMEOUT,
+            _BROKER.consumer_session_timeout_ms,
+            "The group's session timeout for consumer-protocol members "
+            "(default: group.consumer.session.timeout.ms).",
+        ),
+        _key(
+            SHARE_HEARTBEAT_INTERVAL,
+            _SHARE_DEFAULTS[SHARE_HEARTBEAT_INTERVAL],
+            "Share groups' heartbeat interval: described and checked (share groups are not served).",
+        ),
+        _key(
+            SHARE_RECORD_LOCK_DURATION,
+            _SHARE_DEFAULTS[SHARE_RECORD_LOCK_DURATION],
+            "Share groups' record lock duration: described and checked (share groups are not served).",
+            at_least=1000,
+        ),
+        _key(
+            SHARE_SESSION_TIMEOUT,
+            _SHARE_DEFAULTS[SHARE_SESSION_TIMEOUT],
+            "Share groups' session timeout: described and checked (share groups are not served).",
+        ),
+    ]
+)
 
 
 class GroupConfigError(ValueError):
@@ -62,22 +107,14 @@ def validate(props: Mapping[str, str], cfg: GroupConfig) -> dict[str, int]:
     """Kafka's GroupConfigManager.validate (GroupConfig.validateNames, parse, and
     validateValues) of ``props`` over the broker's defaults; the parsed overrides."""
     for name in props:
-        if name not in NAMES:
+        if name not in GROUP_CONFIG_DEF:
             raise GroupConfigError(f"Unknown group config name: {name}")
     parsed: dict[str, int] = {}
     for name, text in props.items():
         try:
-            value = int(text.strip())
-        except ValueError:
-            raise GroupConfigError(
-                f"Invalid value {text} for configuration {name}: Not a number of type INT"
-            ) from None
-        if value < _AT_LEAST[name]:
-            raise GroupConfigError(
-                f"Invalid value {text} for configuration {name}: "
-                f"Value must be at least {_AT_LEAST[name]}"
-            )
-        parsed[name] = value
+            parsed[name] = GROUP_CONFIG_DEF.parse_one(name, text)
+        except ConfigException as exc:
+            raise GroupConfigError(str(exc)) from None
     v = defaults(cfg) | parsed
     bounds = {
         CONSUMER_HEARTBEAT_INTERVAL: (

@@ -17,10 +17,14 @@ from oncelog.broker.apis.config_resources import (
     group_entries,
 )
 from oncelog.broker.apis.spec import ApiSpec
+from oncelog.broker.config import BROKER_CONFIG_DEF
 from oncelog.broker.dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER
 from oncelog.broker.request import RequestContext
+from oncelog.config.config_def import ConfigDef, ConfigKey, ConfigType
+from oncelog.group.group_configs import GROUP_CONFIG_DEF
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.messages import make
+from oncelog.storage.config import TOPIC_CONFIG_DEF
 
 if TYPE_CHECKING:
     from oncelog.broker.broker import Broker
@@ -52,6 +56,44 @@ def _broker_entries(broker: Broker, per_broker: bool) -> list[ConfigEntry]:
         )
         for k, v in sorted(broker.config.values.items())
     ]
+
+
+# DescribeConfigsResponse.ConfigType's wire ids (0: UNKNOWN).
+_TYPE_IDS = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+    ConfigType.CLASS: 8,
+    ConfigType.PASSWORD: 9,
+}
+_PASSWORD = 9
+_DEFINITIONS = {
+    RESOURCE_TOPIC: TOPIC_CONFIG_DEF,
+    RESOURCE_BROKER: BROKER_CONFIG_DEF,
+    RESOURCE_GROUP: GROUP_CONFIG_DEF,
+}
+_LISTENER_PREFIX = "listener.name."
+
+
+def declared(definition: ConfigDef | None, name: str) -> ConfigKey | None:
+    """The definition of ``name``, a per-listener override's being its base setting's
+    (Kafka's KafkaConfig.configType)."""
+    if definition is None:
+        return None
+    if name.startswith(_LISTENER_PREFIX):
+        name = name[len(_LISTENER_PREFIX) :].partition(".")[2]
+    return definition[name] if name in definition else None
+
+
+def config_type(key: ConfigKey | None, name: str) -> int:
+    """The type DescribeConfigs reports; secrets are PASSWORD, as Kafka types them."""
+    if is_sensitive(name):
+        return _PASSWORD
+    return 0 if key is None else _TYPE_IDS[key.type]
 
 
 def is_sensitive(name: str) -> bool:
@@ -141,9 +183,13 @@ def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     )
                     if req.include_synonyms
                     else (),
-                    documentation=None,
+                    config_type=config_type(key, e.name),
+                    documentation=key.documentation
+                    if key is not None and getattr(req, "include_documentation", False)
+                    else None,
                 )
                 for e in entries
+                for key in (declared(_DEFINITIONS.get(res.resource_type), e.name),)
             ),
         )
         results.append(answered[key])
