@@ -16,6 +16,8 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from oncelog import hooks
+from oncelog.broker.debug_settings import DebugSettings
 from oncelog.broker.notifier import AppendNotifier
 from oncelog.broker.producer_ids import ProducerIdAllocator
 from oncelog.broker.topics import TopicRegistry
@@ -405,15 +407,16 @@ def test_a_failed_partition_answers_not_coordinator_until_a_retry_loads_it(
 
     async def scenario() -> None:
         groups = GroupService(
-            GroupConfig(offsets_topic_num_partitions=PARTS, debug_load_fail="1:2"),
+            GroupConfig(offsets_topic_num_partitions=PARTS),
             topics=topics,
             verify_txn=lambda *a, **k: E.none,
         )
-        groups.start(background=True)
-        try:
-            await failed_then_retried(groups)
-        finally:
-            await groups.stop()
+        with hooks.installed(DebugSettings(group_load_fail="1:2").hooks()):
+            groups.start(background=True)
+            try:
+                await failed_then_retried(groups)
+            finally:
+                await groups.stop()
 
     async def failed_then_retried(groups: GroupService) -> None:
         while groups.coordinator.failed() != [1] or groups.coordinator.loading():
@@ -579,8 +582,13 @@ def test_a_request_waits_at_most_the_load_wait(tmp_path: Path) -> None:
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
-        groups = new_groups(topics, load_wait_ms=50, debug_load_partition_delay_ms=10_000)
-        groups.start(background=True)
+        groups = new_groups(topics, load_wait_ms=50)
+        debug = DebugSettings(group_load_partition_delay_ms=10_000)
+        with hooks.installed(debug.hooks()):
+            groups.start(background=True)
+            await waits_at_most_the_load_wait(groups)
+
+    async def waits_at_most_the_load_wait(groups: GroupService) -> None:
         try:
             started = time.monotonic()
             reply = await groups.commit_offsets(commit(group, 0, 9))
@@ -603,8 +611,12 @@ def test_a_waiting_request_gets_not_coordinator_when_the_load_fails(tmp_path: Pa
     topics = open_topics(tmp_path)
 
     async def scenario() -> None:
-        groups = new_groups(topics, load_wait_ms=5_000, debug_load_fail="0:1")
-        groups.start(background=True)
+        groups = new_groups(topics, load_wait_ms=5_000)
+        with hooks.installed(DebugSettings(group_load_fail="0:1").hooks()):
+            groups.start(background=True)
+            await not_coordinator_when_the_load_fails(groups)
+
+    async def not_coordinator_when_the_load_fails(groups: GroupService) -> None:
         try:
             started = time.monotonic()
             join = JoinGroupRequest(broken, "", "consumer", (("range", b""),), 10_000)

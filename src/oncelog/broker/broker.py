@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from oncelog import hooks
 from oncelog.broker.apis.registry import build_registry
 from oncelog.broker.apis.spec import ApiSpec
 from oncelog.broker.authentication import Authentication
@@ -49,6 +50,7 @@ from oncelog.clock import now_ms
 from oncelog.group.consumer_state import TopicInfo
 from oncelog.group.group_configs import GroupConfigs
 from oncelog.group.service import GroupService
+from oncelog.hooks import Hook
 from oncelog.protocol.frame_protocol import FrameProtocol
 from oncelog.protocol.page_cache import PageWarmer
 from oncelog.protocol.request_budget import RequestBudget
@@ -58,7 +60,7 @@ from oncelog.security.principal import MappingRuleError, parse_mapping_rules, pr
 from oncelog.security.sasl import scramp
 from oncelog.storage.dir_lock import DataDirLock
 from oncelog.storage.fsutil import atomic_write
-from oncelog.storage.group_sync import GroupSync, held_fsync
+from oncelog.storage.group_sync import GroupSync
 from oncelog.txn.marker_writer import MarkerWriter
 from oncelog.txn.service import TransactionService
 
@@ -187,6 +189,7 @@ class Broker:
                 allowed_hosts=config.settings.metrics_listener_allowed_hosts,
             )
         self.dir_lock: DataDirLock | None = None
+        self._debug_hooks: dict[str, Hook] = {}
         self._servers: list[asyncio.Server] = []
         self._listening: list[socket.socket] = []  # served by ``_accept``
         # Listeners served by the loop's own accept: their server and a socket of theirs
@@ -260,6 +263,10 @@ class Broker:
         # Before any log opens: the logs take the dynamic topic defaults from the start.
         self.dynamic.load()
         await self.reconfigure(self.dynamic.effective())
+        # The oncelog.debug.* test hooks (none by default), for this process's lifetime.
+        self._debug_hooks = self.config.debug.hooks()
+        for name, hook in self._debug_hooks.items():
+            hooks.install(name, hook)
         if self.group_configs_path.exists():
             for group_id in self.group_configs.load_json(self.group_configs_path.read_bytes()):
                 log.error("ignoring the stored configs of group %s: no longer valid", group_id)
@@ -548,6 +555,8 @@ class Broker:
         self.client_faults.close()
         if self.dir_lock is not None:
             self.dir_lock.release()  # everything in the directory is closed
+        for name, hook in self._debug_hooks.items():
+            hooks.uninstall(name, hook)
 
     async def _housekeeping(self) -> None:
         """Flush scheduler, retention and producer-id expiration, as Kafka's LogManager."""
@@ -606,8 +615,7 @@ def _durable_acks(config: BrokerConfig) -> GroupSync | None:
     """``oncelog.flush.on.ack``: the group-commit syncer every durable answer waits on."""
     if not config.settings.oncelog_flush_on_ack:
         return None
-    hold = config.settings.oncelog_debug_flush_hold_file
-    return GroupSync(held_fsync(hold)) if hold else GroupSync()
+    return GroupSync()
 
 
 def _address(host_port: tuple[str, int]) -> str:

@@ -97,21 +97,6 @@ class CleanerSettings:
         validator=Range.at_least(1),
         group=_G,
     )
-    # Test hooks: pause a pass when a group's .cleaned files are written / staged as .swap.
-    cleaned_delay_ms: int = setting(
-        "oncelog.debug.cleaner.cleaned.delay.ms",
-        0,
-        "Test hook: a pass pauses this long once a group's .cleaned files are written.",
-        importance=Importance.LOW,
-        group="testing",
-    )
-    swap_delay_ms: int = setting(
-        "oncelog.debug.cleaner.swap.delay.ms",
-        0,
-        "Test hook: a pass pauses this long once a group is staged as .swap.",
-        importance=Importance.LOW,
-        group="testing",
-    )
 
     @property
     def thread_count(self) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from oncelog.broker.cleaner_config import CleanerSettings
+from oncelog.broker.debug_settings import DebugSettings
 from oncelog.broker.settings import LONG_MAX, BrokerSettings
 from oncelog.config.config_def import ConfigDef, ConfigType
 from oncelog.config.errors import ConfigException
@@ -37,6 +38,7 @@ BROKER_CONFIG_DEF: ConfigDef = definition(
     CleanerSettings,
     TxnConfig,
     GroupConfig,
+    DebugSettings,
     not_a_number={
         ConfigType.INT: "Not an integer",
         ConfigType.LONG: "Not an integer",
@@ -194,6 +196,10 @@ class BrokerConfig:
     @property
     def group(self) -> GroupConfig:
         return self.typed(GroupConfig)
+
+    @property
+    def debug(self) -> DebugSettings:
+        return self.typed(DebugSettings)
 
     def ignored_warning(self) -> str | None:
         """The one warning naming every ignored cluster-only setting, if any was given."""

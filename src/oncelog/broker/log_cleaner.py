@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from oncelog import hooks
 from oncelog.broker.cleaner_config import DOUBLE_MAX, CleanerSettings
 from oncelog.storage.cleaner_manager import horizon_due, is_due
 from oncelog.storage.cleaner_process import CleanerProcess
@@ -215,10 +216,7 @@ class LogCleaner:
         )
 
     def _on_stage(self, stage: str) -> None:
-        delay = {
-            "cleaned": self.settings.cleaned_delay_ms,
-            "swap": self.settings.swap_delay_ms,
-        }.get(stage, 0)
+        delay = hooks.delay_ms("cleaner.stage", stage=stage)
         if delay > 0:
             log.warning("debug: cleaner pausing %d ms at stage %s", delay, stage)
             self._stop.wait(delay / 1000)

@@ -672,13 +672,6 @@ class BrokerSettings:
         importance=HIGH,
         group="durability",
     )
-    oncelog_debug_flush_hold_file: str = setting(
-        "oncelog.debug.flush.hold.file",
-        "",
-        "Test hook: while this file exists, every fdatasync of oncelog.flush.on.ack waits.",
-        importance=LOW,
-        group="testing",
-    )
     oncelog_loop_stall_warn_ms: int = setting(
         "oncelog.loop.stall.warn.ms",
         500,

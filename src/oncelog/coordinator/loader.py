@@ -32,10 +32,10 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from oncelog import hooks
 from oncelog.coordinator.internal_topics import CoordinatorLog
 from oncelog.storage.replay import LogBatch
 
@@ -73,15 +73,6 @@ class Playback(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class LoadHooks:
-    """Test hooks, off by default: each partition's load waits ``delay_ms`` before it
-    starts, and the first ``failures[p]`` load attempts of partition ``p`` fail."""
-
-    delay_ms: int = 0
-    failures: Mapping[int, int] = field(default_factory=dict)
-
-
 class PartitionLoader:
     def __init__(
         self,
@@ -90,14 +81,12 @@ class PartitionLoader:
         served: str,
         playback: Playback,
         spawn: Callable[[Coroutine[Any, Any, None]], None],
-        hooks: LoadHooks | None = None,
     ) -> None:
         """``served``: what a partition's requests are about, for the log ("groups")."""
         self.topic = topic
         self._served = served
         self._playback = playback
         self._spawn = spawn
-        self.hooks = hooks or LoadHooks()
         self.load_time_s = 0.0  # how long the load under way or last done took
         self._parts: Sequence[CoordinatorLog] = ()
         self._pending: set[int] = set()  # not loaded yet: loading or failed
@@ -206,11 +195,9 @@ class PartitionLoader:
             self._all_loaded()
 
     async def _load_in_background(self, index: int) -> None:
-        if self.hooks.delay_ms > 0:
-            await asyncio.sleep(self.hooks.delay_ms / 1000)
         try:
-            if self._failed_attempts.get(index, 0) < self.hooks.failures.get(index, 0):
-                raise OSError(f"load failure test hook: {self.topic}-{index}")
+            # A test hook may hold the load back, or fail it.
+            await hooks.apoint("coordinator.load", topic=self.topic, partition=index)
             deadline = time.monotonic() + LOAD_SLICE_S
             for _ in self._load_steps(index):
                 if time.monotonic() >= deadline:

@@ -47,7 +47,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.clock import Clock
 from oncelog.coordinator.internal_topics import CoordinatorLog, PartitionLookup
-from oncelog.coordinator.loader import LoadHooks, PartitionLoader, Playback
+from oncelog.coordinator.loader import PartitionLoader, Playback
 from oncelog.records.batch import parse_header
 from oncelog.records.builder import build_batch
 from oncelog.storage.errors import LogError
@@ -157,7 +157,6 @@ class CoordinatorRuntime(Generic[R, E]):
         durable: GroupSync | None = None,
         playback: Playback | None = None,
         served: str = "records",
-        load_hooks: LoadHooks | None = None,
     ) -> None:
         """``playback``: how the service replays its partitions, for ``loader``;
         ``served``: what a partition's requests are about, for the loader's log lines."""
@@ -176,9 +175,7 @@ class CoordinatorRuntime(Generic[R, E]):
         self._loader = (
             None
             if playback is None
-            else PartitionLoader(
-                topic=topic, served=served, playback=playback, spawn=self.spawn, hooks=load_hooks
-            )
+            else PartitionLoader(topic=topic, served=served, playback=playback, spawn=self.spawn)
         )
 
     @property

@@ -5,20 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oncelog.config.errors import ConfigException
 from oncelog.config.typed import build, setting
 from oncelog.config.validators import AllOf, Includes, OneOf, Range
 from oncelog.coordinator.internal_topics import (
     DEFAULT_INTERNAL_PARTITIONS,
     DEFAULT_INTERNAL_SEGMENT_BYTES,
 )
-
-
-def _check_load_failures(name: str, value: object) -> None:
-    try:
-        parse_load_failures(str(value))
-    except ValueError as exc:
-        raise ConfigException(name, value, str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,22 +182,6 @@ class GroupConfig:
     )
     # How long the shell may sleep between timer checks when no deadline is near.
     tick_max_ms: int = 500
-    # Test hooks, off by default. The background load of each __consumer_offsets partition
-    # waits this long before it starts (partitions load one after another, in order) ...
-    debug_load_partition_delay_ms: int = setting(
-        "oncelog.debug.group.load.partition.delay.ms",
-        0,
-        "Test hook: each __consumer_offsets partition's load waits this long before it starts.",
-        group="testing",
-    )
-    # ... and "P:N[,P:N...]" makes the first N load attempts of partition P fail.
-    debug_load_fail: str = setting(
-        "oncelog.debug.group.load.fail",
-        "",
-        "Test hook: P:N[,P:N...] makes the first N load attempts of partition P fail.",
-        group="testing",
-        validator=_check_load_failures,
-    )
 
     @property
     def consumer_protocol_enabled(self) -> bool:
@@ -222,30 +198,7 @@ class GroupConfig:
         """A consumer group left with only classic members may turn classic again."""
         return self.consumer_migration_policy.strip().lower() in ("downgrade", "bidirectional")
 
-    def __post_init__(self) -> None:
-        self.debug_load_failures()  # a malformed hook fails at start, not at the load
-
-    def debug_load_failures(self) -> dict[int, int]:
-        """``oncelog.debug.group.load.fail`` parsed: partition -> attempts that fail."""
-        return parse_load_failures(self.debug_load_fail)
-
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> GroupConfig:
         """Build from broker settings (Kafka names); missing keys keep the defaults."""
         return build(cls, values)
-
-
-def parse_load_failures(text: str) -> dict[int, int]:
-    """``P:N,...`` (``P`` alone: ``P:1``) as partition -> attempts that fail; ValueError
-    naming the malformed item otherwise."""
-    out: dict[int, int] = {}
-    for item in text.split(","):
-        if item.strip():
-            partition, _, count = item.strip().partition(":")
-            try:
-                out[int(partition)] = int(count or 1)
-            except ValueError:
-                raise ValueError(
-                    f"expected PARTITION[:ATTEMPTS] items separated by commas, got {item!r}"
-                ) from None
-    return out

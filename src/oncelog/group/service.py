@@ -25,7 +25,6 @@ from oncelog.coordinator.internal_topics import (
     internal_topic_config,
     skip_undecodable,
 )
-from oncelog.coordinator.loader import LoadHooks
 from oncelog.coordinator.runtime import (
     Append,
     CoordinatorRuntime,
@@ -118,9 +117,6 @@ class GroupService:
             durable=durable,
             playback=self,
             served="groups",
-            load_hooks=LoadHooks(
-                config.debug_load_partition_delay_ms, config.debug_load_failures()
-            ),
         )
 
     # -- lifecycle ---------------------------------------------------------------------

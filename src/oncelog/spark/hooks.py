@@ -1,6 +1,7 @@
 """Observation points of the data source: ``point()`` at each stage of a micro-batch's
 commit (for fault-injection tests) and ``trace()`` diagnostics.
 
+The points are those of the one hook registry (``oncelog.hooks``), named ``spark.<point>``.
 By default a point does nothing. A test harness names a function in ``ONCELOG_SPARK_HOOK``
 (``module:function``) in the driver's environment, which Spark's JVM and Python workers
 inherit; the data source then calls it with (point, batch id) in whichever process reaches
@@ -24,6 +25,8 @@ import os
 import sys
 import time
 
+from oncelog import hooks
+
 HOOK_ENV = "ONCELOG_SPARK_HOOK"
 TRACE_ENV = "ONCELOG_SPARK_TRACE"
 POINTS = (
@@ -36,13 +39,28 @@ POINTS = (
 
 
 def point(name: str, batch_id: int) -> None:
-    """The sink reached ``name`` for ``batch_id``: call the configured hook, if any."""
+    """The sink reached ``name`` for ``batch_id``: the ``spark.<name>`` point of the hook
+    registry (``oncelog.hooks``)."""
     assert name in POINTS, name
-    spec = os.environ.get(HOOK_ENV)
-    if not spec:
-        return
-    module, _, func = spec.partition(":")
-    getattr(importlib.import_module(module), func)(name, batch_id)
+    hooks.point(f"spark.{name}", batch_id=batch_id)
+
+
+def _from_environment(name: str) -> hooks.Hook:
+    """The hook of point ``name``: the function ``ONCELOG_SPARK_HOOK`` names, if any (read
+    at each call: a driver arms it after this module is imported)."""
+
+    def call(*, batch_id: int) -> None:
+        spec = os.environ.get(HOOK_ENV)
+        if spec:
+            module, _, func = spec.partition(":")
+            getattr(importlib.import_module(module), func)(name, batch_id)
+
+    return call
+
+
+# Spark's workers are processes of their own: the environment carries their hook.
+for _name in POINTS:
+    hooks.install(f"spark.{_name}", _from_environment(_name))
 
 
 def trace(message: str) -> None:

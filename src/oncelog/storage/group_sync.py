@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Protocol, TypeVar
 
+from oncelog import hooks
 from oncelog.storage.errors import LogClosedError
 
 
@@ -41,8 +41,15 @@ FileSync = Callable[[int], None]
 """Makes one file's written data durable (``os.fdatasync``; tests inject a slower one)."""
 
 
+def fdatasync(fd: int) -> None:
+    """``os.fdatasync`` after the ``group_sync.fsync`` test hook (which may hold it, so a
+    test can prove no acknowledgement leaves before it)."""
+    hooks.point("group_sync.fsync", fd=fd)
+    os.fdatasync(fd)
+
+
 class GroupSync:
-    def __init__(self, fsync: FileSync = os.fdatasync) -> None:
+    def __init__(self, fsync: FileSync = fdatasync) -> None:
         self._fsync = fsync
         self._queued: set[SyncableLog] = set()
         self._waiters: list[asyncio.Future[None]] = []
@@ -105,15 +112,3 @@ class GroupSync:
                         w.set_result(None)
         finally:
             self._runner = None
-
-
-def held_fsync(hold_file: str, poll_s: float = 0.01) -> FileSync:
-    """Test hook (``oncelog.debug.flush.hold.file``): while ``hold_file`` exists, every
-    fdatasync waits, so a test can prove no acknowledgement leaves before it."""
-
-    def fsync(fd: int) -> None:
-        while os.path.exists(hold_file):
-            time.sleep(poll_s)
-        os.fdatasync(fd)
-
-    return fsync

@@ -98,13 +98,6 @@ class TxnConfig:
     # groups): the transaction log loads in the background, and clients must not see
     # errors a start-up before it did not give them.
     load_wait_ms: int = 5_000
-    # Test hook: hold end-txn markers back this long, to crash in PrepareCommit/PrepareAbort.
-    marker_delay_ms: int = setting(
-        "oncelog.debug.marker.delay.ms",
-        0,
-        "Test hook: transaction markers are held back this long.",
-        group="testing",
-    )
 
     @classmethod
     def from_properties(cls, values: Mapping[str, object]) -> TxnConfig:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from oncelog import hooks
 from oncelog.clock import Clock, now_ms
 from oncelog.coordinator.internal_topics import (
     CONSUMER_OFFSETS_TOPIC,
@@ -437,7 +438,7 @@ class TransactionService:
         (``TransactionMarkerChannelManager``). A failed write or sync is retried with one
         back-off, for ever: a transaction must never stay half-marked. A transaction is
         complete once its markers are written, and durable under acks=all durability."""
-        delay_s = self.config.marker_delay_ms / 1000
+        delay_s = hooks.delay_ms("txn.markers") / 1000
         backoff_s = RETRY_MIN_S
         try:
             while self._marker_queue and not self._stopped:
