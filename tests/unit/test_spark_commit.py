@@ -167,7 +167,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     def store(*args: Any, **kwargs: Any) -> DecisionStore:
         s = DecisionStore(*args, **kwargs)
-        s._consumer = FakeGroupConsumer(group)
+        s._group._consumer = FakeGroupConsumer(group)
         return s
 
     monkeypatch.setattr(protocol, "TxnAdmin", lambda *a, **k: coordinator)
@@ -321,7 +321,7 @@ def test_multi_chunk_decision_commits_chunk_zero_last(world: SimpleNamespace) ->
     store = world.store()
     entries = [(p, 0, 1000 + p, 1) for p in range(800)]
     store.write(12, entries)
-    commits = store._consumer.commits
+    commits = store._group._consumer.commits
     assert commits[-1] == [0] and 0 not in commits[0]
     assert store.read(12).entries == tuple(entries)
     assert store.decided_through() == 12

@@ -226,6 +226,48 @@ class Admin:
 
         return self.policy.call(once)
 
+    def offsets_for_times(
+        self, times: Mapping[TopicPartition, int], *, read_committed: bool = True
+    ) -> Offsets:
+        """ListOffsets by timestamp, one timestamp (ms) per topic-partition: the first offset
+        whose record has a timestamp at or after it, -1 when there is none."""
+        from confluent_kafka import IsolationLevel, KafkaException
+        from confluent_kafka import TopicPartition as KTP
+        from confluent_kafka.admin import OffsetSpec
+
+        if not times:
+            return {}
+        isolation = (
+            IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
+
+        def once() -> Offsets:
+            futures = self.client.list_offsets(
+                {KTP(t, p): OffsetSpec.for_timestamp(ts) for (t, p), ts in times.items()},
+                isolation_level=isolation,
+                request_timeout=self.timeout,
+            )
+            out: Offsets = {}
+            for ktp, fut in futures.items():
+                try:
+                    out[(ktp.topic, ktp.partition)] = fut.result(self.timeout).offset
+                except KafkaException as exc:
+                    raise from_kafka_error(
+                        exc, f"ListOffsets by timestamp of {ktp.topic}-{ktp.partition}"
+                    ) from exc
+            return out
+
+        return self.policy.call(once)
+
+    def broker_ids(self) -> list[int]:
+        """The ids of the brokers in the cluster's Metadata, sorted."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return sorted(self.client.list_topics(timeout=self.timeout).brokers)
+        except KafkaException as exc:
+            raise from_kafka_error(exc, "Metadata") from exc
+
     # -- topics ------------------------------------------------------------------------------
     def create_topics(
         self,

@@ -51,6 +51,7 @@ from oncelog.spark.decisions import (
 )
 from oncelog.spark.hooks import point
 from oncelog.spark.options import WriteOptions
+from oncelog.spark.pool import pooled_decisions, pooled_txn_admin
 
 log = logging.getLogger("oncelog.spark")
 
@@ -293,10 +294,14 @@ def cleanup_leftovers(txns: TxnAdmin, id_prefix: str, keep: set[str]) -> list[st
 def _committer(
     opts: WriteOptions, msgs: Sequence[OncelogCommitMessage], batch_id: int
 ) -> Iterator[BatchCommitter]:
+    # Pooled: Spark keeps the commit worker for the whole query, so every micro-batch after
+    # the first reuses the connections (and the coordinator look-ups) of the one before.
     query_id = _query_id(msgs)
     with (
-        TxnAdmin(opts.client_config) as txns,
-        DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
+        pooled_txn_admin(opts.client_config, TxnAdmin) as txns,
+        pooled_decisions(
+            opts.client_config, opts.transactional_id_prefix, query_id, DecisionStore
+        ) as store,
     ):
         yield BatchCommitter(opts, query_id, batch_id, txns, store)
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from oncelog.client.admin import Admin
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.errors import ClientError
+from oncelog.client.group_offsets import Committed, MemberlessGroup
 from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger("oncelog.spark")
@@ -125,8 +126,8 @@ def decode_chunks(batch_id: int, chunks: Sequence[str]) -> Decision:
 
 
 class DecisionStore:
-    """The decision group of one streaming query, read and written with confluent-kafka
-    (OffsetCommit / OffsetFetch of a group that never joins: no subscription, no members)."""
+    """The decision group of one streaming query: OffsetCommit / OffsetFetch of a group
+    that never joins (:class:`oncelog.client.group_offsets.MemberlessGroup`)."""
 
     def __init__(
         self,
@@ -141,27 +142,10 @@ class DecisionStore:
         self.group = decision_group(prefix, query_id)
         self.policy = policy
         self.timeout = timeout
-        self._consumer: Any = None
-
-    def _client(self) -> Any:
-        if self._consumer is None:
-            from confluent_kafka import Consumer
-
-            self._consumer = Consumer(
-                {
-                    "enable.sparse.connections": False,
-                    **self.config.librdkafka(),
-                    "group.id": self.group,
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                }
-            )
-        return self._consumer
+        self._group = MemberlessGroup(config, self.group, timeout=timeout)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        self._group.close()
 
     def __enter__(self) -> DecisionStore:
         return self
@@ -169,33 +153,17 @@ class DecisionStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _committed(self, partitions: Sequence[int]) -> list[Any]:
+    def _committed(self, partitions: Sequence[int]) -> list[Committed]:
         """OffsetFetch of the decision group; a partition the topic lacks reads as no offset."""
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-        def once() -> list[Any]:
-            try:
-                tps = self._client().committed(
-                    [TopicPartition(DECISIONS_TOPIC, p) for p in partitions], timeout=self.timeout
-                )
-            except KafkaException as exc:
-                raise from_kafka_error(exc, "OffsetFetch") from exc
-            for tp in tps:
-                if tp.error is not None and tp.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise from_kafka_error(
-                        tp.error, f"OffsetFetch of {DECISIONS_TOPIC}-{tp.partition}"
-                    )
-            return list(tps)
-
         try:
-            return self.policy.call(once)
+            return self.policy.call(lambda: self._group.committed(DECISIONS_TOPIC, partitions))
         except ClientError as exc:
             raise DecisionError(f"cannot read the decision group {self.group!r}: {exc}") from exc
 
     def decided_through(self) -> int:
         """The highest decided batch id, or -1."""
         tp = self._committed([0])[0]
-        return tp.offset - 1 if tp.offset >= 0 and tp.error is None else -1
+        return tp.offset - 1 if tp.offset >= 0 else -1
 
     def read(self, batch_id: int) -> Decision | None:
         """The decision of batch_id, or None if batch_id is not decided.
@@ -203,13 +171,13 @@ class DecisionStore:
         Raises SupersededDecision if a later batch is already decided (then batch_id is
         complete: Spark starts batch b+1 only after commit(b) returned)."""
         tp0 = self._committed([0])[0]
-        offset = tp0.offset if tp0.error is None else -1
+        offset = tp0.offset
         if offset < batch_id + 1:
             return None
         if offset > batch_id + 1:
             raise SupersededDecision(batch_id, offset - 1)
-        chunks = [tp0.metadata]
-        n = chunk_count(tp0.metadata)
+        chunks = [tp0.metadata or ""]
+        n = chunk_count(chunks[0])
         if n > 1:
             rest = self._committed(list(range(1, n)))
             for tp in rest:
@@ -217,48 +185,41 @@ class DecisionStore:
                     raise DecisionError(
                         f"decision chunk {tp.partition} of batch {batch_id} has offset {tp.offset}"
                     )
-            chunks += [tp.metadata for tp in sorted(rest, key=lambda t: t.partition)]
+            chunks += [tp.metadata or "" for tp in sorted(rest, key=lambda t: t.partition)]
         return decode_chunks(batch_id, chunks)
 
     def write(self, batch_id: int, entries: Sequence[Entry]) -> Decision:
-        from confluent_kafka import KafkaException, TopicPartition
-
         chunks = encode_chunks(batch_id, entries)
         ensure_decisions_topic(self.config, len(chunks))
+        try:
+            self._commit_chunks(batch_id, chunks)
+        except DecisionError:
+            # The topic this process saw may be gone (deleted, or a new cluster): check it
+            # again once, then commit again (the same offsets and metadata: idempotent).
+            ensure_decisions_topic(self.config, len(chunks), again=True)
+            self._commit_chunks(batch_id, chunks)
+        return Decision(batch_id, tuple(sorted(tuple(e) for e in entries)))  # type: ignore[misc]
 
+    def _commit_chunks(self, batch_id: int, chunks: list[str]) -> None:
         def commit(parts: list[int]) -> None:
-            offsets = [
-                TopicPartition(DECISIONS_TOPIC, j, batch_id + 1, metadata=chunks[j]) for j in parts
-            ]
             try:
-                result = self._client().commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
+                self._group.commit(DECISIONS_TOPIC, {j: (batch_id + 1, chunks[j]) for j in parts})
+            except ClientError as exc:
                 raise DecisionError(
                     f"cannot write the decision of batch {batch_id} to group {self.group!r}: {exc}"
                 ) from exc
-            for tp in result or []:
-                if tp.error is not None:
-                    raise DecisionError(
-                        f"cannot write the decision of batch {batch_id} to group {self.group!r}: {tp.error}"
-                    )
 
         if len(chunks) > 1:
             commit(list(range(1, len(chunks))))
         commit([0])
-        return Decision(batch_id, tuple(sorted(tuple(e) for e in entries)))  # type: ignore[misc]
 
     def retract(self, batch_id: int) -> None:
         """Undo the decision of batch_id (only when none of its transactions committed):
         the group then says "decided through batch_id - 1" and a replay recomputes it."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         meta = _dump({"b": batch_id - 1, "n": 1, "t": [], "r": batch_id})
         try:
-            self._client().commit(
-                offsets=[TopicPartition(DECISIONS_TOPIC, 0, batch_id, metadata=meta)],
-                asynchronous=False,
-            )
-        except KafkaException as exc:
+            self._group.commit(DECISIONS_TOPIC, {0: (batch_id, meta)})
+        except ClientError as exc:
             raise DecisionError(f"cannot retract the decision of batch {batch_id}: {exc}") from exc
 
 
@@ -269,7 +230,18 @@ class SupersededDecision(Exception):
         self.decided = decided
 
 
-def ensure_decisions_topic(config: ClientConfig, partitions: int) -> None:
-    """Create __oncelog_spark_decisions (or grow it) so that it has >= partitions partitions."""
+# (client config, partitions) this process has seen the decisions topic have: a Metadata
+# round trip (and an admin client) per micro-batch saved.
+_ensured: set[tuple[str, int]] = set()
+
+
+def ensure_decisions_topic(config: ClientConfig, partitions: int, *, again: bool = False) -> None:
+    """Create __oncelog_spark_decisions (or grow it) so that it has >= partitions partitions
+    (once per process and size unless ``again``)."""
+    wanted = max(partitions, DECISIONS_PARTITIONS)
+    key = (repr(config), wanted)
+    if key in _ensured and not again:
+        return
     with Admin(config) as admin:
-        admin.ensure_partitions(DECISIONS_TOPIC, max(partitions, DECISIONS_PARTITIONS))
+        admin.ensure_partitions(DECISIONS_TOPIC, wanted)
+    _ensured.add(key)

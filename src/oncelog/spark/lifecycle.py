@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from oncelog.client.admin import Admin
+from oncelog.client.errors import ClientError
 from oncelog.client.transactions import TxnAdmin
 from oncelog.spark.decisions import DecisionStore
 from oncelog.spark.hooks import trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
+from oncelog.spark.pool import pooled_decisions, pooled_txn_admin
 
 log = logging.getLogger("oncelog.spark")
 
@@ -63,15 +65,10 @@ def checkpoint_query_id(checkpoint: str | None) -> str | None:
 def broker_max_timeout_ms(admin: Admin) -> int | None:
     """``transaction.max.timeout.ms`` of one broker (DescribeConfigs); None when the broker
     does not say (not authorized, not reported)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import ConfigResource
-
     try:
-        meta = admin.client.list_topics(timeout=admin.timeout)
-        node = min(meta.brokers)
-        res = ConfigResource("broker", str(node))
-        configs = admin.client.describe_configs([res])[res].result(admin.timeout)
-    except KafkaException as exc:
+        node = admin.broker_ids()[0]
+        configs = {c.name: c for c in admin.describe_configs("broker", str(node))}
+    except (ClientError, IndexError) as exc:
         log.info(
             "DescribeConfigs of the broker failed (%s): not checking %s",
             exc,
@@ -143,6 +140,7 @@ def before_write(opts: WriteOptions, checkpoint: str | None) -> None:
     In steady state the previous commit left nothing open, so this costs one
     ListTransactions; a restarted query (a SIGKILLed driver, a stopped or failed run)
     cleans up here before it writes."""
+    trace("before write")
     checked = (opts.bootstrap, opts.transaction_timeout_ms)
     if checked not in _checked:
         check_transaction_timeout(opts)
@@ -151,12 +149,13 @@ def before_write(opts: WriteOptions, checkpoint: str | None) -> None:
     if query_id is None:
         return
     prefix = query_prefix(opts, query_id)
-    with TxnAdmin(opts.client_config) as txns:
+    with pooled_txn_admin(opts.client_config) as txns:
         if not any(
             t.transactional_id.startswith(prefix) for t in txns.list_transactions(("Ongoing",))
         ):
+            trace("before write: nothing left open")
             return
-        with DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store:
+        with pooled_decisions(opts.client_config, opts.transactional_id_prefix, query_id) as store:
             keep = decided_ids(opts, query_id, store, txns)
         aborted = abort_open_transactions(opts, query_id, txns, keep)
     trace(f"before write: aborted {len(aborted)} leftover transaction(s) {sorted(aborted)}")

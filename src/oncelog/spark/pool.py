@@ -8,7 +8,8 @@ their full configuration:
 
 * only clients that are safe to share between tasks: assigned consumers (unassigned before
   they go back), the protocol client for transaction calls, the decision store's consumer,
-  idempotent (at-least-once) producers. Transactional producers are never pooled: the
+  idempotent (at-least-once) producers. The driver's commit worker, which Spark keeps for
+  the whole query, reuses its transaction client and decision store the same way. Transactional producers are never pooled: the
   driver completes their transactions, after which a producer instance is stale;
 * bounded (:data:`MAX_IDLE` idle clients, or ``ONCELOG_SPARK_POOL_MAX_IDLE``; the least
   recently used is closed first; 0 disables reuse);
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.transactions import TxnAdmin
+from oncelog.spark.decisions import DecisionStore
 
 T = TypeVar("T")
 
@@ -115,6 +117,26 @@ def config_key(kind: str, conf: dict[str, Any]) -> tuple[str, tuple[tuple[str, s
     return kind, tuple(sorted((str(k), repr(v)) for k, v in conf.items()))
 
 
-def pooled_txn_admin(config: ClientConfig) -> Any:
-    """A pooled protocol client for transaction calls (DescribeTransactions, ...)."""
-    return pooled(("txn-admin", repr(config)), lambda: TxnAdmin(config), TxnAdmin.close)
+def pooled_txn_admin(config: ClientConfig, factory: Callable[..., Any] = TxnAdmin) -> Any:
+    """A pooled protocol client for transaction calls (DescribeTransactions, ...). The key
+    names the factory too, so clients of another kind never stand in for it."""
+    return pooled(("txn-admin", repr(config), factory), lambda: factory(config), _close)
+
+
+def pooled_decisions(
+    config: ClientConfig,
+    prefix: str,
+    query_id: str,
+    factory: Callable[..., Any] = DecisionStore,
+) -> Any:
+    """A pooled decision store of one query: executors read it before each task, and the
+    driver's commit worker (one process per query, kept between micro-batches) writes it."""
+    return pooled(
+        ("decisions", repr(config), prefix, query_id, factory),
+        lambda: factory(config, prefix, query_id),
+        _close,
+    )
+
+
+def _close(client: Any) -> None:
+    client.close()

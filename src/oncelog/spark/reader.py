@@ -39,6 +39,14 @@ from pyspark.sql.types import (
 from oncelog.client.admin import EARLIEST as EARLIEST_OFFSET
 from oncelog.client.admin import LATEST as LATEST_OFFSET
 from oncelog.client.admin import Admin
+from oncelog.client.range_reader import (
+    OffsetOutOfRange,
+    RecordChunk,
+    close_consumer,
+    new_consumer,
+    unassign,
+)
+from oncelog.client.range_reader import read_range as client_read_range
 from oncelog.spark.hooks import trace
 from oncelog.spark.offsets import (
     Offsets,
@@ -108,9 +116,6 @@ class KafkaInputPartition(InputPartition):
 
 # -- reading one range on an executor --------------------------------------------------------
 
-# confluent-kafka timestamp types -> Kafka's TimestampType ids, as Spark reports them
-_TS_TYPE = {0: -1, 1: 0, 2: 1}
-
 
 def consumer_config(opts: ReadOptions) -> dict[str, Any]:
     # Names the reading consumers only (kafka.group.id in consumer_conf wins): they never
@@ -122,6 +127,9 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
         # A range usually ends at the end of the log (the LSO): the EOF event that finishes it
         # needs an empty fetch, which the broker would otherwise hold for 500 ms.
         "fetch.wait.max.ms": 10,
+        # librdkafka pauses a partition whose local queue is full for this long (1 s by
+        # default): a range read faster than the broker sends would stall.
+        "fetch.queue.backoff.ms": 10,
         **opts.consumer_conf,
         "bootstrap.servers": opts.bootstrap,
         "enable.auto.commit": False,
@@ -138,118 +146,72 @@ def read_range(
     schema: StructType,
     batch_rows: int = ARROW_BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield Arrow record batches (Spark's Kafka schema) of the records in [start, end)."""
+    """Yield Arrow record batches (Spark's Kafka schema) of the records in [start, end):
+    each chunk of the client layer's range reader becomes one batch, built column by
+    column (constant columns with ``pa.repeat``), never row by row."""
     import pyarrow as pa
-    from confluent_kafka import Consumer, KafkaError, KafkaException
-    from confluent_kafka import TopicPartition as KTP
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     headers_type = arrow_schema.field("headers").type if opts.include_headers else None
     ts_type = arrow_schema.field("timestamp").type
     topic, partition, end = part.topic, part.partition, part.end
+    topic_scalar = pa.scalar(topic, pa.string())
+    partition_scalar = pa.scalar(partition, pa.int32())
 
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
-    stamp_types: list[int] = []
-    headers: list[Any] = []
-
-    def flush() -> pa.RecordBatch:
-        n = len(offsets)
+    def batch(chunk: RecordChunk) -> pa.RecordBatch:
+        n = len(chunk)
         arrays = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array(stamps, pa.int64()).cast(ts_type),
-            pa.array(stamp_types, pa.int32()),
+            pa.array(chunk.keys, pa.binary()),
+            pa.array(chunk.values, pa.binary()),
+            pa.repeat(topic_scalar, n),
+            pa.repeat(partition_scalar, n),
+            pa.array(chunk.offsets, pa.int64()),
+            pa.array(chunk.timestamps, pa.timestamp("ms")).cast(ts_type),
+            pa.array(chunk.timestamp_types, pa.int32()),
         ]
         if headers_type is not None:
-            arrays.append(pa.array(headers, headers_type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-        for col in (keys, values, offsets, stamps, stamp_types, headers):
-            col.clear()
-        return batch
+            assert chunk.headers is not None
+            arrays.append(pa.array([_headers(h) for h in chunk.headers], headers_type))
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+    def timed_out(position: int) -> str:
+        return (
+            f"no data from {topic}-{partition} for {opts.poll_timeout_ms} ms while reading offsets "
+            f"[{part.start}, {end}) (position {position}); see kafkaConsumer.pollTimeoutMs"
+        )
 
     trace(f"read start {topic}-{partition} [{part.start}, {end})")
     conf = consumer_config(opts)
     # A pooled consumer (reused by the worker's next range of the same configuration),
     # unassigned before it goes back; closed if the read fails or is abandoned.
     with pooled(
-        config_key("consumer", conf), lambda: Consumer(conf), _close_consumer, _unassign
+        config_key("consumer", conf), lambda: new_consumer(conf), close_consumer, unassign
     ) as consumer:
-        consumer.assign([KTP(topic, partition, part.start)])
-        position = part.start
-        poll_timeout = opts.poll_timeout_ms / 1000.0
-        last_progress = time.monotonic()
-        done = False
-        while not done:
-            # consume() returns when it has batch_rows messages or the timeout passed: keep
-            # the timeout short, or every range pays it at its end.
-            msgs = consumer.consume(num_messages=batch_rows, timeout=0.05)
-            if not msgs:
-                if time.monotonic() - last_progress > poll_timeout:
-                    raise TimeoutError(
-                        f"no data from {topic}-{partition} for {opts.poll_timeout_ms} ms while reading offsets "
-                        f"[{part.start}, {end}) (position {offsets[-1] + 1 if offsets else part.start}); see kafkaConsumer.pollTimeoutMs"
-                    )
-                continue
-            last_progress = time.monotonic()
-            for m in msgs:
-                if m.partition() is not None and (m.topic(), m.partition()) != (topic, partition):
-                    continue  # a stale event of the consumer's previous range
-                err = m.error()
-                offset = m.offset() or 0
-                if err is not None:
-                    code = err.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        if offset >= end:
-                            done = True
-                            break
-                        continue
-                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        raise DataLossError(
-                            f"offset {part.start} of {topic}-{partition} is out of range (deleted by retention?); "
-                            "set failOnDataLoss=false to skip lost data"
-                        )
-                    if (
-                        err.fatal()
-                        or not err.retriable()
-                        and code not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
-                    ):
-                        raise KafkaException(err)
-                    continue
-                if offset >= end:
-                    done = True
-                    break
-                if offset < position:
-                    continue  # never twice, never before start (a reused consumer's stale fetch)
-                position = offset + 1
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(offset)
-                ts_type_id, ts = m.timestamp()
-                stamps.append(ts * 1000)
-                stamp_types.append(_TS_TYPE.get(ts_type_id, -1))
-                if headers_type is not None:
-                    h: Any = m.headers()
-                    headers.append([{"key": kv[0], "value": kv[1]} for kv in h] if h else None)
-            if len(offsets) >= batch_rows:
-                yield flush()
-        if offsets:
-            yield flush()
-        trace(f"read done {topic}-{partition}")
+        chunks = client_read_range(
+            consumer,
+            topic,
+            partition,
+            part.start,
+            end,
+            chunk_records=batch_rows,
+            poll_timeout_s=opts.poll_timeout_ms / 1000.0,
+            with_headers=headers_type is not None,
+            on_timeout=timed_out,
+        )
+        try:
+            for chunk in chunks:
+                yield batch(chunk)
+        except OffsetOutOfRange as exc:
+            raise DataLossError(
+                f"offset {part.start} of {topic}-{partition} is out of range (deleted by retention?); "
+                "set failOnDataLoss=false to skip lost data"
+            ) from exc
+    trace(f"read done {topic}-{partition}")
 
 
-def _close_consumer(consumer: Any) -> None:
-    consumer.close()
-
-
-def _unassign(consumer: Any) -> None:
-    consumer.unassign()
+def _headers(h: Any) -> Any:
+    return [{"key": kv[0], "value": kv[1]} for kv in h] if h else None
 
 
 def read_partition(
@@ -266,33 +228,7 @@ def list_offsets_for_times(
     admin: Admin, times: dict[TopicPartition, int], read_committed: bool
 ) -> Offsets:
     """ListOffsets by timestamp (-1 where no record has a timestamp >= the given one)."""
-    from confluent_kafka import IsolationLevel, KafkaException
-    from confluent_kafka import TopicPartition as KTP
-    from confluent_kafka.admin import OffsetSpec
-
-    from oncelog.client.errors import from_kafka_error
-
-    if not times:
-        return {}
-    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-
-    def once() -> Offsets:
-        futures = admin.client.list_offsets(
-            {KTP(t, p): OffsetSpec.for_timestamp(ts) for (t, p), ts in times.items()},
-            isolation_level=isolation,
-            request_timeout=admin.timeout,
-        )
-        out: Offsets = {}
-        for ktp, fut in futures.items():
-            try:
-                out[(ktp.topic, ktp.partition)] = fut.result(admin.timeout).offset
-            except KafkaException as exc:
-                raise from_kafka_error(
-                    exc, f"ListOffsets by timestamp of {ktp.topic}-{ktp.partition}"
-                ) from exc
-        return out
-
-    return admin.policy.call(once)
+    return admin.offsets_for_times(times, read_committed=read_committed)
 
 
 # -- planning on the driver -----------------------------------------------------------------

@@ -38,14 +38,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from oncelog.client.record_producer import ANY_PARTITION, RecordProducer
 from oncelog.spark import commit as protocol
 from oncelog.spark import lifecycle, two_phase
 from oncelog.spark.commit import OncelogCommitMessage, transactional_id
-from oncelog.spark.decisions import DecisionStore
 from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
-from oncelog.spark.pool import POOL, config_key, pooled, pooled_txn_admin
-from oncelog.spark.rows import WriteError, bad_partition, columns
+from oncelog.spark.pool import POOL, config_key, pooled_decisions, pooled_txn_admin
+from oncelog.spark.rows import Columns, WriteError, bad_partition, columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -101,12 +101,12 @@ def validate_input(schema: StructType, opts: WriteOptions) -> None:
 
 class BatchProducer:
     """Produces Spark's Kafka-sink rows from Arrow record batches with one librdkafka
-    producer, created lazily on the first row (an empty task opens no transaction)."""
+    producer of the client layer (:class:`RecordProducer`), created lazily on the first
+    row (an empty task opens no transaction)."""
 
     def __init__(self, opts: WriteOptions, conf: dict[str, Any], txn_id: str | None) -> None:
         self.opts = opts
         self.txn_id = txn_id
-        self.errors: list[str] = []
         self.conf = {
             "linger.ms": 5,
             "queue.buffering.max.messages": 1_000_000,
@@ -119,81 +119,77 @@ class BatchProducer:
             **opts.producer_conf,
             **conf,
             "bootstrap.servers": opts.bootstrap,
-            "delivery.report.only.error": True,
-            "on_delivery": self._on_delivery,
         }
-        self.producer: Any = None
-        self.pooled: tuple[Any, list[Any]] | None = None
+        self.producer: RecordProducer | None = None
         self.pool_key: Any = None
         self.records = 0
         self.partition_counts: dict[str, int] = {}
         self.on_start: Callable[[], None] | None = None
 
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None and len(self.errors) < 20:
-            self.errors.append(f"{msg.topic()}-{msg.partition()}: {err}")
+    @property
+    def errors(self) -> list[str]:
+        return self.producer.errors if self.producer is not None else []
 
-    def _start(self) -> None:
-        from confluent_kafka import Producer
-
+    def _start(self) -> RecordProducer:
         if self.txn_id is None:
             # Idempotent producers are pooled (a transactional one never is: the driver
-            # ends its transaction, after which the instance is stale). Delivery reports
-            # go through a route that points at the current BatchProducer.
-            conf = {k: v for k, v in self.conf.items() if k != "on_delivery"}
+            # ends its transaction, after which the instance is stale).
+            conf = self.conf
             self.pool_key = config_key("producer", conf)
-
-            def create() -> tuple[Any, list[Any]]:
-                route: list[Any] = [self]
-                return Producer(
-                    {**conf, "on_delivery": lambda e, m: route[0]._on_delivery(e, m)}
-                ), route
-
-            self.pooled = POOL.take(self.pool_key, create)
-            self.pooled[1][0] = self
-            self.producer = self.pooled[0]
-            return
-        self.producer = Producer(self.conf)
-        if self.txn_id is not None:
-            self.producer.init_transactions(INIT_TIMEOUT_S)
-            if self.on_start is not None:
-                self.on_start()
-            self.producer.begin_transaction()
+            producer = POOL.take(self.pool_key, lambda: RecordProducer(conf))
+            producer.errors.clear()  # a previous task's, already reported
+            self.producer = producer
+            return producer
+        producer = self.producer = RecordProducer(self.conf)
+        producer.init_transactions(INIT_TIMEOUT_S)
+        if self.on_start is not None:
+            self.on_start()
+        producer.begin_transaction()
+        return producer
 
     def produce(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
         if n == 0:
             return
-        if self.producer is None:
-            self._start()
+        producer = self.producer if self.producer is not None else self._start()
         cols = columns(batch, self.opts)
-        values, keys, parts, headers = cols.values, cols.keys, cols.partitions, cols.headers
-        produce = self.producer.produce
-        poll = self.producer.poll
-        for i in range(n):
-            topic = cols.topic(i)
-            kwargs: dict[str, Any] = {}
-            if parts is not None and parts[i] is not None:
-                self.check_partition(topic, parts[i])
-                kwargs["partition"] = parts[i]
-            if headers is not None and headers[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    produce(topic, values[i], keys[i], **kwargs)
-                    break
-                except BufferError:
-                    poll(0.05)
+        if cols.topics is None:
+            topics: Any = itertools.repeat(cols.fixed_topic, n)
+        else:
+            if None in cols.topics:
+                cols.topic(cols.topics.index(None))  # raises the null-topic error
+            topics = cols.topics
+        parts: Any = itertools.repeat(ANY_PARTITION, n)
+        if cols.partitions is not None:
+            self.check_partitions(cols)
+            parts = [ANY_PARTITION if p is None else p for p in cols.partitions]
+        headers = None
+        if cols.headers is not None:
+            headers = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in cols.headers]
+        producer.send(topics, cols.values, cols.keys, parts, headers)
         self.records += n
-        poll(0)
+
+    def check_partitions(self, cols: Columns) -> None:
+        """Every row's ``partition`` must exist: checked once per batch and topic."""
+        assert cols.partitions is not None
+        if cols.topics is None:
+            present = [p for p in cols.partitions if p is not None]
+            if present:
+                assert cols.fixed_topic is not None
+                self.check_partition(cols.fixed_topic, min(present))
+                self.check_partition(cols.fixed_topic, max(present))
+            return
+        for topic, p in set(zip(cols.topics, cols.partitions, strict=True)):
+            if p is not None:
+                self.check_partition(topic, p)
 
     def check_partition(self, topic: str, partition: int) -> None:
         """A row's ``partition`` must exist: fail the task naming topic, partition and
         partition count (librdkafka would only report ``_UNKNOWN_PARTITION``)."""
+        assert self.producer is not None
         count = self.partition_counts.get(topic)
         if count is None:
-            meta = self.producer.list_topics(topic, timeout=INIT_TIMEOUT_S).topics.get(topic)
-            count = len(meta.partitions) if meta is not None and meta.error is None else 0
+            count = self.producer.partition_count(topic, INIT_TIMEOUT_S)
             self.partition_counts[topic] = count
         if not 0 <= partition < count:
             raise bad_partition(topic, partition, count)
@@ -206,6 +202,12 @@ class BatchProducer:
             raise WriteError(f"{left} records not delivered within {FLUSH_TIMEOUT_S:.0f} s")
         if self.errors:
             raise WriteError(f"delivery failed: {'; '.join(self.errors)}")
+
+    def give_back(self) -> None:
+        """An idempotent producer whose records are all delivered serves the next task."""
+        producer = self.producer
+        if producer is not None and self.txn_id is None:
+            POOL.give(self.pool_key, producer, producer.close)
 
     def abort_quietly(self) -> None:
         """After a failure: abort the open transaction now rather than leave it to a later
@@ -239,9 +241,7 @@ def write_at_least_once(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -
     for batch in batches:
         producer.produce(batch)
     producer.flush()
-    if producer.pooled is not None:  # delivered: the producer can serve the next task
-        entry = producer.pooled
-        POOL.give(producer.pool_key, entry, lambda: entry[0].flush(10))
+    producer.give_back()
     return producer.records
 
 
@@ -314,12 +314,7 @@ def prepare_transaction(
 
 def decided_through(opts: WriteOptions, query_id: str) -> int:
     """The decision store's last decided batch, through a pooled store of the query."""
-    prefix = opts.transactional_id_prefix
-    with pooled(
-        ("decisions", repr(opts.client_config), prefix, query_id),
-        lambda: DecisionStore(opts.client_config, prefix, query_id),
-        DecisionStore.close,
-    ) as store:
+    with pooled_decisions(opts.client_config, opts.transactional_id_prefix, query_id) as store:
         return store.decided_through()
 
 
