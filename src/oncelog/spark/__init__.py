@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from oncelog.spark.commit import ExactlyOnceViolation, TransactionsTimedOut
+    from oncelog.spark.metrics import BatchMetrics, sink_metrics
     from oncelog.spark.options import OncelogOptionError
     from oncelog.spark.source import OncelogDataSource
 
@@ -29,6 +30,8 @@ __all__ = [
     "ExactlyOnceViolation",
     "TransactionsTimedOut",
     "OncelogOptionError",
+    "BatchMetrics",
+    "sink_metrics",
     "JavaMissingError",
     "WorkerPythonError",
     "check_worker_python",
@@ -42,6 +45,8 @@ _LAZY = {
     "ExactlyOnceViolation": "oncelog.spark.commit",
     "TransactionsTimedOut": "oncelog.spark.commit",
     "OncelogOptionError": "oncelog.spark.options",
+    "BatchMetrics": "oncelog.spark.metrics",
+    "sink_metrics": "oncelog.spark.metrics",
 }
 
 

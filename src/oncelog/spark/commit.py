@@ -308,17 +308,18 @@ def _committer(
 
 def commit_batch(
     opts: WriteOptions, messages: Sequence[OncelogCommitMessage | None], batch_id: int
-) -> None:
+) -> tuple[int, int]:
+    """Commit a micro-batch; (transactions committed, leftover transactions aborted)."""
     msgs = [m for m in messages if m is not None]
     if not msgs:
-        return
+        return 0, 0
     with _committer(opts, msgs, batch_id) as c:
         store = c.store
         try:
             decision = store.read(batch_id)
         except SupersededDecision as exc:
             log.warning("%s; nothing to commit", exc)
-            return
+            return 0, 0
         if decision is None:
             skipped = [m.partition_id for m in msgs if m.skipped]
             if skipped:
@@ -343,7 +344,8 @@ def commit_batch(
             c.roll_forward_check(decision)
         c.complete(decision)
         point("commit-after-endtxn", batch_id)
-        c.cleanup({c.tid(e) for e in decision.entries})
+        aborted = c.cleanup({c.tid(e) for e in decision.entries})
+        return len(decision.entries), len(aborted)
 
 
 def abort_batch(
@@ -351,10 +353,11 @@ def abort_batch(
     messages: Sequence[OncelogCommitMessage | None],
     batch_id: int,
     query_id: str | None = None,
-) -> None:
+) -> int:
     """Abort an undecided batch at once: its tasks' transactions, and every other open
     transaction of the query (cancelled or failed tasks return no commit message, but their
-    ids are deterministic). ``query_id`` is the fallback when no message names the query."""
+    ids are deterministic). ``query_id`` is the fallback when no message names the query.
+    Returns the number of transactions aborted."""
     msgs = [m for m in messages if m is not None]
     if msgs:
         query_id = _query_id(msgs)
@@ -365,7 +368,7 @@ def abort_batch(
             batch_id,
             opts.transaction_timeout_ms,
         )
-        return
+        return 0
     with (
         TxnAdmin(opts.client_config) as txns,
         DecisionStore(opts.client_config, opts.transactional_id_prefix, query_id) as store,
@@ -374,15 +377,14 @@ def abort_batch(
         try:
             decision = c.store.read(batch_id)
         except SupersededDecision:
-            return
+            return 0
         if decision is not None:
             # Decided: its transactions must survive to be rolled forward when the batch is
             # replayed; only leftovers outside the decision go.
             log.warning(
                 "batch %d is decided; its transactions stay prepared for the replay", batch_id
             )
-            c.cleanup({c.tid(e) for e in decision.entries})
-            return
+            return len(c.cleanup({c.tid(e) for e in decision.entries}))
         c.abort_entries(
             [
                 (m.partition_id, m.attempt, m.producer_id, m.producer_epoch)
@@ -397,6 +399,7 @@ def abort_batch(
             sum(1 for m in msgs if m.transactional_id),
             len(aborted),
         )
+        return sum(1 for m in msgs if m.transactional_id) + len(aborted)
 
 
 # -- batch (non-streaming) writes -------------------------------------------------------------

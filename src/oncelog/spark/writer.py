@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ from pyspark.sql.types import (
 
 from oncelog.client.record_producer import ANY_PARTITION, RecordProducer
 from oncelog.spark import commit as protocol
-from oncelog.spark import lifecycle, two_phase
+from oncelog.spark import lifecycle, metrics, two_phase
 from oncelog.spark.commit import OncelogCommitMessage, transactional_id
 from oncelog.spark.hooks import point, trace
 from oncelog.spark.options import OncelogOptionError, WriteOptions
@@ -388,18 +389,46 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         trace(f"commit start batch={batchId}")
+        started = time.perf_counter()
+        ours = _ours(messages)
+        committed = aborted = 0
         if self.opts.exactly_once:
-            protocol.commit_batch(self.opts, _ours(messages), batchId)
+            committed, aborted = protocol.commit_batch(self.opts, ours, batchId)
+        self._report(batchId, "committed", ours, committed, aborted, started)
         trace(f"commit done batch={batchId}")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        started = time.perf_counter()
+        ours = _ours(messages)
+        aborted = 0
         if self.opts.exactly_once:
-            protocol.abort_batch(
-                self.opts,
-                _ours(messages),
-                batchId,
-                lifecycle.checkpoint_query_id(self.opts.checkpoint),
+            aborted = protocol.abort_batch(
+                self.opts, ours, batchId, lifecycle.checkpoint_query_id(self.opts.checkpoint)
             )
+        self._report(batchId, "aborted", ours, 0, aborted, started)
+
+    def _report(
+        self,
+        batch_id: int,
+        outcome: str,
+        messages: list[OncelogCommitMessage | None],
+        committed: int,
+        aborted: int,
+        started: float,
+    ) -> None:
+        metrics.report(
+            self.opts.checkpoint,
+            metrics.BatchMetrics(
+                batch_id=batch_id,
+                outcome=outcome,
+                records=sum(m.records for m in messages if m is not None),
+                transactions_committed=committed,
+                transactions_aborted=aborted,
+                commit_latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                exactly_once=self.opts.exactly_once,
+                timestamp_ms=metrics.now_ms(),
+            ),
+        )
 
 
 class OncelogBatchWriter(DataSourceArrowWriter):
