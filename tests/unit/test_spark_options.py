@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from oncelog.spark.offsets import TopicPartition, distribute, from_json, split_ranges, to_json
+from oncelog.spark.offsets import (
+    TopicPartition,
+    distribute,
+    from_json,
+    group_ranges,
+    split_ranges,
+    to_json,
+)
 from oncelog.spark.options import (
     OncelogOptionError,
     Subscription,
@@ -370,3 +377,19 @@ def test_split_ranges_like_sparks_range_calculator() -> None:
         ("a", 0, 2, 3),
     ]
     assert split_ranges([], 4, 10) == []
+
+
+def test_group_ranges_for_max_partitions() -> None:
+    r = [("a", 0, 0, 100), ("a", 1, 0, 60), ("a", 2, 0, 50), ("b", 0, 5, 15)]
+    assert group_ranges(r, None) == [[x] for x in sorted(r)]
+    assert group_ranges(r, 4) == group_ranges(r, 9) == [[x] for x in sorted(r)]
+    # Largest first onto the lightest task: a-0 (100) -> 1, a-1 (60) -> 2, a-2 (50) -> 2
+    # (60 < 100), b-0 (10) -> 1 (100 < 110).
+    assert group_ranges(r, 2) == [
+        [("a", 0, 0, 100), ("b", 0, 5, 15)],
+        [("a", 1, 0, 60), ("a", 2, 0, 50)],
+    ]
+    assert group_ranges(r, 1) == [sorted(r)]
+    o = read(subscribe="a", maxPartitions="2")
+    assert o.max_partitions == 2 and read(subscribe="a").max_partitions is None
+    assert "maxPartitions" in error(read, True, subscribe="a", maxPartitions="0")

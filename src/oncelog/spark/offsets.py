@@ -97,3 +97,19 @@ def split_ranges(
             ]
         out = split
     return sorted(out)
+
+
+def group_ranges(ranges: list[Range], max_groups: int | None) -> list[list[Range]]:
+    """At most ``max_groups`` groups of ranges (maxPartitions), each read by one task: the
+    largest range first onto the group with the fewest offsets so far (ties: the first),
+    ranges in a group in (topic, partition, start) order. None, or no more ranges than
+    groups: one range per group."""
+    if max_groups is None or len(ranges) <= max_groups:
+        return [[r] for r in sorted(ranges)]
+    groups: list[list[Range]] = [[] for _ in range(max_groups)]
+    load = [0] * max_groups
+    for r in sorted(ranges, key=lambda r: (r[2] - r[3], r)):
+        i = load.index(min(load))
+        groups[i].append(r)
+        load[i] += r[3] - r[2]
+    return [sorted(g) for g in groups]

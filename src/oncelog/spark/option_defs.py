@@ -165,6 +165,16 @@ READ_OPTIONS_DEF = ConfigDef(
             "at most this many offsets per Spark partition (applied before `minPartitions`)",
         ),
         _option(
+            "maxPartitions",
+            _I,
+            None,
+            "at most this many Spark partitions (tasks): offset ranges are grouped, the largest "
+            "first onto the task with the fewest offsets, and a task reads its ranges one after "
+            "another (applied after `minPartitions` and `maxRecordsPerPartition`). One task per "
+            "core saves a wave of tasks per micro-batch, and the sink opens one transaction per "
+            "task; see docs/performance.md",
+        ),
+        _option(
             "groupIdPrefix",
             _S,
             None,

@@ -458,6 +458,7 @@ class ReadOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    max_partitions: int | None = None
     group_id_prefix: str | None = None
 
     @property
@@ -579,6 +580,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         min_partitions=_positive_int(opts, "minpartitions"),
         max_records_per_partition=_positive_int(opts, "maxrecordsperpartition"),
+        max_partitions=_positive_int(opts, "maxpartitions"),
         group_id_prefix=prefix,
     )
 

@@ -53,6 +53,7 @@ from oncelog.spark.offsets import (
     TopicPartition,
     distribute,
     from_json,
+    group_ranges,
     split_ranges,
     to_json,
 )
@@ -109,6 +110,20 @@ class KafkaInputPartition(InputPartition):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, KafkaInputPartition) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class KafkaInputRanges(InputPartition):
+    """Several offset ranges read one after the other by one task (``maxPartitions``)."""
+
+    def __init__(self, ranges: Sequence[KafkaInputPartition]) -> None:
+        super().__init__(tuple(r.value for r in ranges))
+        self.ranges = list(ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KafkaInputRanges) and self.value == other.value
 
     def __hash__(self) -> int:
         return hash(self.value)
@@ -222,6 +237,9 @@ def read_partition(
     ``InputPartition(None)``: it yields no rows."""
     if isinstance(partition, KafkaInputPartition):
         yield from read_range(opts, partition, schema)
+    elif isinstance(partition, KafkaInputRanges):
+        for part in partition.ranges:
+            yield from read_range(opts, part, schema)
 
 
 def list_offsets_for_times(
@@ -330,9 +348,10 @@ class _Planner:
         assert self.opts.ending is not None
         return self.resolve(self.opts.ending, tps, "endingoffsets", LATEST)
 
-    def plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
+    def plan(self, start: Offsets, end: Offsets) -> list[InputPartition]:
         """Input partitions for start..end; partitions new in ``end`` start at earliest.
-        Checks for data loss against the log start offsets."""
+        Checks for data loss against the log start offsets. A partition is one range, or
+        several (:class:`KafkaInputRanges`) when ``maxPartitions`` groups them."""
         live = set(self.discover())
         ranges = [tp for tp in end if tp not in start or end[tp] > start[tp]]
         earliest = self.earliest([tp for tp in ranges if tp in live])
@@ -351,20 +370,21 @@ class _Planner:
                 begin = earliest[tp]
             if stop > begin:
                 out.append(KafkaInputPartition(topic, p, begin, stop))
-        out = [
-            KafkaInputPartition(t, p, a, z)
-            for t, p, a, z in split_ranges(
-                [(x.topic, x.partition, x.start, x.end) for x in out],
-                self.opts.min_partitions,
-                self.opts.max_records_per_partition,
-            )
-        ]
+        pieces = split_ranges(
+            [(x.topic, x.partition, x.start, x.end) for x in out],
+            self.opts.min_partitions,
+            self.opts.max_records_per_partition,
+        )
+        parts: list[InputPartition] = []
+        for group in group_ranges(pieces, self.opts.max_partitions):
+            members = [KafkaInputPartition(*r) for r in group]
+            parts.append(members[0] if len(members) == 1 else KafkaInputRanges(members))
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
                 self._lost(
                     f"{tp[0]}-{tp[1]}: end offset {end[tp]} is below start offset {start[tp]} (topic recreated?)"
                 )
-        return out
+        return parts
 
     def _lost(self, what: str) -> None:
         if self.opts.fail_on_data_loss:
