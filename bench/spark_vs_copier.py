@@ -8,7 +8,10 @@ it to a fresh output topic three ways, in a rotating order so drift hits all ali
   (send_offsets_to_transaction, KIP-447) every ``--commit-every`` records;
 * ``eos``: the Spark query ``oncelog`` source -> ``oncelog`` sink, exactlyOnce=true,
   Trigger.AvailableNow, ``maxOffsetsPerTrigger``, local[2];
-* ``alo``: the same query with exactlyOnce=false.
+* ``alo``: the same query with exactlyOnce=false;
+* ``eos-mp2``, ``alo-mp2``: the same with ``maxPartitions=2`` (one task per core);
+* ``copier-tuned``: the copier with fetch.wait.max.ms and fetch.queue.backoff.ms at 10 ms
+  (``copier-poll``, one ``poll()`` per record, on request with ``--modes``).
 
 records/s counts from the start of the copy (the copier's client creation, the query's
 start()) to its end (the last commit, awaitTermination). Then the fixed cost of a
@@ -38,7 +41,14 @@ from oncelog.client.config import ClientConfig
 from oncelog.embedded import EmbeddedBroker
 from oncelog.spark import spark_session
 
-MODES = ("copier", "eos", "alo", "copier-tuned", "copier-poll")
+# eos-mpN / alo-mpN: the pipeline with maxPartitions=N (one task per core on local[N]).
+MODES = ("copier", "eos", "alo", "eos-mp2", "alo-mp2", "copier-tuned")
+
+
+def spark_mode(mode: str) -> tuple[bool, int | None]:
+    """(exactly-once, maxPartitions) of a pipeline mode."""
+    kind, _, mp = mode.partition("-mp")
+    return kind == "eos", int(mp) if mp else None
 
 
 def create(bootstrap: str, partitions: int, *names: str) -> None:
@@ -148,16 +158,27 @@ def copier(
     return copied
 
 
-def query(spark: Any, bootstrap: str, src: str, dst: str, ckpt: str, eos: bool, max_offsets: int):  # type: ignore[no-untyped-def]
-    df = (
+def query(
+    spark: Any,
+    bootstrap: str,
+    src: str,
+    dst: str,
+    ckpt: str,
+    eos: bool,
+    max_offsets: int,
+    max_partitions: int | None = None,
+):  # type: ignore[no-untyped-def]
+    reader = (
         spark.readStream.format("oncelog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", src)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets))
-        .load()
-        .selectExpr("key", "value", "partition")  # as the copier: same key, value, partition
     )
+    if max_partitions is not None:
+        reader = reader.option("maxPartitions", str(max_partitions))
+    # as the copier: same key, value, partition
+    df = reader.load().selectExpr("key", "value", "partition")
     return (
         df.writeStream.format("oncelog")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -288,8 +309,10 @@ def main() -> None:
     for m in modes:
         vs = f"{med[m] / med['copier']:.2f}x" if "copier" in med else "-"
         print(f"| {m} | {med[m]:,.0f} | {', '.join(f'{x:,.0f}' for x in rates[m])} | {vs} |")
-    if "eos" in med and "alo" in med:
-        print(f"exactly-once / at-least-once: {med['eos'] / med['alo']:.2f}")
+    for suffix in ("", "-mp2"):
+        if f"eos{suffix}" in med and f"alo{suffix}" in med:
+            ratio = med[f"eos{suffix}"] / med[f"alo{suffix}"]
+            print(f"exactly-once / at-least-once{suffix}: {ratio:.2f}")
     for m, v in fixed.items():
         print(f"fixed cost per micro-batch ({m}, 300 records, median triggerExecution): {v:.0f} ms")
 
