@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import from_kafka_error
+from oncelog.client.errors import call, from_kafka_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +53,14 @@ class MemberlessGroup:
     def committed(self, topic: str, partitions: Sequence[int]) -> list[Committed]:
         """OffsetFetch; a partition the topic lacks (or an unknown topic) reads as -1.
         Raises a ClientError (by Kafka error code) otherwise."""
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaError, TopicPartition
 
-        try:
-            tps = self._client().committed(
-                [TopicPartition(topic, p) for p in partitions], timeout=self.timeout
-            )
-        except KafkaException as exc:
-            raise from_kafka_error(exc, f"OffsetFetch of group {self.group_id!r}") from exc
+        tps = call(
+            f"OffsetFetch of group {self.group_id!r}",
+            self._client().committed,
+            [TopicPartition(topic, p) for p in partitions],
+            timeout=self.timeout,
+        )
         out = []
         for tp in tps:
             if tp.error is not None:
@@ -74,13 +74,15 @@ class MemberlessGroup:
     def commit(self, topic: str, offsets: Mapping[int, tuple[int, str]]) -> None:
         """OffsetCommit of {partition: (offset, metadata)}, synchronously; a ClientError
         (by Kafka error code) when the commit or any partition of it failed."""
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
         tps = [TopicPartition(topic, p, o, metadata=m) for p, (o, m) in offsets.items()]
-        try:
-            result = self._client().commit(offsets=tps, asynchronous=False)
-        except KafkaException as exc:
-            raise from_kafka_error(exc, f"OffsetCommit of group {self.group_id!r}") from exc
+        result = call(
+            f"OffsetCommit of group {self.group_id!r}",
+            self._client().commit,
+            offsets=tps,
+            asynchronous=False,
+        )
         for tp in result or []:
             if tp.error is not None:
                 raise from_kafka_error(tp.error, f"OffsetCommit of {topic}-{tp.partition}")

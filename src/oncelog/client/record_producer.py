@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from oncelog.client.errors import from_kafka_error
+from oncelog.client.errors import call
 
 MAX_ERRORS = 20
 ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner chooses
@@ -39,23 +39,15 @@ class RecordProducer:
             {**conf, "delivery.report.only.error": True, "on_delivery": on_delivery}
         )
 
-    def _call(self, what: str, fn: Any, *args: Any) -> Any:
-        from confluent_kafka import KafkaException
-
-        try:
-            return fn(*args)
-        except KafkaException as exc:
-            raise from_kafka_error(exc, what) from exc
-
     def init_transactions(self, timeout_s: float) -> None:
         """InitProducerId: fences any earlier incarnation of the transactional id."""
-        self._call("InitProducerId", self._producer.init_transactions, timeout_s)
+        call("InitProducerId", self._producer.init_transactions, timeout_s)
 
     def begin_transaction(self) -> None:
-        self._call("begin transaction", self._producer.begin_transaction)
+        call("begin transaction", self._producer.begin_transaction)
 
     def abort_transaction(self, timeout_s: float) -> None:
-        self._call("EndTxn(abort)", self._producer.abort_transaction, timeout_s)
+        call("EndTxn(abort)", self._producer.abort_transaction, timeout_s)
 
     def send(
         self,
@@ -90,7 +82,7 @@ class RecordProducer:
 
     def partition_count(self, topic: str, timeout_s: float) -> int:
         """Partitions of ``topic`` in a fresh Metadata answer (0: no such topic)."""
-        meta = self._call("Metadata", self._producer.list_topics, topic, timeout_s)
+        meta = call("Metadata", self._producer.list_topics, topic, timeout_s)
         info = meta.topics.get(topic)
         return len(info.partitions) if info is not None and info.error is None else 0
 
