@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,14 +63,23 @@ def regenerate(root: Path) -> dict[str, tuple[str, str]]:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m oncelog.cli.config_docs",
+        description="Regenerate the settings tables in the docs from their definitions.",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only report stale pages (exit 1), write nothing"
+    )
+    args = parser.parse_args(argv)  # an unknown flag is a usage error (exit 2), not a write
     root = Path(__file__).resolve().parents[3]
-    stale = [page for page, (old, new) in regenerate(root).items() if old != new]
-    if "--check" in argv:
+    pages = regenerate(root)
+    stale = [page for page, (old, new) in pages.items() if old != new]
+    if args.check:
         for page in stale:
             print(f"{page}: settings tables out of date; run python -m oncelog.cli.config_docs")
         return 1 if stale else 0
-    for page, (_, new) in regenerate(root).items():
-        (root / page).write_text(new)
+    for page in stale:
+        (root / page).write_text(pages[page][1])
     print(f"refreshed: {', '.join(stale) or 'nothing (all up to date)'}")
     return 0
 
