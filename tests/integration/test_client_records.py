@@ -4,6 +4,8 @@ a fenced producer and a refused configuration as ClientErrors by code."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -108,6 +110,31 @@ def test_transactions_and_fencing(broker: EmbeddedBroker, topic_name: str) -> No
         assert c.consume(100, 1.0).records == []
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("wait", ["flush", "poll"])
+def test_a_producer_fenced_during_a_long_wait_raises_the_fatal_error(
+    broker: EmbeddedBroker, topic_name: str, wait: str
+) -> None:
+    """confluent-kafka loses a fatal error raised during a wait of 200 ms or more when its
+    logger runs after it (as the Connect worker's does): the call failed with a SystemError
+    ("returned NULL without setting an exception") instead of the fenced producer's error."""
+    cfg = ClientConfig(broker.bootstrap)
+    with Admin(cfg) as admin:
+        admin.create_topics([topic_name], 1)
+    settings = {"transactional.id": f"{topic_name}-tid", "logger": logging.getLogger("rdkafka")}
+    old = KafkaProducer.of(cfg, **settings)
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic_name, b"first")
+    assert old.flush(30) == 0
+    KafkaProducer.of(cfg, **settings).init_transactions(30)  # fences the old one
+    for _ in range(5):
+        old.produce(topic_name, b"zombie", on_delivery=lambda err, sent: None)
+    with pytest.raises(ClientError) as info:
+        old.flush(30) if wait == "flush" else old.poll(30)
+    assert info.value.local_code == LOCAL_FENCED
+    assert info.value.fatal
 
 
 def test_a_refused_configuration_and_a_full_buffer_are_client_errors() -> None:

@@ -10,6 +10,7 @@ codes and flags, never the text.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -135,6 +136,36 @@ def from_kafka_error(err: Any, what: str) -> ClientError:
         detail=err.str(),
         library_text=str(err),
     )
+
+
+# confluent-kafka splits a wait of 200 ms or more into chunks, and a fatal error raised in
+# one chunk is lost when a later callback (its logger's) runs: the call then fails with
+# "SystemError: ... returned NULL without setting an exception" instead of the fatal
+# KafkaException (a producer fenced, or its transactional id no longer authorized). Below
+# that it waits in one call and the exception survives, so long waits are taken in steps.
+WAIT_STEP_S = 0.15
+
+
+def flush_in_steps(producer: Any, timeout_s: float) -> int:
+    """``producer.flush(timeout_s)`` of confluent-kafka, waited in steps so that a fatal
+    error is raised as its KafkaException; returns how many records are undelivered."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        step = min(WAIT_STEP_S, max(0.0, deadline - time.monotonic()))
+        left = int(call("Flush", producer.flush, step))
+        if not left or time.monotonic() >= deadline:
+            return left
+
+
+def poll_in_steps(producer: Any, timeout_s: float) -> int:
+    """``producer.poll(timeout_s)``, in steps as :func:`flush_in_steps`; returns the number
+    of events served (it returns as soon as one step served any)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        step = min(WAIT_STEP_S, max(0.0, deadline - time.monotonic()))
+        served = int(call("Poll", producer.poll, step))
+        if served or time.monotonic() >= deadline:
+            return served
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

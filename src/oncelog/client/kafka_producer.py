@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.errors import LOCAL_QUEUE_FULL, ClientError, call, from_kafka_error
+from oncelog.client.errors import (
+    LOCAL_QUEUE_FULL,
+    ClientError,
+    call,
+    flush_in_steps,
+    from_kafka_error,
+    poll_in_steps,
+)
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -93,11 +100,11 @@ class KafkaProducer:
 
     def poll(self, timeout_s: float) -> int:
         """Serve delivery reports (and librdkafka's logs) for up to ``timeout_s``."""
-        return int(self._producer.poll(timeout_s))
+        return poll_in_steps(self._producer, timeout_s)
 
     def flush(self, timeout_s: float) -> int:
         """Wait for every queued record; returns how many are still unacknowledged."""
-        return int(call("Flush", self._producer.flush, timeout_s))
+        return flush_in_steps(self._producer, timeout_s)
 
     # -- transactions (KIP-98) -----------------------------------------------------------------
     # (A timeout of None waits as long as librdkafka's default: without a bound.)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from oncelog.client.errors import call
+from oncelog.client.errors import call, flush_in_steps
 
 MAX_ERRORS = 20
 ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner chooses
@@ -88,9 +88,9 @@ class RecordProducer:
 
     def flush(self, timeout_s: float) -> int:
         """Wait for every queued record's acknowledgement; the number still undelivered."""
-        return int(self._producer.flush(timeout_s))
+        return flush_in_steps(self._producer, timeout_s)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Deliver what is queued (within the timeout) and let the instance go. Destroying a
         transactional producer never ends its open transaction."""
-        self._producer.flush(timeout_s)
+        flush_in_steps(self._producer, timeout_s)

@@ -33,7 +33,10 @@ pytestmark = pytest.mark.xdist_group("test_worker_rest")
 GROUP = "solo"
 
 FAILING_PLUGIN = '''
-"""A source whose task fails on its first poll."""
+"""A source whose task fails on its first poll, and one whose task fails once it is asked to
+stop."""
+import time
+
 from oncelog.connect.api import SourceConnector, SourceTask
 from oncelog.connect.api.config import ConfigDef
 
@@ -47,6 +50,46 @@ class FailingTask(SourceTask):
 
     def poll(self):
         raise RuntimeError("the source is unreachable")
+
+    def stop(self):
+        pass
+
+
+class FailsOnStopTask(SourceTask):
+    """Polls nothing until it is asked to stop; the poll in progress then raises."""
+
+    def version(self):
+        return "1"
+
+    def start(self, config):
+        self.stopped = False
+
+    def poll(self):
+        for _ in range(10):
+            if self.stopped:
+                raise RuntimeError("the source went away while stopping")
+            time.sleep(0.05)
+        return []
+
+    def stop(self):
+        self.stopped = True
+
+
+class FailsOnStopConnector(SourceConnector):
+    def version(self):
+        return "1"
+
+    def config_def(self):
+        return ConfigDef()
+
+    def start(self, config):
+        pass
+
+    def task_class(self):
+        return FailsOnStopTask
+
+    def task_configs(self, max_tasks):
+        return [{} for _ in range(max_tasks)]
 
     def stop(self):
         pass
@@ -432,31 +475,56 @@ def test_failed_tasks_report_the_trace_and_restart_only_failed(cluster) -> None:
     # Restarted, the tasks fail again on their first poll: the status topic shows
     # FAILED, RESTARTING, RUNNING, FAILED for each.
     broker = cluster[0]
-
-    def history(task: int) -> list[str]:
-        key = f"status-task-failing-{task}".encode()
-        states: list[str] = []
-
-        def apply(record: LogRecord) -> None:
-            if record.key == key and record.value:
-                states.append(json.loads(record.value)["state"])
-
-        consumer = TopicLogConsumer({"bootstrap.servers": broker.bootstrap})
-        try:
-            reader = InternalTopicReader(consumer, f"{GROUP}-status", apply)
-            reader.start()
-            reader.read_to_end(10)
-        finally:
-            consumer.close()
-        return states
-
     for task in (0, 1):
         wait_for(
-            lambda task=task: history(task)[-4:] == ["FAILED", "RESTARTING", "RUNNING", "FAILED"],
+            lambda task=task: (
+                task_history(broker, "failing", task)[-4:]
+                == ["FAILED", "RESTARTING", "RUNNING", "FAILED"]
+            ),
             30,
             f"task {task} restarted and failed again",
         )
     assert worker.call("DELETE", "/connectors/failing")[0] == 204
+
+
+def test_an_error_while_stopping_is_no_failure(cluster) -> None:
+    """Kafka's WorkerTask: a task that throws after its stop was asked for is logged, not
+    reported FAILED, so a restarted task is never shown failed by its predecessor."""
+    broker, worker, base = cluster
+    config = {"connector.class": "FailsOnStopConnector", "tasks.max": "1"}
+    assert worker.call("POST", "/connectors", {"name": "stopfail", "config": config})[0] == 201
+    wait_for(lambda: _running(worker, "stopfail", 1), 30, "task running")
+    assert worker.call("POST", "/connectors/stopfail/tasks/0/restart")[0] == 204
+    wait_for(
+        lambda: task_history(broker, "stopfail", 0)[-3:] == ["RUNNING", "UNASSIGNED", "RUNNING"],
+        30,
+        "task restarted",
+    )
+    assert "FAILED" not in task_history(broker, "stopfail", 0)
+    assert _running(worker, "stopfail", 1)
+    log = (base / "worker.log").read_text()
+    assert "stopfail-0: the task failed while stopping" in log
+    assert "RuntimeError: the source went away while stopping" in log
+    assert worker.call("DELETE", "/connectors/stopfail")[0] == 204
+
+
+def task_history(broker: EmbeddedBroker, connector: str, task: int) -> list[str]:
+    """The states the status topic held for a task, oldest first."""
+    key = f"status-task-{connector}-{task}".encode()
+    states: list[str] = []
+
+    def apply(record: LogRecord) -> None:
+        if record.key == key and record.value:
+            states.append(json.loads(record.value)["state"])
+
+    consumer = TopicLogConsumer({"bootstrap.servers": broker.bootstrap})
+    try:
+        reader = InternalTopicReader(consumer, f"{GROUP}-status", apply)
+        reader.start()
+        reader.read_to_end(10)
+    finally:
+        consumer.close()
+    return states
 
 
 def test_sink_task_failing_mid_batch_loses_nothing(cluster) -> None:

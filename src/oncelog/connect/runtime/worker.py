@@ -240,6 +240,13 @@ class Worker:
                 else:
                     runner.loop.iterate()
         except Exception as exc:
+            if runner.stopping.is_set():
+                # Kafka's WorkerTask.doRun: an error after the stop was asked for is logged,
+                # not reported; the stop reports the task UNASSIGNED (a restart's new
+                # instance must not be shown FAILED by its predecessor's last error).
+                log.warning("%s: the task failed while stopping", runner.id, exc_info=True)
+                self._close_failed(runner)
+                return
             runner.failure = _trace(exc)
             self._task_status(runner.id, State.FAILED, runner.failure)
             self._close_failed(runner)
