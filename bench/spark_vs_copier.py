@@ -51,6 +51,32 @@ def spark_mode(mode: str) -> tuple[bool, int | None]:
     return kind == "eos", int(mp) if mp else None
 
 
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each role's live processes: this
+    process (the copier, Spark's Python driver), the broker, Spark's JVM, Spark's Python
+    workers (forked by pyspark.daemon)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(pid) == os.getpid():
+            role = "driver"
+        elif "java" in cmd and "spark" in cmd:
+            role = "jvm"
+        elif "pyspark" in cmd and "daemon" in cmd:
+            role = "workers"
+        elif "oncelog" in cmd and "broker" in cmd:
+            role = "broker"
+        else:
+            continue
+        out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / hz
+    return out
+
+
 def create(bootstrap: str, partitions: int, *names: str) -> None:
     with Admin(ClientConfig(bootstrap)) as admin:
         admin.create_topics(names, partitions, exist_ok=False)
@@ -225,6 +251,13 @@ def main() -> None:
     ap.add_argument("--overhead-batches", type=int, default=12)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--check", action="store_true", help="count each output read_committed")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=lambda kv: tuple(kv.split("=", 1)),
+        help="a Spark setting for the session, key=value (repeatable)",
+    )
     args = ap.parse_args()
     modes = args.modes.split(",")
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -240,7 +273,7 @@ def main() -> None:
             bs = b.bootstrap
             create(bs, parts, "in")
             preload(bs, "in", n, args.record_size, parts)
-            spark = spark_session("oncelog-bench-copier")
+            spark = spark_session("oncelog-bench-copier", conf=dict(args.conf))
             # Warm-up, not counted: Python workers and their imports, the JIT, and memory.
             # The first query that moves micro-batches of this size pays for growing the
             # JVM heap and the workers' allocators (fresh pages are dear on a VM); without
@@ -258,29 +291,45 @@ def main() -> None:
                 for mode in order:
                     dst = f"out-{mode}-{r}"
                     create(bs, parts, dst)
+                    cpu0 = cpu_by_role()
                     t0 = time.perf_counter()
+                    batches: list[int] = []
                     if mode.startswith("copier"):
                         tuned, poll = mode == "copier-tuned", mode == "copier-poll"
                         got = copier(bs, "in", dst, parts, args.commit_every, tuned, poll)
                         assert got == n, got
                     else:
+                        eos, max_partitions = spark_mode(mode)
                         q = query(
                             spark,
                             bs,
                             "in",
                             dst,
                             str(tmp / f"ck-{dst}"),
-                            mode == "eos",
+                            eos,
                             args.max_offsets,
+                            max_partitions,
                         )
                         q.awaitTermination()
                         if q.exception() is not None:
                             raise RuntimeError(q.exception())
+                        batches = [
+                            p["durationMs"]["triggerExecution"]
+                            for p in q.recentProgress
+                            if p["numInputRows"]
+                        ]
                     rate = n / (time.perf_counter() - t0)
+                    cpu1 = cpu_by_role()
+                    # (A worker that exited during the copy drops out: an undercount.)
+                    used = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}
+                    cpu = ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items()) if v > 0.05)
                     rates[mode].append(rate)
                     if args.check:
                         assert count(bs, dst, parts) == n
-                    print(f"round {r} {mode:6} {rate:9.0f} records/s", flush=True)
+                    each = "" if mode.startswith("copier") else f" (batches, ms: {batches})"
+                    print(
+                        f"round {r} {mode:6} {rate:9.0f} records/s{each}; CPU s: {cpu}", flush=True
+                    )
                     delete(bs, dst)
             for mode in (m for m in ("eos", "alo") if m in modes):
                 src = f"in-o-{mode}"

@@ -340,3 +340,20 @@ def test_read_uncommitted_sees_aborted_records(spark: Any, spark_broker: Embedde
     ) == [b"a", b"c"]
     assert [r.value for r in df().load().collect()] == [b"c"]
     assert [r.value for r in read_topic(b, topic)] == [b"c"]
+
+
+def test_python_workers_import_pyspark_from_its_package(spark: Any) -> None:
+    """spark_session() runs the workers under oncelog.spark.daemon: pyspark comes from the
+    installed package (with its bytecode cache), not from the pyspark.zip Spark puts first
+    on the workers' path."""
+    import pyspark
+
+    def where(_: object) -> tuple[str, bool]:
+        import sys
+
+        import pyspark as worker_pyspark
+
+        return worker_pyspark.__file__ or "", any(p.endswith("pyspark.zip") for p in sys.path)
+
+    found = spark.sparkContext.parallelize([0], 1).map(where).collect()
+    assert found == [(pyspark.__file__, False)]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from oncelog.client.errors import ClientError, from_kafka_error
+from oncelog.client.errors import ClientError, call, from_kafka_error
 
 # confluent-kafka timestamp types -> Kafka's TimestampType ids (NO_TIMESTAMP_TYPE = -1,
 # CREATE_TIME = 0, LOG_APPEND_TIME = 1), as Java's ConsumerRecord reports them.
@@ -57,24 +57,45 @@ def _chunk(msgs: list[Any], with_headers: bool) -> RecordChunk:
     )
 
 
-def new_consumer(conf: dict[str, Any]) -> Any:
-    """A librdkafka consumer for :func:`read_range` (the caller may pool it)."""
-    from confluent_kafka import Consumer
+class RangeConsumer:
+    """A librdkafka consumer for :func:`read_range` (the caller may pool it), with the
+    topics whose metadata it holds."""
 
-    return Consumer(conf)
+    def __init__(self, conf: dict[str, Any]) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer: Any = Consumer(conf)
+        self.known_topics: set[str] = set()
+
+    def know(self, topic: str, timeout_s: float) -> None:
+        """Fetch ``topic``'s metadata once, before its first assignment: librdkafka learns
+        the leader of a topic assigned without it only on its next one-second metadata scan,
+        so the first range of every new topic waited up to a second."""
+        if topic in self.known_topics:
+            return
+        try:
+            call("Metadata", self.consumer.list_topics, topic, timeout_s)
+        except ClientError:
+            return  # unreachable: the range's read waits and words its own timeout
+        self.known_topics.add(topic)
 
 
-def close_consumer(consumer: Any) -> None:
-    consumer.close()
+def new_consumer(conf: dict[str, Any]) -> RangeConsumer:
+    """A consumer for :func:`read_range`."""
+    return RangeConsumer(conf)
 
 
-def unassign(consumer: Any) -> None:
+def close_consumer(consumer: RangeConsumer) -> None:
+    consumer.consumer.close()
+
+
+def unassign(consumer: RangeConsumer) -> None:
     """Before a consumer is reused for another range."""
-    consumer.unassign()
+    consumer.consumer.unassign()
 
 
 def read_range(
-    consumer: Any,
+    ranges: RangeConsumer,
     topic: str,
     partition: int,
     start: int,
@@ -94,6 +115,8 @@ def read_range(
     from confluent_kafka import KafkaError
     from confluent_kafka import TopicPartition as KTP
 
+    ranges.know(topic, max(1.0, poll_timeout_s))
+    consumer = ranges.consumer
     consumer.assign([KTP(topic, partition, start)])
     position = start
     last_progress = time.monotonic()

@@ -153,6 +153,8 @@ SESSION_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",  # Spark's 200 is far too many for local[2]
     "spark.sql.session.timeZone": "UTC",  # the `timestamp` column displays in UTC
     "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",  # JVM start-up logging
+    # pyspark's daemon, but importing pyspark from its package rather than Spark's zips
+    "spark.python.daemon.module": "oncelog.spark.daemon",
 }
 DEFAULT_LOG_LEVEL = "ERROR"
 
@@ -174,7 +176,8 @@ def spark_session(
       (default: this interpreter, so they import oncelog, pyarrow and confluent-kafka);
       a value already in the environment is kept.
     * :data:`SESSION_DEFAULTS` (UI off, no console progress, 4 shuffle partitions, UTC
-      session time zone, JVM log level WARN): any key in ``conf`` replaces the default.
+      session time zone, JVM log level WARN, the Python workers' daemon
+      :mod:`oncelog.spark.daemon`): any key in ``conf`` replaces the default.
     * ``sparkContext.setLogLevel(log_level)``: default ERROR; ``log_level=None`` keeps
       Spark's own level.
     * ``master``: default ``local[2]``. Under spark-submit (or ``master=None``) the master

@@ -1,0 +1,49 @@
+"""The Python workers' daemon drops Spark's zips from the path only when the same pyspark
+and py4j are importable without them."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from oncelog.spark.daemon import installed_pyspark_path
+
+
+def _site(root: Path, version: str, with_py4j: bool = True) -> Path:
+    site = root / "site"
+    (site / "pyspark").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    (site / "pyspark" / "version.py").write_text(f"__version__: str = '{version}'\n")
+    if with_py4j:
+        (site / "py4j").mkdir()
+        (site / "py4j" / "__init__.py").write_text("")
+    return site
+
+
+def _zips(root: Path, version: str) -> list[str]:
+    lib = root / "lib"
+    lib.mkdir()
+    pyspark = lib / "pyspark.zip"
+    with zipfile.ZipFile(pyspark, "w") as z:
+        z.writestr("pyspark/__init__.py", "")
+        z.writestr("pyspark/version.py", f"__version__: str = '{version}'\n")
+    py4j = lib / "py4j-0.10.9.9-src.zip"
+    with zipfile.ZipFile(py4j, "w") as z:
+        z.writestr("py4j/__init__.py", "")
+    return [str(pyspark), str(py4j)]
+
+
+def test_the_zips_go_when_the_same_pyspark_is_installed(tmp_path: Path) -> None:
+    site = _site(tmp_path, "4.3.0")
+    path = [str(tmp_path / "work"), *_zips(tmp_path, "4.3.0"), str(site)]
+    assert installed_pyspark_path(path) == [str(tmp_path / "work"), str(site)]
+
+
+def test_the_zips_stay_for_another_version_or_without_an_installed_copy(tmp_path: Path) -> None:
+    zips = _zips(tmp_path, "4.3.0")
+    other = _site(tmp_path / "other", "4.2.0")
+    assert installed_pyspark_path([*zips, str(other)]) is None
+    no_py4j = _site(tmp_path / "nopy4j", "4.3.0", with_py4j=False)
+    assert installed_pyspark_path([*zips, str(no_py4j)]) is None
+    assert installed_pyspark_path(zips) is None  # pyspark only in the zips
+    assert installed_pyspark_path([str(other)]) is None  # no zips: nothing to do
