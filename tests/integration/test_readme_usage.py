@@ -1,4 +1,5 @@
-"""README.md's "Usage" block and docs/metrics.md's first block, as written: a list of
+"""README.md's "Usage" block, docs/metrics.md's first block and docs/performance.md's bench
+commands, as written: a list of
 example commands rather than a script (two foreground brokers, benchmarks of minutes), so
 each line is checked for what it is:
 
@@ -185,6 +186,27 @@ def test_metrics_doc_first_block_runs_as_written(tmp_path: Path) -> None:
     (bench,) = sh_block("docs/metrics.md", "## Cost of a scrape")
     parsed = bash(flags_only(bench), tmp_path)
     assert parsed.returncode == 0, parsed.stderr
+
+
+def test_performance_doc_bench_commands_parse(tmp_path: Path) -> None:
+    """Every "typical command" of docs/performance.md's bench table names a bench script
+    that exists and flags its own parser accepts (the runs take minutes: not a test)."""
+    text = (ROOT / "docs" / "performance.md").read_text()
+    table = text[text.index("### The bench scripts") : text.index("### Against another broker")]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    commands = [
+        command
+        for row in rows
+        for command in re.findall(r"`((?:PYTHONPATH=src )?\.venv/bin/python bench/[^`]+)`", row)
+    ]
+    assert len(rows) >= 20 and len(commands) >= len(rows), (rows, commands)
+    for command in commands:
+        script = re.search(r"bench/(\S+\.py)", command)
+        assert script is not None and (ROOT / "bench" / script.group(1)).is_file(), command
+        parsed = bash(
+            flags_only(command.replace("PYTHONPATH=src ", f"PYTHONPATH={ROOT}/src ")), tmp_path
+        )
+        assert parsed.returncode == 0, (command, parsed.stderr)
 
 
 def test_readme_setup_targets_exist() -> None:
