@@ -52,7 +52,7 @@ def spark_mode(mode: str) -> tuple[bool, int | None]:
 
 
 def cpu_by_role() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each role's live processes: this
+    """CPU seconds (user + system, and system alone) used so far by each role's live processes: this
     process (the copier, Spark's Python driver), the broker, Spark's JVM, Spark's Python
     workers (forked by pyspark.daemon)."""
     hz = os.sysconf("SC_CLK_TCK")
@@ -74,6 +74,7 @@ def cpu_by_role() -> dict[str, float]:
         else:
             continue
         out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / hz
+        out[f"{role} sys"] = out.get(f"{role} sys", 0.0) + int(stat[12]) / hz
     return out
 
 
@@ -331,12 +332,22 @@ def main() -> None:
                         f"round {r} {mode:6} {rate:9.0f} records/s{each}; CPU s: {cpu}", flush=True
                     )
                     delete(bs, dst)
-            for mode in (m for m in ("eos", "alo") if m in modes):
+            for mode in (m for m in modes if not m.startswith("copier")):
+                if args.overhead_batches < 2:
+                    break
                 src = f"in-o-{mode}"
                 create(bs, parts, src, f"out-o-{mode}")
                 preload(bs, src, args.overhead_batches * 300, args.record_size, parts)
+                eos, max_partitions = spark_mode(mode)
                 q = query(
-                    spark, bs, src, f"out-o-{mode}", str(tmp / f"ck-o-{mode}"), mode == "eos", 300
+                    spark,
+                    bs,
+                    src,
+                    f"out-o-{mode}",
+                    str(tmp / f"ck-o-{mode}"),
+                    eos,
+                    300,
+                    max_partitions,
                 )
                 q.awaitTermination()
                 ms = [

@@ -145,6 +145,11 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
         # librdkafka pauses a partition whose local queue is full for this long (1 s by
         # default): a range read faster than the broker sends would stall.
         "fetch.queue.backoff.ms": 10,
+        # librdkafka prefetches until 100,000 messages or 64 MB wait in its queue: past the
+        # end of a range that is data fetched and thrown away (a 25,000-record range of a
+        # longer partition pulled up to 64 MB more). A chunk's worth bounds the waste.
+        "queued.min.messages": ARROW_BATCH_ROWS,
+        "queued.max.messages.kbytes": 16_384,
         **opts.consumer_conf,
         "bootstrap.servers": opts.bootstrap,
         "enable.auto.commit": False,
