@@ -75,26 +75,6 @@ class FailsOnStopTask(SourceTask):
         self.stopped = True
 
 
-class FailsOnStopConnector(SourceConnector):
-    def version(self):
-        return "1"
-
-    def config_def(self):
-        return ConfigDef()
-
-    def start(self, config):
-        pass
-
-    def task_class(self):
-        return FailsOnStopTask
-
-    def task_configs(self, max_tasks):
-        return [{} for _ in range(max_tasks)]
-
-    def stop(self):
-        pass
-
-
 class FailingConnector(SourceConnector):
     def version(self):
         return "1"
@@ -113,6 +93,11 @@ class FailingConnector(SourceConnector):
 
     def stop(self):
         pass
+
+
+class FailsOnStopConnector(FailingConnector):
+    def task_class(self):
+        return FailsOnStopTask
 '''
 
 POISON_PLUGIN = '''
