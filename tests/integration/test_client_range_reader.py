@@ -8,7 +8,7 @@ from confluent_kafka import Producer
 
 from oncelog.client.admin import Admin
 from oncelog.client.config import ClientConfig
-from oncelog.client.range_reader import close_consumer, new_consumer, read_range, unassign
+from oncelog.client.range_reader import RangeConsumer, read_range
 from oncelog.embedded import EmbeddedBroker
 
 
@@ -23,7 +23,7 @@ def test_one_consumer_reads_ranges_of_several_topics(
         for i in range(100):
             p.produce(t, b"%s-%d" % (t.encode(), i), partition=i % 2)
     assert p.flush(30) == 0
-    consumer = new_consumer(
+    consumer = RangeConsumer(
         {
             "bootstrap.servers": broker.bootstrap,
             "group.id": "ranges",
@@ -41,7 +41,7 @@ def test_one_consumer_reads_ranges_of_several_topics(
         ]:
             chunks = read_range(consumer, t, part, start, end, chunk_records=7, poll_timeout_s=20)
             got[(t, part)] = [o for c in chunks for o in c.offsets]
-            unassign(consumer)
+            consumer.unassign()
         assert got == {
             (topics[0], 0): list(range(50)),
             (topics[1], 1): list(range(10, 20)),
@@ -49,4 +49,4 @@ def test_one_consumer_reads_ranges_of_several_topics(
         }
         assert consumer.known_topics == set(topics)
     finally:
-        close_consumer(consumer)
+        consumer.close()

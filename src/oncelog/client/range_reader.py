@@ -79,19 +79,12 @@ class RangeConsumer:
             return  # unreachable: the range's read waits and words its own timeout
         self.known_topics.add(topic)
 
+    def unassign(self) -> None:
+        """Before the consumer is reused for another range."""
+        self.consumer.unassign()
 
-def new_consumer(conf: dict[str, Any]) -> RangeConsumer:
-    """A consumer for :func:`read_range`."""
-    return RangeConsumer(conf)
-
-
-def close_consumer(consumer: RangeConsumer) -> None:
-    consumer.consumer.close()
-
-
-def unassign(consumer: RangeConsumer) -> None:
-    """Before a consumer is reused for another range."""
-    consumer.consumer.unassign()
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def read_range(

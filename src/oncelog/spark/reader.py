@@ -41,10 +41,8 @@ from oncelog.client.admin import LATEST as LATEST_OFFSET
 from oncelog.client.admin import Admin
 from oncelog.client.range_reader import (
     OffsetOutOfRange,
+    RangeConsumer,
     RecordChunk,
-    close_consumer,
-    new_consumer,
-    unassign,
 )
 from oncelog.client.range_reader import read_range as client_read_range
 from oncelog.spark.hooks import trace
@@ -206,7 +204,10 @@ def read_range(
     # A pooled consumer (reused by the worker's next range of the same configuration),
     # unassigned before it goes back; closed if the read fails or is abandoned.
     with pooled(
-        config_key("consumer", conf), lambda: new_consumer(conf), close_consumer, unassign
+        config_key("consumer", conf),
+        lambda: RangeConsumer(conf),
+        RangeConsumer.close,
+        RangeConsumer.unassign,
     ) as consumer:
         chunks = client_read_range(
             consumer,
