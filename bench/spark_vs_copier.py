@@ -78,6 +78,14 @@ def cpu_by_role() -> dict[str, float]:
     return out
 
 
+def conf_pair(text: str) -> tuple[str, str]:
+    """A ``--conf key=value`` argument; anything else is a usage error."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
 def create(bootstrap: str, partitions: int, *names: str) -> None:
     with Admin(ClientConfig(bootstrap)) as admin:
         admin.create_topics(names, partitions, exist_ok=False)
@@ -256,11 +264,17 @@ def main() -> None:
         "--conf",
         action="append",
         default=[],
-        type=lambda kv: tuple(kv.split("=", 1)),
+        type=conf_pair,
         help="a Spark setting for the session, key=value (repeatable)",
     )
     args = ap.parse_args()
     modes = args.modes.split(",")
+    known = (*MODES, "copier-poll")
+    unknown = [m for m in modes if m not in known]
+    if unknown:
+        ap.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
