@@ -181,7 +181,13 @@ def test_min_offsets_per_trigger_and_max_trigger_delay(
         assert rows() == sorted(
             [f"a-{i:02d}" for i in range(60)] + [f"b-{i:02d}" for i in range(20)]
         )
-        sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+        # The memory sink shows a batch's rows before the query posts its progress.
+        deadline = time.monotonic() + 30
+        while True:
+            sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+            if sum(sizes) >= 80 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert sizes == [60, 20]
     finally:
         q.stop()
