@@ -3,6 +3,8 @@ and py4j are importable without them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -47,3 +49,15 @@ def test_the_zips_stay_for_another_version_or_without_an_installed_copy(tmp_path
     assert installed_pyspark_path([*zips, str(no_py4j)]) is None
     assert installed_pyspark_path(zips) is None  # pyspark only in the zips
     assert installed_pyspark_path([str(other)]) is None  # no zips: nothing to do
+
+
+def test_preload_imports_what_imports_and_freezes_the_heap() -> None:
+    # In a fresh interpreter: the daemon's own process is what forks the workers.
+    code = (
+        "import gc, sys\n"
+        "from oncelog.spark.daemon import preload\n"
+        "got = preload(('json', 'no_such_module_here', 'oncelog.spark.writer'))\n"
+        "print(got, 'oncelog.spark.writer' in sys.modules, gc.get_freeze_count() > 10000)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['json', 'oncelog.spark.writer'] True True"
