@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -363,3 +364,44 @@ def test_python_workers_import_pyspark_from_its_package(spark: Any) -> None:
 
     found = spark.sparkContext.parallelize([0], 1).map(where).collect()
     assert found == [(pyspark.__file__, False, True)]
+
+
+def _processes_running(module: str) -> list[list[str]]:
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv:
+            found.append([a.decode() for a in argv if a])
+    return found
+
+
+def test_a_streaming_source_runs_under_the_launcher(
+    spark: Any, spark_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """spark_session() gives Spark oncelog-spark-python: the per-query process of a Python
+    streaming source (python_streaming_source_runner) imports pyspark from its package."""
+    b, topic = spark_broker.bootstrap, unique()
+    create_topic(b, topic, 1)
+    produce_plain(b, topic, [b"x"], 1)
+    q = (
+        spark.readStream.format("oncelog")
+        .option("kafka.bootstrap.servers", b)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("memory")
+        .queryName("launcher_probe")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+        runners = _processes_running("pyspark.sql.streaming.python_streaming_source_runner")
+        assert runners, "no python_streaming_source_runner process"
+        # argv: the interpreter (the script's shebang), the launcher script, -m, the module
+        assert all(r[1].endswith("/oncelog-spark-python") for r in runners), runners
+    finally:
+        q.stop()

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from oncelog.spark.daemon import installed_pyspark_path
+from oncelog.spark.pyspark_path import installed_pyspark_path
 
 
 def _site(root: Path, version: str, with_py4j: bool = True) -> Path:

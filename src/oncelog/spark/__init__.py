@@ -173,8 +173,9 @@ def spark_session(
 
     * Java is checked first (:func:`require_java`).
     * ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON``: the workers run ``worker_python``
-      (default: this interpreter, so they import oncelog, pyarrow and confluent-kafka);
-      a value already in the environment is kept.
+      (default: this interpreter, so they import oncelog, pyarrow and confluent-kafka,
+      through its ``oncelog-spark-python`` launcher when installed:
+      :mod:`oncelog.spark.python_launcher`); a value already in the environment is kept.
     * :data:`SESSION_DEFAULTS` (UI off, no console progress, 4 shuffle partitions, UTC
       session time zone, JVM log level WARN, the Python workers' daemon
       :mod:`oncelog.spark.daemon`): any key in ``conf`` replaces the default.
@@ -183,10 +184,12 @@ def spark_session(
     * ``master``: default ``local[2]``. Under spark-submit (or ``master=None``) the master
       given to spark-submit is kept.
     """
+    from oncelog.spark.python_launcher import installed_launcher
+
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: the JVM exists
     if not submitted:
         require_java()
-        python = worker_python or sys.executable
+        python = worker_python or installed_launcher() or sys.executable
         os.environ.setdefault("PYSPARK_PYTHON", python)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
