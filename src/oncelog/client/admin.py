@@ -13,14 +13,18 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from oncelog.client.config import ClientConfig
 from oncelog.client.errors import ClientError, from_kafka_error
-from oncelog.client.protocol import ProtocolClient
 from oncelog.client.retry import DEFAULT_POLICY, RetryPolicy
+
+if TYPE_CHECKING:
+    # Imported when first needed: the protocol client's message schemas cost ~60 ms to
+    # import, paid by every Spark streaming query's source process, which never uses them.
+    from oncelog.client.protocol import ProtocolClient
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
@@ -499,5 +503,7 @@ class Admin:
 
     def _protocol_client(self) -> ProtocolClient:
         if self._protocol is None:
+            from oncelog.client.protocol import ProtocolClient
+
             self._protocol = ProtocolClient(self.config, timeout=self.timeout)
         return self._protocol

@@ -28,8 +28,10 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from oncelog.client.config import ClientConfig
-from oncelog.client.transactions import TxnAdmin
-from oncelog.spark.decisions import DecisionStore
+
+# TxnAdmin and DecisionStore (the protocol client's message schemas, ~60 ms to import) are
+# imported by the functions that pool them: a streaming query's source process reads
+# through this pool and never needs either.
 
 T = TypeVar("T")
 
@@ -117,9 +119,14 @@ def config_key(kind: str, conf: dict[str, Any]) -> tuple[str, tuple[tuple[str, s
     return kind, tuple(sorted((str(k), repr(v)) for k, v in conf.items()))
 
 
-def pooled_txn_admin(config: ClientConfig, factory: Callable[..., Any] = TxnAdmin) -> Any:
-    """A pooled protocol client for transaction calls (DescribeTransactions, ...). The key
-    names the factory too, so clients of another kind never stand in for it."""
+def pooled_txn_admin(config: ClientConfig, factory: Callable[..., Any] | None = None) -> Any:
+    """A pooled protocol client for transaction calls (DescribeTransactions, ...), a
+    TxnAdmin unless ``factory`` says otherwise. The key names the factory too, so clients of
+    another kind never stand in for it."""
+    if factory is None:
+        from oncelog.client.transactions import TxnAdmin
+
+        factory = TxnAdmin
     return pooled(("txn-admin", repr(config), factory), lambda: factory(config), _close)
 
 
@@ -127,10 +134,14 @@ def pooled_decisions(
     config: ClientConfig,
     prefix: str,
     query_id: str,
-    factory: Callable[..., Any] = DecisionStore,
+    factory: Callable[..., Any] | None = None,
 ) -> Any:
     """A pooled decision store of one query: executors read it before each task, and the
     driver's commit worker (one process per query, kept between micro-batches) writes it."""
+    if factory is None:
+        from oncelog.spark.decisions import DecisionStore
+
+        factory = DecisionStore
     return pooled(
         ("decisions", repr(config), prefix, query_id, factory),
         lambda: factory(config, prefix, query_id),
