@@ -73,3 +73,17 @@ def test_other_command_lines_go_to_the_interpreter(tmp_path: Path) -> None:
         [LAUNCHER, "-m", "no_such_module_here"], cwd=tmp_path, capture_output=True, text=True
     )
     assert missing.returncode == 1 and "No module named no_such_module_here" in missing.stderr
+
+
+def test_the_launcher_is_found_through_a_linked_virtualenv(tmp_path: Path) -> None:
+    # A virtualenv reached through a symlink (as CI worktrees link one): sys.executable
+    # names the link, the script's shebang the real directory.
+    assert LAUNCHER is not None
+    venv = Path(sys.prefix)
+    (tmp_path / "linked").symlink_to(venv, target_is_directory=True)
+    python = tmp_path / "linked" / "bin" / Path(sys.executable).name
+    code = (
+        "from oncelog.spark.python_launcher import installed_launcher; print(installed_launcher())"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(tmp_path / "linked" / "bin" / "oncelog-spark-python")

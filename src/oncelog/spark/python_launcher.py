@@ -56,4 +56,12 @@ def installed_launcher() -> str | None:
     except OSError:
         return None
     # The script runs the interpreter that installed it: only that one imports this oncelog.
-    return path if first == b"#!" + os.fsencode(sys.executable) else None
+    # Its directory may be reached through a symlink (a linked virtualenv); the interpreter
+    # itself is compared by name, since a virtualenv's python links to its base one.
+    shebang = os.fsdecode(first[2:]) if first.startswith(b"#!") else ""
+    same = shebang == sys.executable or (
+        os.path.basename(shebang) == os.path.basename(sys.executable)
+        and os.path.realpath(os.path.dirname(shebang))
+        == os.path.realpath(os.path.dirname(sys.executable))
+    )
+    return path if same else None
