@@ -192,8 +192,10 @@ def test_undecodable_internal_records_are_skipped_at_start(tmp_path: Path, topic
     b.start()
     try:
         # Both internal topics load in the background after the ready line.
-        wait_for_log(b, "skipping undecodable record in __consumer_offsets-")
-        text = wait_for_log(b, "transactional ids from")
+        # (generous timeouts: under a loaded make test the background load took over 15 s once)
+        wait_for_log(b, "skipping undecodable record in __consumer_offsets-", timeout=60)
+        text = wait_for_log(b, "transactional ids from", timeout=60)
+        assert "transactional ids from" in text, "the transaction log did not finish loading"
         assert (
             f"skipping undecodable record in __transaction_state-{txn_partition} at offset {bad_txn}"
             in text

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 PROBE = """
-import sys, pyspark
-print(repr(sys.argv[1:]), __name__, sys.path[0], pyspark.__file__)
+import os, sys, pyspark
+print(repr(sys.argv[1:]), __name__, sys.path[0], os.path.realpath(pyspark.__file__))
 print(any(p.endswith(('pyspark.zip', '-src.zip')) for p in sys.path))
 sys.exit(int(sys.argv[-1]))
 """
@@ -52,7 +52,8 @@ def test_a_module_runs_as_python_m_without_the_zips(tmp_path: Path) -> None:
     assert out.returncode == 3, out.stderr
     assert out.stderr == ""  # no runpy warning, no traceback
     first, second = out.stdout.splitlines()
-    assert first == f"['a', '3'] __main__ {work} {pyspark.__file__}"
+    # (real paths: the virtualenv may be reached through a symlink)
+    assert first == f"['a', '3'] __main__ {work} {os.path.realpath(pyspark.__file__)}"
     assert second == "False"
     # The interpreter itself, with the zips first, imports the (empty) pyspark of the zip.
     plain = subprocess.run(
@@ -66,9 +67,11 @@ def test_other_command_lines_go_to_the_interpreter(tmp_path: Path) -> None:
     version = subprocess.run([LAUNCHER, "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.strip() == f"Python {sys.version.split()[0]}"
     code = subprocess.run(
-        [LAUNCHER, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True
+        [LAUNCHER, "-c", "import os, sys; print(os.path.realpath(sys.executable))"],
+        capture_output=True,
+        text=True,
     )
-    assert code.stdout.strip() == sys.executable
+    assert code.stdout.strip() == os.path.realpath(sys.executable)
     missing = subprocess.run(
         [LAUNCHER, "-m", "no_such_module_here"], cwd=tmp_path, capture_output=True, text=True
     )
