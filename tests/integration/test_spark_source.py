@@ -407,3 +407,16 @@ def test_a_streaming_source_runs_under_the_launcher(
         assert all(r[1].endswith("/oncelog-spark-python") for r in runners), runners
     finally:
         q.stop()
+
+
+def test_local_workers_talk_over_a_private_unix_socket(spark: Any) -> None:
+    """spark_session() with a local master: the JVM and its Python workers use Unix domain
+    sockets in a directory only this user can enter (Spark does not authenticate them)."""
+    import stat
+
+    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
+    where = Path(spark.conf.get("spark.python.unix.domain.socket.dir"))
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700
+    assert spark.sparkContext.parallelize([1, 2], 1).map(lambda x: x * 2).collect() == [2, 4]
+    sockets = [p for p in where.iterdir() if p.is_socket()]
+    assert sockets, f"no Unix socket in {where}"

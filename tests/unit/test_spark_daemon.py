@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from oncelog.spark.pyspark_path import installed_pyspark_path
 
 
@@ -61,3 +63,26 @@ def test_preload_imports_what_imports_and_freezes_the_heap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['json', 'oncelog.spark.writer'] True True"
+
+
+def test_local_socket_defaults_use_a_private_short_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import stat
+    import tempfile
+
+    from oncelog.spark import local_socket_defaults
+
+    # pytest's tmp_path is too long for a socket directory: a short one of our own.
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="ol-") as short:
+        monkeypatch.setattr(tempfile, "tempdir", short)
+        got = local_socket_defaults()
+        assert got["spark.python.unix.domain.socket.enabled"] == "true"
+        where = Path(got["spark.python.unix.domain.socket.dir"])
+        assert where.parent == Path(short) and stat.S_IMODE(where.stat().st_mode) == 0o700
+        # A directory too long for sockaddr_un (108 bytes with Spark's socket name): TCP.
+        deep = Path(short) / ("d" * 70)
+        deep.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(deep))
+        assert local_socket_defaults() == {}
+        assert list(deep.iterdir()) == []

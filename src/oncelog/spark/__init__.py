@@ -158,6 +158,40 @@ SESSION_DEFAULTS: dict[str, str] = {
 }
 DEFAULT_LOG_LEVEL = "ERROR"
 
+# A Unix domain socket path must fit sockaddr_un (108 bytes); Spark names its sockets
+# "<dir>/.<uuid>.sock" (PythonWorkerFactory), 43 bytes past the directory.
+_MAX_SOCKET_DIR = 60
+
+
+def local_socket_defaults() -> dict[str, str]:
+    """What spark_session() adds for a local master: Python workers talk to the JVM over
+    Unix domain sockets (``spark.python.unix.domain.socket.enabled``, Spark 4.1) in a
+    private directory (mode 0700, removed at exit).
+
+    Over loopback TCP each hand-off between the JVM and a Python worker waited out
+    delayed acknowledgements: a task's source worker started ~40 ms after its sink worker,
+    and a 300-record micro-batch cost ~300 ms instead of ~200 ms. Spark does not
+    authenticate a Unix socket, so the directory's permissions are what keeps other local
+    users out; Spark's own default (``java.io.tmpdir``) would leave that to the umask.
+    Empty when no short enough private directory can be made (then TCP, as Spark's
+    default)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    try:
+        path = tempfile.mkdtemp(prefix="oncelog-spark-")
+    except OSError:
+        return {}
+    if len(path) > _MAX_SOCKET_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+        return {}
+    atexit.register(shutil.rmtree, path, True)
+    return {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": path,
+    }
+
 
 def spark_session(
     app_name: str = "oncelog",
@@ -178,7 +212,9 @@ def spark_session(
       :mod:`oncelog.spark.python_launcher`); a value already in the environment is kept.
     * :data:`SESSION_DEFAULTS` (UI off, no console progress, 4 shuffle partitions, UTC
       session time zone, JVM log level WARN, the Python workers' daemon
-      :mod:`oncelog.spark.daemon`): any key in ``conf`` replaces the default.
+      :mod:`oncelog.spark.daemon`), and for a ``local`` master Unix domain sockets
+      between the JVM and its Python workers (:func:`local_socket_defaults`): any key
+      in ``conf`` replaces the default.
     * ``sparkContext.setLogLevel(log_level)``: default ERROR; ``log_level=None`` keeps
       Spark's own level.
     * ``master``: default ``local[2]``. Under spark-submit (or ``master=None``) the master
@@ -195,9 +231,14 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    defaults = dict(SESSION_DEFAULTS)
     if master is not None and not submitted:
         builder = builder.master(master)
-    for key, value in {**SESSION_DEFAULTS, **(conf or {})}.items():
+        if master.startswith("local") and "spark.python.unix.domain.socket.enabled" not in (
+            conf or {}
+        ):
+            defaults.update(local_socket_defaults())
+    for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if log_level is not None:
