@@ -126,9 +126,12 @@ class Driver:
         ]
         if available_now:
             cmd.append("--available-now")
+        from oncelog.spark.python_launcher import installed_launcher
+
         env = {
             **os.environ,
-            "PYSPARK_PYTHON": sys.executable,
+            # as spark_session() chooses: pyspark from its package, not Spark's zips
+            "PYSPARK_PYTHON": installed_launcher() or sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         }
         env.pop(faults.KILL_AT_ENV, None)
