@@ -314,6 +314,24 @@ def run_history(behind_proxy: BrokerBehindProxy, tv: int, write_s: float) -> Non
         proxy.hold_requests(0.02, hold_s=2.5, for_s=half,
                             api_keys=(ApiKey.PRODUCE, ApiKey.END_TXN))  # fmt: skip
     time.sleep(half)
+
+    def outcomes(kind: Outcome) -> int:
+        return sum(1 for w in writers for t in list(w.txns) if t.outcome is kind)
+
+    # A loaded machine (the whole suite in parallel) may not get through enough
+    # transactions in write_s: keep the second half's faults on, up to twice as long again,
+    # until the history is long enough to mean something.
+    extended = 0.0
+    while (outcomes(Outcome.COMMITTED) < 8 or outcomes(Outcome.ABORTED) < 3) and (
+        extended < 2 * write_s
+    ):
+        proxy.latency(1, 1, for_s=half)
+        proxy.drop_responses(0.08, for_s=half, api_keys=TXN_APIS, then_reset=True)
+        if tv == 2:
+            proxy.hold_requests(0.02, hold_s=2.5, for_s=half,
+                                api_keys=(ApiKey.PRODUCE, ApiKey.END_TXN))  # fmt: skip
+        time.sleep(half)
+        extended += half
     stop.set()
     proxy.clear()
     for w in writers:

@@ -414,9 +414,19 @@ def test_local_workers_talk_over_a_private_unix_socket(spark: Any) -> None:
     sockets in a directory only this user can enter (Spark does not authenticate them)."""
     import stat
 
-    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
-    where = Path(spark.conf.get("spark.python.unix.domain.socket.dir"))
+    # The context's own settings (a later spark_session() call in this process reuses the
+    # running context and must not name another directory).
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
+    where = Path(conf.get("spark.python.unix.domain.socket.dir"))
     assert stat.S_IMODE(where.stat().st_mode) == 0o700
     assert spark.sparkContext.parallelize([1, 2], 1).map(lambda x: x * 2).collect() == [2, 4]
     sockets = [p for p in where.iterdir() if p.is_socket()]
     assert sockets, f"no Unix socket in {where}"
+    # Another spark_session() in this process gets the running session and names no other
+    # directory (the session conf would otherwise claim one nothing uses).
+    from oncelog.spark import spark_session
+
+    again = spark_session("oncelog-tests-again", master="local[2,4]")
+    assert again.sparkContext is spark.sparkContext
+    assert again.conf.get("spark.python.unix.domain.socket.dir") == str(where)

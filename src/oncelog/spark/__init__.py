@@ -163,6 +163,14 @@ DEFAULT_LOG_LEVEL = "ERROR"
 _MAX_SOCKET_DIR = 60
 
 
+def _context_running() -> bool:
+    """A SparkContext already runs in this process: getOrCreate() will return it, and
+    settings such as the socket directory no longer apply."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def local_socket_defaults() -> dict[str, str]:
     """What spark_session() adds for a local master: Python workers talk to the JVM over
     Unix domain sockets (``spark.python.unix.domain.socket.enabled``, Spark 4.1) in a
@@ -234,8 +242,10 @@ def spark_session(
     defaults = dict(SESSION_DEFAULTS)
     if master is not None and not submitted:
         builder = builder.master(master)
-        if master.startswith("local") and "spark.python.unix.domain.socket.enabled" not in (
-            conf or {}
+        if (
+            master.startswith("local")
+            and "spark.python.unix.domain.socket.enabled" not in (conf or {})
+            and not _context_running()
         ):
             defaults.update(local_socket_defaults())
     for key, value in {**defaults, **(conf or {})}.items():
