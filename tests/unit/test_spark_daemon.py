@@ -120,3 +120,24 @@ def test_workers_forked_after_the_preload_run_arrow_and_numpy() -> None:
     assert out.returncode == 0, out.stderr
     # (threads > 1: the preload does leave native threads behind; forking still works)
     assert out.stdout.strip() == "True True", out.stdout + out.stderr
+
+
+def test_a_worker_whose_connection_is_closed_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark.daemon
+
+    from oncelog.spark.daemon import quiet_closed_workers
+
+    def closed(sock: object, authenticated: bool) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(pyspark.daemon, "worker", closed)
+    quiet_closed_workers()
+    assert pyspark.daemon.worker(None, False) == 1  # ends pyspark's per-worker loop
+
+    def buggy(sock: object, authenticated: bool) -> int:
+        raise ValueError("a real failure")
+
+    monkeypatch.setattr(pyspark.daemon, "worker", buggy)
+    quiet_closed_workers()
+    with pytest.raises(ValueError):
+        pyspark.daemon.worker(None, False)

@@ -90,3 +90,23 @@ def test_the_launcher_is_found_through_a_linked_virtualenv(tmp_path: Path) -> No
     )
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / "linked" / "bin" / "oncelog-spark-python")
+
+
+def test_spark_planner_daemons_run_as_oncelog_daemon() -> None:
+    from oncelog.spark.python_launcher import launched_module
+
+    assert launched_module("pyspark.daemon") == "oncelog.spark.daemon"
+    assert launched_module("pyspark.worker") == "pyspark.worker"
+    assert launched_module("pyspark.sql.streaming.python_streaming_source_runner") == (
+        "pyspark.sql.streaming.python_streaming_source_runner"
+    )
+    # As Spark starts one: it writes its port (4 bytes) and exits when stdin closes.
+    assert LAUNCHER is not None
+    out = subprocess.run(
+        [LAUNCHER, "-m", "pyspark.daemon", "pyspark.sql.worker.lookup_data_sources"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert len(out.stdout) == 4 and 0 < int.from_bytes(out.stdout, "big") < 65536, out
+    assert b"Traceback" not in out.stderr, out.stderr

@@ -233,9 +233,10 @@ def spark_session(
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: the JVM exists
     if not submitted:
         require_java()
-        python = worker_python or installed_launcher() or sys.executable
-        os.environ.setdefault("PYSPARK_PYTHON", python)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        launcher = installed_launcher()
+        os.environ.setdefault("PYSPARK_PYTHON", worker_python or launcher or sys.executable)
+        # Spark also starts driver-side Python (the data source lookup) with this one.
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", launcher or sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)

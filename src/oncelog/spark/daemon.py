@@ -14,6 +14,7 @@ pyspark before the path is fixed, which is why it lives apart from the data sour
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from oncelog.spark.pyspark_path import installed_pyspark_path
 
@@ -66,11 +67,35 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
     return imported
 
 
+def quiet_closed_workers() -> None:
+    """A worker whose connection the JVM has closed exits without a traceback.
+
+    Spark closes a reused worker's connection when the worker has idled for a minute and
+    when the session stops (``PythonWorkerFactory``). The worker, waiting for its next
+    task, reports the end of input and flushes that report into the closed connection:
+    over a Unix domain socket the flush fails at once with ``BrokenPipeError``, which
+    pyspark's daemon prints as a traceback (over TCP the first write after the peer's close
+    still succeeds). Nobody is left to read anything from such a worker, whatever it was
+    doing, so it ends quietly (exit code 1 stops pyspark's per-worker loop)."""
+    import pyspark.daemon
+
+    run = pyspark.daemon.worker
+
+    def worker(sock: Any, authenticated: bool) -> int:
+        try:
+            return run(sock, authenticated)
+        except BrokenPipeError:
+            return 1
+
+    pyspark.daemon.worker = worker
+
+
 def main() -> None:
     kept = installed_pyspark_path(sys.path)
     if kept is not None:
         sys.path[:] = kept
     preload()
+    quiet_closed_workers()
     from pyspark.daemon import manager
 
     manager()

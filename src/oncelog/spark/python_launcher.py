@@ -12,7 +12,8 @@ and its first batch.
 
 This launcher takes the zips off ``sys.path`` when the same pyspark and py4j are installed
 (the rule of :func:`oncelog.spark.pyspark_path.installed_pyspark_path`), then runs the module
-as ``python -m`` would. Any other command line is handed to the interpreter unchanged.
+as ``python -m`` would; ``pyspark.daemon`` (how Spark starts its planner daemons) runs as
+:mod:`oncelog.spark.daemon`. Any other command line is handed to the interpreter unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def main() -> None:
     if len(args) < 2 or args[0] != "-m":
         # Not Spark's form: behave as the interpreter itself (``--version``, ``-c``, scripts).
         os.execv(sys.executable, [sys.executable, *args])
-    module = args[1]
+    module = launched_module(args[1])
     # As ``python -m``: the working directory, not the script's, heads the path.
     if not sys.flags.safe_path and sys.path:
         sys.path[0] = os.getcwd()
@@ -40,6 +41,14 @@ def main() -> None:
         sys.path[:] = kept
     sys.argv = [sys.argv[0], *args[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def launched_module(module: str) -> str:
+    """The module to run for Spark's ``-m module``: Spark's planner daemons
+    (``pyspark.daemon <worker module>``) run as :mod:`oncelog.spark.daemon`, which runs
+    pyspark's daemon after the same preparation as the task workers'; anything else as
+    named."""
+    return "oncelog.spark.daemon" if module == "pyspark.daemon" else module
 
 
 def installed_launcher() -> str | None:
