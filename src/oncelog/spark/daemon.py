@@ -5,7 +5,11 @@
   pyspark is installed (:mod:`oncelog.spark.pyspark_path`); elsewhere nothing changes.
 * The modules the data source's workers need are imported, and frozen out of the
   garbage collector's sight, before any worker is forked (:func:`preload`).
+* A worker whose connection Spark has closed ends without a traceback
+  (:func:`quiet_closed_workers`).
 
+It also runs Spark's planner daemons (``pyspark.daemon <worker module>``) when Spark starts
+them through ``oncelog-spark-python`` (:mod:`oncelog.spark.python_launcher`).
 :func:`oncelog.spark.spark_session` sets it; with another session builder set
 ``spark.python.daemon.module`` to ``oncelog.spark.daemon`` (the module must not import
 pyspark before the path is fixed, which is why it lives apart from the data source).
