@@ -150,6 +150,11 @@ class Broker:
         # start; the heartbeat handler passes a group's values in to the coordinator.
         self.group_configs = GroupConfigs(group_config)
         self.group_configs_path = self.data_dir / "meta" / "group_configs.json"
+        # One write of each config file at a time, each of the state as it is when its turn
+        # comes: concurrent AlterConfigs must neither share the temp file nor let an older
+        # state land last on disk.
+        self._group_configs_saving = asyncio.Lock()
+        self._dynamic_saving = asyncio.Lock()
         self.groups = GroupService(
             group_config,
             topics=self.topics,
@@ -460,7 +465,8 @@ class Broker:
         layer = self.dynamic.layer(per_broker)
         layer.clear()
         layer.update(props)
-        await asyncio.to_thread(self.dynamic.save, self.dynamic.data())
+        async with self._dynamic_saving:
+            await asyncio.to_thread(self.dynamic.save, self.dynamic.data())
         log.info(
             "dynamic broker configs (%s) now: %s",
             "broker" if per_broker else "cluster default",
@@ -469,8 +475,9 @@ class Broker:
         await self.reconfigure(new)
 
     async def save_group_configs(self) -> None:
-        data = self.group_configs.to_json()
-        await asyncio.to_thread(atomic_write, self.group_configs_path, data)
+        async with self._group_configs_saving:
+            data = self.group_configs.to_json()
+            await asyncio.to_thread(atomic_write, self.group_configs_path, data)
 
     async def reconfigure(self, new: BrokerConfig) -> None:
         """Make ``new``'s values the effective config and apply what changed: each
