@@ -10,14 +10,17 @@ import zipfile
 from pathlib import Path
 
 import pyspark
-import pytest
 
 from oncelog.spark.python_launcher import installed_launcher
 
+# make test installs the package (pip install -e), which installs the launcher script:
+# its absence is a failure, not a reason to skip.
 LAUNCHER = installed_launcher()
-pytestmark = pytest.mark.skipif(
-    LAUNCHER is None, reason="oncelog-spark-python is not installed (pip install -e .)"
-)
+
+
+def test_the_launcher_is_installed() -> None:
+    assert LAUNCHER is not None, "oncelog-spark-python is not installed (pip install -e .)"
+
 
 PROBE = """
 import os, sys, pyspark
