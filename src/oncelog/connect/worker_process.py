@@ -91,8 +91,16 @@ def build_herder(
         privileged = lambda: TransactionalTopicWriter(shared, config_topic, leader_id)  # noqa: E731
     configs = ConfigStore(
         # Kafka's KafkaConfigBackingStore reads read_committed only with exactly-once
-        # support enabled (a preparing leader already writes transactionally).
-        TopicLogConsumer(shared, read_committed=config.exactly_once_source_enabled()),
+        # support enabled (a preparing leader already writes transactionally). Its end
+        # offsets are then the high watermarks, as KafkaBasedLog lists them: the broker
+        # answers EndTxn before it writes the commit marker, so a read to the last stable
+        # offset right after the leader's write could stop short of that write (and
+        # POST /connectors answer 404 for the connector it just created).
+        TopicLogConsumer(
+            shared,
+            read_committed=config.exactly_once_source_enabled(),
+            high_watermark_ends=config.exactly_once_source_enabled(),
+        ),
         config_topic,
         cluster,
         TopicWriter(shared, config_topic),

@@ -3,8 +3,9 @@
 It owns the sans-IO ``TransactionCoordinator`` and a ``CoordinatorRuntime`` that performs
 its steps: appends to ``__transaction_state`` and, after an EndTxn (or a fence/timeout),
 the markers, through the shared ``MarkerWriter``. Marker writing is scheduled on the event
-loop after the EndTxn response, as a real (remote) marker writer would be asynchronous; seed
-003's blocking begin then matters. The clock is read here, never in the API layer.
+loop after the EndTxn response, as Kafka's ``TransactionMarkerChannelManager`` writes them
+asynchronously; the blocking begin (``oncelog.txn.blocking.begin``) then matters. The
+clock is read here, never in the API layer.
 """
 
 from __future__ import annotations

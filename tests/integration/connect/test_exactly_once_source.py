@@ -209,7 +209,10 @@ def _offset_boundaries(bootstrap: str, group: str, connector: str) -> set[int]:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
         ends, remaining = set(), set(metadata.partitions)
+        # A connector still writing would keep the partitions from their end: fail, not hang.
+        deadline = time.monotonic() + 60
         while remaining:
+            assert time.monotonic() < deadline, f"{topic} not read to its end in 60 s"
             msg = consumer.poll(10)
             assert msg is not None
             if msg.error() is not None:
@@ -242,19 +245,23 @@ def _sampled_run(
     """Run connector ``name``, take read_committed snapshots of its topic while it runs,
     then stop it: (snapshots with the final one last, transaction ends, task metrics)."""
     _create(eos, name, config)
-    wait_for(lambda: _task_state(eos, name)[0] == "RUNNING", 60, "task running")
-    snapshots = []
-    for _ in range(samples):
-        time.sleep(0.6)
+    try:
+        wait_for(lambda: _task_state(eos, name)[0] == "RUNNING", 60, "task running")
+        snapshots = []
+        for _ in range(samples):
+            time.sleep(0.6)
+            snapshots.append(_visible(broker.bootstrap, config["topic"]))
+        metrics = _metrics(eos, name)
+        assert eos.call("PUT", f"/connectors/{name}/stop")[0] == 204
+        wait_for(lambda: _task_state(eos, name)[0] in ("NONE", "UNASSIGNED"), 30, "tasks stopped")
         snapshots.append(_visible(broker.bootstrap, config["topic"]))
-    metrics = _metrics(eos, name)
-    assert eos.call("PUT", f"/connectors/{name}/stop")[0] == 204
-    wait_for(lambda: _task_state(eos, name)[0] in ("NONE", "UNASSIGNED"), 30, "tasks stopped")
-    snapshots.append(_visible(broker.bootstrap, config["topic"]))
-    ends = _offset_boundaries(broker.bootstrap, EOS_GROUP, name)
-    _seqnos_whole(snapshots, ends)
-    assert len(snapshots[-1]) == max(ends)
-    assert eos.call("DELETE", f"/connectors/{name}")[0] == 204
+        ends = _offset_boundaries(broker.bootstrap, EOS_GROUP, name)
+        _seqnos_whole(snapshots, ends)
+        assert len(snapshots[-1]) == max(ends)
+    finally:
+        # Even after a failure: a connector left running would disturb the next tests.
+        deleted = eos.call("DELETE", f"/connectors/{name}")[0]
+    assert deleted == 204
     return snapshots, ends, metrics
 
 
