@@ -6,7 +6,7 @@ Kafka's ``KafkaBasedLog`` does, not to the last stable offset, which has not mov
 The broker here holds every marker back 1.5 s (``oncelog.debug.marker.delay.ms``), which
 turns a rare race (seen as ``POST /connectors`` answering 404 for the connector it had
 just created) into a certain one: reading to the last stable offset fails every step
-below."""
+below, the last one (offsets) included."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .workers import WorkerProcess, worker_settings
 GROUP = "readback"
 
 
-def test_a_transactional_config_write_is_seen_by_its_own_read_back() -> None:
+def test_transactional_writes_are_seen_by_their_own_read_back() -> None:
     base = Path(tempfile.mkdtemp(prefix="connect-readback-"))
     broker = EmbeddedBroker(
         base / "data", settings={"oncelog.debug.marker.delay.ms": "1500"}
@@ -48,6 +48,17 @@ def test_a_transactional_config_write_is_seen_by_its_own_read_back() -> None:
         assert status == 200, body
         assert body["config"]["topic"] == "readback-other"
         assert sorted(worker.get("/connectors")) == ["first", "second"]
+        # KIP-875 under exactly-once: the offsets go to the global offsets topic in a
+        # transaction; the answer and the next read both see them.
+        status, body = worker.call(
+            "PATCH",
+            "/connectors/first/offsets",
+            {"offsets": [{"partition": {"id": 0}, "offset": {"seqno": 41}}]},
+        )
+        assert status == 200, body
+        assert worker.get("/connectors/first/offsets") == {
+            "offsets": [{"partition": {"id": 0}, "offset": {"seqno": 41}}]
+        }
         status, body = worker.call("DELETE", "/connectors/second")
         assert status == 204, body
         assert worker.get("/connectors") == ["first"]

@@ -136,10 +136,11 @@ class TopicLogConsumer:
     """``internal_log.LogConsumer``: assigned partitions, no group offsets; aborted writes of a
     fenced leader are never applied.
 
-    It reads read_committed (unless told otherwise). Its end offsets are the last stable offsets, or with
-    ``high_watermark_ends`` the high watermarks (KIP-618's read "to the end": end offsets
-    listed read_uncommitted, then consumed read_committed until reached, so a transaction
-    still open at the start of the read is waited for rather than skipped)."""
+    It reads read_committed (unless told otherwise). Its end offsets are the last stable
+    offsets, or when asked (always, with ``high_watermark_ends``) the high watermarks,
+    listed read_uncommitted by a second consumer as Kafka's ``KafkaBasedLog`` lists them
+    through ``TopicAdmin.endOffsets`` (KIP-618's read "to the end": a transaction still
+    open, or committed but without its marker yet, is waited for rather than skipped)."""
 
     def __init__(
         self,
@@ -148,16 +149,10 @@ class TopicLogConsumer:
         high_watermark_ends: bool = False,
         read_committed: bool = True,
     ) -> None:
+        self._config = dict(config)
+        self._read_committed = read_committed
+        self._always_high_watermark = high_watermark_ends
         self._lister: KafkaConsumer | None = None
-        if high_watermark_ends:
-            self._lister = KafkaConsumer(
-                {
-                    **librdkafka(config),
-                    "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_uncommitted",
-                }
-            )
         self.consumer = KafkaConsumer(
             {
                 **librdkafka(config),
@@ -175,12 +170,16 @@ class TopicLogConsumer:
     def partitions(self, topic: str) -> list[int]:
         return self.consumer.partitions(topic, 10) or []
 
-    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
+    def end_offsets(
+        self, topic: str, partitions: list[int], timeout_s: float, *, high_watermark: bool = False
+    ) -> dict[int, int]:
         """One ListOffsets request for all partitions (timestamp -1: the end). A transient
         failure (a broker just restarted, which librdkafka's metadata has not caught up
         with: _UNKNOWN_PARTITION) is retried until ``timeout_s``, as Java's KafkaBasedLog
         retries its end-offset reads."""
-        lister = self._lister or self.consumer
+        lister = self.consumer
+        if high_watermark or self._always_high_watermark:
+            lister = self._high_watermark_lister()
         deadline = time.monotonic() + timeout_s
         backoff_s = 0.1
         while True:
@@ -195,6 +194,20 @@ class TopicLogConsumer:
                 )
             time.sleep(backoff_s)
             backoff_s = min(1.0, backoff_s * 2)
+
+    def _high_watermark_lister(self) -> KafkaConsumer:
+        if not self._read_committed:
+            return self.consumer  # its ListOffsets already answers the high watermark
+        if self._lister is None:
+            self._lister = KafkaConsumer(
+                {
+                    **librdkafka(self._config),
+                    "group.id": f"connect-log-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
+        return self._lister
 
     def assign(self, topic: str, positions: dict[int, int]) -> None:
         self.consumer.assign([(topic, p, o) for p, o in positions.items()])

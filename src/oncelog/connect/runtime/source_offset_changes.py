@@ -35,7 +35,7 @@ class GlobalOffsets(Protocol):
 
     def write(self, connector: str, offsets: OffsetChanges) -> None: ...
 
-    def read_to_end(self) -> None: ...
+    def read_to_end(self, *, high_watermark: bool = False) -> None: ...
 
     @property
     def view(self) -> OffsetsView: ...
@@ -59,7 +59,7 @@ class SourceOffsetChanges:
     ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """Every (partition, offset) the connector's tasks would read now: its separate
         topic's offsets over the global topic's (``LayeredOffsetStore``)."""
-        self.global_offsets.read_to_end()
+        self.global_offsets.read_to_end(high_watermark=True)
         topic = offsets_topic(self.config, connector_config)
         view = self.global_offsets.view.reader(connector)
         if topic.separate:
@@ -82,7 +82,7 @@ class SourceOffsetChanges:
         if self.config.exactly_once_source_enabled():
             self._write_transactionally(connector, connector_config, topic.topic, changes)
             if not topic.separate:
-                self.global_offsets.read_to_end()
+                self.global_offsets.read_to_end(high_watermark=True)
         elif topic.separate:
             writer = self.clients.separate_offset_writer(connector, topic.topic, connector_config)
             writer.write(_records(connector, changes), self.timeout_s)

@@ -29,8 +29,12 @@ class LogRecord:
 class LogConsumer(Protocol):
     def partitions(self, topic: str) -> list[int]: ...
 
-    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
-        """The partitions' end offsets; transient failures are retried until ``timeout_s``."""
+    def end_offsets(
+        self, topic: str, partitions: list[int], timeout_s: float, *, high_watermark: bool = False
+    ) -> dict[int, int]:
+        """The partitions' end offsets (under the consumer's isolation level, or with
+        ``high_watermark`` the high watermarks); transient failures are retried until
+        ``timeout_s``."""
 
     def assign(self, topic: str, positions: dict[int, int]) -> None:
         """Read ``topic`` from these positions (partition -> next offset)."""
@@ -65,10 +69,18 @@ class InternalTopicReader:
         self.positions = dict.fromkeys(partitions, 0)
         self.consumer.assign(self.topic, dict(self.positions))
 
-    def read_to_end(self, timeout_s: float) -> None:
-        """Apply every record up to the end offsets taken now; raises on timeout."""
+    def read_to_end(self, timeout_s: float, *, high_watermark: bool = False) -> None:
+        """Apply every record up to the end offsets taken now; raises on timeout.
+
+        ``high_watermark``: read to the high watermarks even when the consumer reads
+        read_committed, as Kafka's ``KafkaBasedLog`` does. The broker writes a
+        transaction's commit marker after it answers EndTxn, so only then does a read
+        right after one's own transactional write surely see it; it also waits for any
+        transaction still open (bounded by ``timeout_s``)."""
         deadline = self.clock() + timeout_s
-        ends = self.consumer.end_offsets(self.topic, sorted(self.positions), timeout_s)
+        ends = self.consumer.end_offsets(
+            self.topic, sorted(self.positions), timeout_s, high_watermark=high_watermark
+        )
         while any(self.positions[p] < end for p, end in ends.items()):
             if self.clock() >= deadline:
                 behind = {

@@ -53,8 +53,13 @@ class OffsetStore:
         except ConnectException as exc:
             log.warning("ignoring offset record: %s", exc)
 
-    def read_to_end(self) -> None:
-        self.reader.read_to_end(self.timeout_s)
+    def read_to_end(self, *, high_watermark: bool = False) -> None:
+        """``high_watermark``: also wait for committed transactions whose markers are not
+        written yet, and for open ones (after one's own transactional write, and for the
+        REST API's reads, as Kafka's ``KafkaBasedLog``); the herder's reads before it
+        starts tasks stop at the last stable offset, so a transaction left open by a dead
+        worker does not hold them up."""
+        self.reader.read_to_end(self.timeout_s, high_watermark=high_watermark)
 
     def poll(self, timeout_s: float) -> None:
         self.reader.poll(timeout_s)
@@ -70,4 +75,4 @@ class OffsetStore:
             for partition, offset in offsets.items()
         ]
         self.writer.write(records, self.timeout_s)
-        self.read_to_end()
+        self.read_to_end(high_watermark=True)
