@@ -875,3 +875,89 @@ def test_dump_log_deep_iteration_prints_records_without_data(b: EmbeddedBroker) 
     assert [r.split(" CreateTime: ")[0] for r in records] == ["| offset: 0", "| offset: 1"]
     assert all(r.endswith("keySize: 2 valueSize: 2 sequence: -1 headerKeys: []") for r in records)
     assert "payload" not in "".join(deep)
+
+
+def test_groups_reset_offsets_export_and_from_file(b: EmbeddedBroker, tmp_path: Path) -> None:
+    """kafka-consumer-groups.sh's --export writes a reset plan as CSV, --from-file applies
+    one (ConsumerGroupCommand.exportOffsetsToCsv / parseResetPlan)."""
+    bs = ("-b", b.bootstrap)
+    topic = new_topic(b, partitions=2)
+    produce(b, topic, 5)
+    group = f"mm-plan-{uuid.uuid4().hex[:8]}"
+    exported = ok(
+        "groups", "reset-offsets", "-g", group, "-t", topic, "--to-latest", "--export", *bs
+    )
+    assert exported == f"{topic},0,5\n{topic},1,0\n"
+
+    def committed() -> list[int | None]:
+        described = json.loads(ok("groups", "describe", "-g", group, "-o", "json", *bs))
+        return [r["current_offset"] for r in described["partitions"]]
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.replace(f"{topic},0,5", f"{topic},0,2"))
+    rows = json.loads(
+        ok(
+            "groups",
+            "reset-offsets",
+            "-g",
+            group,
+            "--from-file",
+            str(plan),
+            "--execute",
+            "-o",
+            "json",
+            *bs,
+        )
+    )
+    assert [(r["partition"], r["new_offset"]) for r in rows] == [(0, 2), (1, 0)]
+    assert committed() == [2, 0]
+    # The group column: only this group's lines count; offsets are clamped into the log.
+    plan.write_text(f"other,{topic},0,4\n{group},{topic},0,99\n")
+    assert (
+        ok(
+            "groups",
+            "reset-offsets",
+            "-g",
+            group,
+            "--from-file",
+            str(plan),
+            "--execute",
+            "--export",
+            *bs,
+        )
+        == f"{topic},0,5\n"
+    )
+    assert committed() == [5, 0]
+    # A dry run from a file commits nothing.
+    plan.write_text(f"{topic},1,0\n{topic},0,1\n")
+    ok("groups", "reset-offsets", "-g", group, "--from-file", str(plan), *bs)
+    assert committed() == [5, 0]
+
+    def refused(text: str, *extra: str) -> tuple[int, str, str]:
+        plan.write_text(text)
+        return run("groups", "reset-offsets", "-g", group, "--from-file", str(plan), *extra, *bs)
+
+    assert refused(f"{topic},0\n") == (
+        2,
+        "",
+        f"error: {plan}:1: expected topic,partition,offset or group,topic,partition,offset, got '{topic},0'\n",
+    )
+    assert refused(f"{topic},0,1\n{topic},x,1\n") == (
+        2,
+        "",
+        f"error: {plan}:2: expected a topic, a partition and an offset, got '{topic},x,1'\n",
+    )
+    assert refused(f"other,{topic},0,1\n") == (
+        2,
+        "",
+        f"error: reset plan {plan} has no offsets for group '{group}'\n",
+    )
+    assert refused(f"{topic},0,1\n", "-t", topic) == (
+        2,
+        "",
+        "error: --from-file takes its partitions from the file: drop --topic/--all-topics\n",
+    )
+    assert refused(f"{topic},0,1\n", "--to-earliest")[0] == 2
+    assert refused(f"{topic},7,1\n")[2] == f"error: topic '{topic}' has no partition 7\n"
+    assert refused("no-such-topic,0,1\n")[2] == "error: unknown topic 'no-such-topic'\n"
+    assert committed() == [5, 0]

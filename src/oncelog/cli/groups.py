@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import re
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -251,6 +252,18 @@ def reset_offsets(
         str | None,
         typer.Option("--by-duration", help="PnDTnHnMnS: the first offset at or after now - it."),
     ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file",
+            help="A reset plan in CSV, as --export writes it: topic,partition,offset lines "
+            "(or group,topic,partition,offset; other groups' lines are ignored).",
+        ),
+    ] = None,
+    export: Annotated[
+        bool,
+        typer.Option("--export", help="Print the plan as CSV (topic,partition,offset)."),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the plan (the default).")
     ] = False,
@@ -275,15 +288,20 @@ def reset_offsets(
         shift_by is not None,
         to_current,
         by_duration is not None,
+        from_file is not None,
     ]
     if sum(modes) != 1:
         fail(
             "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime,"
-            " --shift-by, --to-current, --by-duration",
+            " --shift-by, --to-current, --by-duration, --from-file",
             2,
         )
     duration_ms = _parse_duration(by_duration) if by_duration is not None else None
-    if bool(topic) == all_topics:
+    plan = _read_reset_plan(from_file, group) if from_file is not None else None
+    if plan is not None:
+        if topic or all_topics:
+            fail("--from-file takes its partitions from the file: drop --topic/--all-topics", 2)
+    elif bool(topic) == all_topics:
         fail("give --topic (repeatable) or --all-topics", 2)
     if dry_run and execute:
         fail("--dry-run and --execute exclude each other", 2)
@@ -296,7 +314,11 @@ def reset_offsets(
                 f"assignments can only be reset if group {group!r} is inactive, "
                 f"but its state is {state}"
             )
-        tps = _scope(a, groups, group, topic, all_topics)
+        tps = (
+            _plan_scope(a, plan)
+            if plan is not None
+            else _scope(a, groups, group, topic, all_topics)
+        )
         current = groups.committed(group)
         start = a.list_offsets(tps, EARLIEST, read_committed=False)
         end = a.list_offsets(tps, LATEST, read_committed=read_committed)
@@ -315,6 +337,8 @@ def reset_offsets(
             )
             at = a.list_offsets(tps, ts, read_committed=False)
             target = {tp: end[tp] if at[tp] < 0 else at[tp] for tp in tps}
+        elif plan is not None:
+            target = plan
         elif to_current:
             # Kafka's --to-current: the committed offset, the log end offset without one
             target = {tp: current.get(tp, end[tp]) for tp in tps}
@@ -339,6 +363,10 @@ def reset_offsets(
         }
         for t, p in tps
     ]
+    if export:
+        # kafka-consumer-groups.sh --export: one group, so no group column
+        typer.echo("".join(f"{t},{p},{new[(t, p)]}\n" for t, p in tps), nl=False)
+        return
     title = f"group {group}: {'new offsets committed' if execute else 'dry run, nothing committed'}"
     render = table(
         title,
@@ -346,6 +374,50 @@ def reset_offsets(
         [(r["topic"], r["partition"], r["previous_offset"], r["new_offset"]) for r in rows],
     )
     emit(output, rows, render)
+
+
+def _read_reset_plan(path: Path, group: str) -> Offsets:
+    """A reset plan in Kafka's CSV (``ConsumerGroupCommand.parseResetPlan``): every line
+    ``topic,partition,offset``, or every line ``group,topic,partition,offset`` of which
+    only ``group``'s count. A malformed line is an error naming it."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        fail(f"cannot read reset plan {path}: {exc.strerror or exc}", 2)
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        fail(f"reset plan {path} is empty", 2)
+    width = len(lines[0][1].split(","))
+    plan: Offsets = {}
+    for n, line in lines:
+        cells = [c.strip() for c in line.split(",")]
+        if width not in (3, 4) or len(cells) != width:
+            fail(
+                f"{path}:{n}: expected topic,partition,offset or "
+                f"group,topic,partition,offset, got {line!r}",
+                2,
+            )
+        if width == 4:
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        topic, partition, offset = cells
+        if not topic or not partition.isdigit() or not offset.lstrip("-").isdigit():
+            fail(f"{path}:{n}: expected a topic, a partition and an offset, got {line!r}", 2)
+        plan[(topic, int(partition))] = int(offset)
+    if not plan:
+        fail(f"reset plan {path} has no offsets for group {group!r}", 2)
+    return plan
+
+
+def _plan_scope(a: Admin, plan: Offsets) -> list[TopicPartition]:
+    known = a.topics()
+    for topic, partition in sorted(plan):
+        if topic not in known:
+            fail(f"unknown topic {topic!r}")
+        if partition >= known[topic]:
+            fail(f"topic {topic!r} has no partition {partition}")
+    return sorted(plan)
 
 
 @app.command()
