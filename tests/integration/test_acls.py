@@ -995,3 +995,64 @@ def test_consumer_group_describe_hides_groups_holding_undescribable_topics(
             assert len(group.members) == 1
     finally:
         consumer.close()
+
+
+def test_a_regex_subscription_matches_only_topics_the_member_may_describe(
+    secured: EmbeddedBroker,
+) -> None:
+    """KAFKA-18813: a KIP-848 member's regex is resolved with its principal's view; alice
+    may describe rx-a but not rx-secret, so `^rx-.*` assigns her rx-a's partitions only,
+    and the topic she may not see is never named to her."""
+    from confluent_kafka import Consumer, Producer
+
+    admin = admin_of(secured)
+    for f in admin.create_topics([NewTopic("rx-a", 2, 1), NewTopic("rx-secret", 2, 1)]).values():
+        f.result(15)
+    producer = Producer({"bootstrap.servers": secured.bootstrap, **conf("admin")})
+    for topic in ("rx-a", "rx-secret"):
+        for partition in (0, 1):
+            producer.produce(topic, value=topic.encode(), partition=partition)
+    assert producer.flush(15) == 0
+    set_acls(
+        secured,
+        [
+            allow(ResourceType.GROUP, "rx-group", AclOperation.READ),
+            allow(ResourceType.TOPIC, "rx-a", AclOperation.READ),  # READ implies DESCRIBE
+        ],
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": secured.bootstrap,
+            **conf("alice"),
+            "group.id": "rx-group",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["^rx-.*"])
+    try:
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                seen.append(msg.value())
+        assert seen == [b"rx-a", b"rx-a"]
+        # A later heartbeat assigns nothing more: still only rx-a's two partitions.
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            assert consumer.poll(0.2) is None
+        assert sorted((tp.topic, tp.partition) for tp in consumer.assignment()) == [
+            ("rx-a", 0),
+            ("rx-a", 1),
+        ]
+        # librdkafka drops topic ids it cannot name, so ask the broker what it assigned.
+        described = admin.describe_consumer_groups(["rx-group"])["rx-group"].result(15)
+        (member,) = described.members
+        assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == [
+            ("rx-a", 0),
+            ("rx-a", 1),
+        ]
+    finally:
+        consumer.close()

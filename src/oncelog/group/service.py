@@ -94,6 +94,9 @@ class GroupService:
         self._verify_txn = verify_txn
         self._clock = clock
         self.coordinator = PartitionedGroups(config)
+        # Per group, who may see which topic, as the latest heartbeat's principal: the
+        # regexes it asks to resolve match only topics that principal may DESCRIBE.
+        self._regex_viewers: dict[str, Callable[[str], bool]] = {}
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
         self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
         # Called once a background load is done (the broker's run freezes the loaded
@@ -293,8 +296,17 @@ class GroupService:
         await self._await_load(req.group_id)
         return await self._call(self.coordinator.leave_group(req, self._clock()), LeaveGroupReply)
 
-    async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatReply:
+    async def consumer_heartbeat(
+        self, req: ConsumerHeartbeatRequest, *, describable: Callable[[str], bool] | None = None
+    ) -> ConsumerHeartbeatReply:
+        """``describable``: may the sender DESCRIBE this topic? A regex resolution the
+        heartbeat triggers matches only such topics, as Kafka's (KAFKA-18813) resolves
+        with the triggering request's principal; None: every topic."""
         await self._await_load(req.group_id)
+        if describable is None:
+            self._regex_viewers.pop(req.group_id, None)
+        else:
+            self._regex_viewers[req.group_id] = describable
         step = self.coordinator.consumer_heartbeat(req, self._topic_metadata(), self._clock())
         return await self._call(step, ConsumerHeartbeatReply)
 
@@ -411,7 +423,9 @@ class GroupService:
     def _resolve_regexes(self, effect: ResolveRegexes) -> None:
         topics = self._topic_metadata()
         now = self._clock()
-        resolved = resolve_topic_regexes(effect.regexes, topics)
+        describable = self._regex_viewers.pop(effect.group_id, None)
+        visible = topics if describable is None else [t for t in topics if describable(t)]
+        resolved = resolve_topic_regexes(effect.regexes, visible)
         self.runtime.run(self.coordinator.regexes_resolved(effect.group_id, resolved, topics, now))
 
 

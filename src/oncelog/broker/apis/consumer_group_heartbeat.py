@@ -43,7 +43,9 @@ async def consumer_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
             # the group's own configs, if set (Kafka's GroupConfigManager)
             session_timeout_ms=ctx.broker.group_configs.session_timeout_ms(req.group_id),
             heartbeat_interval_ms=ctx.broker.group_configs.heartbeat_interval_ms(req.group_id),
-        )
+        ),
+        # KAFKA-18813: a regex matches only topics this member may describe.
+        describable=lambda topic: ctx.authorized(Op.DESCRIBE, Res.TOPIC, topic, log_denied=False),
     )
     r = ctx.response
     assignment = None
