@@ -961,3 +961,77 @@ def test_groups_reset_offsets_export_and_from_file(b: EmbeddedBroker, tmp_path: 
     assert refused(f"{topic},7,1\n")[2] == f"error: topic '{topic}' has no partition 7\n"
     assert refused("no-such-topic,0,1\n")[2] == "error: unknown topic 'no-such-topic'\n"
     assert committed() == [5, 0]
+
+
+def test_dump_log_index_files_and_verify_index_only(tmp_path: Path) -> None:
+    """kafka-dump-log.sh on .index, .timeindex and .txnindex files (DumpLogSegments):
+    every entry, checked against the segment; --verify-index-only prints only problems."""
+    import struct
+
+    from confluent_kafka import Producer as KafkaProducer
+
+    broker = EmbeddedBroker(tmp_path / "data", settings={"log.segment.bytes": "60000"}).start()
+    try:
+        p = KafkaProducer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 5})
+        for i in range(60):
+            p.produce("ix", value=b"x" * 500, partition=0)
+            if i % 5 == 4:
+                p.flush()
+        t = KafkaProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ix-t"})
+        t.init_transactions()
+        t.begin_transaction()
+        t.produce("ix", value=b"a", partition=0)
+        t.flush()
+        t.abort_transaction()
+        del p, t  # closed before the broker stops: no reconnect noise
+    finally:
+        broker.stop()
+    seg = tmp_path / "data" / "ix-0" / f"{0:020d}"
+    log = ok("dump-log", f"{seg}.log", "-o", "json")
+    batches = json.loads(log)[0]["batches"]
+    # Every 4096 bytes or so a batch is indexed: its last offset and its position.
+    out = ok("dump-log", f"{seg}.index").splitlines()
+    assert out[0] == f"Dumping {seg}.index"
+    entries = [line.split() for line in out[1:]]
+    assert entries and all(e[0] == "offset:" and e[2] == "position:" for e in entries)
+    by_position = {b["position"]: b["last_offset"] for b in batches}
+    assert all(by_position[int(e[3])] == int(e[1]) for e in entries)
+    # The time index: growing max timestamps, each the max of the batch it names.
+    times = [line.split() for line in ok("dump-log", f"{seg}.timeindex").splitlines()[1:]]
+    by_last = {b["last_offset"]: b["max_timestamp"] for b in batches}
+    assert times and all(by_last[int(t[3])] == int(t[1]) for t in times)
+    # The aborted transaction, in the transaction index.
+    assert ok("dump-log", f"{seg}.txnindex").splitlines()[1] == (
+        "version: 0 producerId: 0 firstOffset: 60 lastOffset: 61 lastStableOffset: 62"
+    )
+    # Healthy files verify to nothing; a corrupted entry is reported on stderr, exit 0.
+    assert run("dump-log", f"{seg}.index", f"{seg}.timeindex", "--verify-index-only") == (
+        0,
+        f"Dumping {seg}.index\nDumping {seg}.timeindex\n",
+        "",
+    )
+    index = Path(f"{seg}.index")
+    data = bytearray(index.read_bytes())
+    first_offset, first_position = struct.unpack_from(">ii", data, 0)
+    struct.pack_into(">ii", data, 0, first_offset + 1, first_position)
+    index.write_bytes(bytes(data))
+    code, stdout, stderr = run("dump-log", f"{seg}.index", "--verify-index-only")
+    assert (code, stdout) == (0, f"Dumping {seg}.index\n")
+    assert stderr == (
+        f"Mismatches in :{index.resolve()}\n"
+        f"  Index offset: {first_offset + 1}, log offset: {first_offset}\n"
+    )
+    timeindex = Path(f"{seg}.timeindex")
+    data = bytearray(timeindex.read_bytes())
+    stamp, relative = struct.unpack_from(">qi", data, 0)
+    struct.pack_into(">qi", data, 0, stamp - 7, relative)
+    timeindex.write_bytes(bytes(data) + b"\x00")  # and a torn entry at the end
+    assert run("dump-log", f"{seg}.timeindex", "--verify-index-only")[2] == (
+        f"{seg.name}.timeindex has a partial entry: the broker rebuilds this index from the "
+        "log at start\n"
+    )
+    timeindex.write_bytes(bytes(data))
+    assert run("dump-log", f"{seg}.timeindex", "--verify-index-only")[2] == (
+        f"Found timestamp mismatch in :{timeindex.resolve()}\n"
+        f"  Index timestamp: {stamp - 7}, log timestamp: {stamp}\n"
+    )

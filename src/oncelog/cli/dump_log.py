@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from oncelog.cli.common import Output, emit, fail
+from oncelog.cli.dump_index import INDEX_SUFFIXES, dump_index
 from oncelog.cli.internal_records import describe_offsets_record, describe_txn_record
 from oncelog.records.batch import (
     HEADER_SIZE,
@@ -124,6 +125,12 @@ def _files(paths: list[Path]) -> list[Path]:
     return out
 
 
+def _is_segment(path: Path) -> bool:
+    # Kafka's DumpLogSegments goes by suffix; anything else that is not an index is
+    # read as a segment here (a copied segment may have lost its name).
+    return path.suffix not in INDEX_SUFFIXES
+
+
 def _lines(dump: dict[str, Any]) -> list[str]:
     lines = [f"Dumping {dump['file']}"]
     for b in dump["batches"]:
@@ -160,7 +167,11 @@ def _lines(dump: dict[str, Any]) -> list[str]:
 
 def dump_log(
     files: Annotated[
-        list[Path], typer.Argument(help="Segment files (*.log) or partition directories.")
+        list[Path],
+        typer.Argument(
+            help="Segment files (*.log), their index files (*.index, *.timeindex, "
+            "*.txnindex) or partition directories (their segments)."
+        ),
     ],
     print_data_log: Annotated[
         bool, typer.Option("--print-data-log", help="Also print every record's key and payload.")
@@ -188,10 +199,19 @@ def dump_log(
             "its data (--print-data-log implies it).",
         ),
     ] = False,
+    verify_index_only: Annotated[
+        bool,
+        typer.Option(
+            "--verify-index-only",
+            help="For .index and .timeindex files: check the entries against the segment "
+            "and print only what does not match.",
+        ),
+    ] = False,
     output: Output = "table",
 ) -> None:
-    """Dump log segments: batches, producer ids, epochs, sequences, transactional flags and
-    control markers (COMMIT/ABORT)."""
+    """Dump log segments (batches, producer ids, epochs, sequences, transactional flags and
+    control markers), and their .index, .timeindex and .txnindex files (entries checked
+    against the segment, as kafka-dump-log.sh does)."""
     if offsets_decoder and transaction_log_decoder:
         fail("--offsets-decoder and --transaction-log-decoder exclude each other")
     decoder: Decoder | None = _plain if print_data_log else None
@@ -199,15 +219,27 @@ def dump_log(
         decoder = describe_offsets_record
     elif transaction_log_decoder:
         decoder = describe_txn_record
-    dumps = []
+    dumps: list[dict[str, Any]] = []
+    lines: list[str] = []
+    problems: list[str] = []
     for path in _files(files):
         try:
-            dumps.append(scan(path, decoder, deep_iteration))
+            if _is_segment(path):
+                dump = scan(path, decoder, deep_iteration)
+                dumps.append(dump)
+                lines += _lines(dump)
+            else:
+                index = dump_index(path)
+                dumps.append(index.as_json())
+                lines += index.lines(verify_index_only)
+                problems += index.problems
         except OSError as exc:
             fail(f"cannot read {path}: {exc.strerror}")
     if output == "json":
         emit(output, dumps, None)
-        return
-    for d in dumps:
-        for line in _lines(d):
+    else:
+        for line in lines:
             typer.echo(line)
+    # Kafka prints what does not match on stderr once every file is dumped, and exits 0.
+    for problem in problems:
+        typer.echo(problem, err=True)

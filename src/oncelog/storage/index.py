@@ -48,6 +48,19 @@ def read_entries(path: Path, entry_size: int) -> bytes:
     return data
 
 
+def raw_offset_entries(path: Path, base_offset: int) -> list[tuple[int, int]]:
+    """(offset, position) of every ``.index`` entry as written, unchecked (for
+    kafka-dump-log.sh, which shows what is on disk); IndexCorruptError if torn."""
+    data = read_entries(path, _OFFSET_ENTRY.size)
+    return [(base_offset + rel, pos) for rel, pos in _OFFSET_ENTRY.iter_unpack(data)]
+
+
+def raw_time_entries(path: Path, base_offset: int) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every ``.timeindex`` entry as written, unchecked."""
+    data = read_entries(path, _TIME_ENTRY.size)
+    return [(ts, base_offset + rel) for ts, rel in _TIME_ENTRY.iter_unpack(data)]
+
+
 class IndexCorruptError(Exception):
     """An index file that cannot be trusted; the segment rebuilds it from the log."""
 

@@ -28,6 +28,16 @@ class AbortedTxn:
     last_stable_offset: int
 
 
+def raw_entries(path: Path) -> list[tuple[int, AbortedTxn]]:
+    """(version, aborted transaction) of every entry as written, unchecked (for
+    kafka-dump-log.sh); IndexCorruptError if torn."""
+    data = read_entries(path, _ENTRY.size)
+    return [
+        (version, AbortedTxn(pid, first, last, lso))
+        for version, pid, first, last, lso in _ENTRY.iter_unpack(data)
+    ]
+
+
 class TransactionIndex:
     entry_size = _ENTRY.size
 
