@@ -1035,3 +1035,49 @@ def test_dump_log_index_files_and_verify_index_only(tmp_path: Path) -> None:
         f"Found timestamp mismatch in :{timeindex.resolve()}\n"
         f"  Index timestamp: {stamp - 7}, log timestamp: {stamp}\n"
     )
+
+
+def test_topics_topic_flag_is_a_regex_as_in_kafka_topics(b: EmbeddedBroker) -> None:
+    """kafka-topics.sh's --topic of describe/alter/delete is a regular expression (Kafka's
+    IncludeList: ',' means or, whole names); the positional NAME stays one exact name."""
+    bs = ("-b", b.bootstrap)
+    stem = f"rx{uuid.uuid4().hex[:6]}"
+    a, b_, dotted, other = f"{stem}-a", f"{stem}-b", f"{stem}.c", f"{stem}Xc"
+    for t in (a, b_, dotted, other):
+        ok("topics", "create", t, *bs)
+    described = json.loads(ok("topics", "describe", "--topic", f"{stem}-.*", "-o", "json", *bs))
+    assert [d["topic"] for d in described] == [a, b_]
+    listed = json.loads(ok("topics", "describe", "--topic", f"{a},{dotted}", "-o", "json", *bs))
+    assert [d["topic"] for d in listed] == [a, dotted, other]  # '.' matches X too, as in Kafka
+    # The positional name is exact: the dotted name reaches its own topic only.
+    assert json.loads(ok("topics", "describe", dotted, "-o", "json", *bs))["topic"] == dotted
+    assert ok("topics", "alter", "--topic", f"{stem}-.*", "--partitions", "2", *bs) == (
+        f"topic {a}: 1 -> 2 partitions\ntopic {b_}: 1 -> 2 partitions\n"
+    )
+    # One match that cannot grow refuses the whole alter: nothing changes.
+    assert run("topics", "alter", "--topic", f"{stem}.*", "--partitions", "2", *bs) == (
+        1,
+        "",
+        f"error: cannot alter topic {a!r}: it has 2 partitions; --partitions must be more "
+        "than that\n",
+    )
+    unchanged = json.loads(ok("topics", "describe", "--topic", f"{stem}.c", "-o", "json", *bs))
+    assert [len(d["partitions"]) for d in unchanged] == [1, 1]
+    assert run("topics", "describe", "--topic", f"{stem}(", *bs)[0] == 2
+    assert run("topics", "describe", "--topic", f"{stem}-z.*", *bs) == (
+        1,
+        "",
+        f"error: unknown topic '{stem}-z.*'\n",
+    )
+    assert run("topics", "delete", "--topic", f"{stem}-z.*", "--if-exists", *bs) == (
+        0,
+        f"no topic {stem}-z.*: nothing to delete\n",
+        "",
+    )
+    # A pattern never deletes an internal topic.
+    assert run("topics", "delete", "--topic", "__consumer_offsets|__transaction_state", *bs)[0] == 1
+    assert ok("topics", "delete", "--topic", f"{stem}-.*", *bs) == (
+        f"deleted topic {a}\ndeleted topic {b_}\n"
+    )
+    remaining = json.loads(ok("topics", "describe", "--topic", f"{stem}.*", "-o", "json", *bs))
+    assert [d["topic"] for d in remaining] == [dotted, other]

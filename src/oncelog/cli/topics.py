@@ -1,9 +1,16 @@
 """`oncelog topics ...`: topic admin through the standard Admin API, with kafka-topics.sh's
 spellings beside oncelog's (``--topic X`` for the positional name, ``--if-exists``,
-``--if-not-exists``, describe of every topic when none is named)."""
+``--if-not-exists``, describe of every topic when none is named).
+
+As in kafka-topics.sh, ``--topic`` of describe, alter and delete is a regular expression
+(Kafka's ``IncludeList``: ``,`` means or, the whole name must match), so ``--topic
+'orders-.*'`` describes every orders topic. The positional NAME is always one exact
+name: a name with a ``.`` in it never reaches another topic."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -33,12 +40,36 @@ TopicFlag = Annotated[
     str | None,
     typer.Option("--topic", "-t", help="The topic: kafka-topics.sh's spelling of NAME."),
 ]
+TopicPattern = Annotated[
+    str | None,
+    typer.Option(
+        "--topic",
+        "-t",
+        help="kafka-topics.sh's spelling: a topic name or a regular expression matching "
+        "whole names (',' means or).",
+    ),
+]
 IfExists = Annotated[
     bool,
     typer.Option(
         "--if-exists", help="Do nothing, successfully, if the topic does not exist (as Kafka)."
     ),
 ]
+
+
+def _targets(name: str | None, pattern: str | None, known: Iterable[str]) -> tuple[str, list[str]]:
+    """(what was asked, the topics it means): NAME exactly, or every topic ``--topic``
+    matches as kafka-topics.sh's ``IncludeList`` (commas as or, surrounding quotes and
+    spaces dropped, full match). Both given must be the same text."""
+    asked = one_of(name, pattern, "NAME", "--topic")
+    if name is not None:
+        return asked, [asked] if asked in known else []
+    regex = re.sub(r"^[\"']+|[\"']+$", "", asked.strip().replace(",", "|").replace(" ", ""))
+    try:
+        compiled = re.compile(regex)
+    except re.error as exc:
+        fail(f"--topic {asked!r} is not a valid regular expression: {exc}", 2)
+    return asked, sorted(t for t in known if compiled.fullmatch(t))
 
 
 def _parse_configs(values: list[str] | None) -> dict[str, str]:
@@ -154,7 +185,7 @@ def describe(
             "is given."
         ),
     ] = None,
-    topic: TopicFlag = None,
+    topic: TopicPattern = None,
     internal: Annotated[
         bool, typer.Option("--internal", help="With no topic named: internal topics too.")
     ] = False,
@@ -165,24 +196,23 @@ def describe(
 ) -> None:
     """Show topics' ids, partitions, offsets (log start, LSO, high watermark) and
     non-default configs: one topic, or all of them (as kafka-topics.sh --describe)."""
-    if name is not None or topic is not None:
-        name = one_of(name, topic, "NAME", "--topic")
+    asked = name if name is not None else topic
     a = admin(bootstrap, config_file)
-    with failures(f"cannot describe topic {name!r}" if name else "cannot describe topics"):
+    with failures(f"cannot describe topic {asked!r}" if asked else "cannot describe topics"):
         known = a.describe_topics()
-        if name is not None and name not in known:
-            if if_exists:
-                return
-            fail(f"unknown topic {name!r}")
-        names = (
-            [name]
-            if name is not None
-            else sorted(n for n in known if internal or not n.startswith("__"))
-        )
+        if asked is None:
+            names = sorted(n for n in known if internal or not n.startswith("__"))
+        else:
+            asked, names = _targets(name, topic, known)
+            if not names:
+                if if_exists:
+                    return
+                fail(f"unknown topic {asked!r}")
         ids = a.topic_ids(names)
         described = [_describe_one(a, n, known[n].leaders, ids[n]) for n in names]
     if output == "json":
-        emit(output, described[0] if name is not None else described, None)
+        # One topic asked for by its own name: that topic; otherwise the list.
+        emit(output, described[0] if names == [asked] else described, None)
         return
     for d in described:
         _print_description(d)
@@ -191,7 +221,7 @@ def describe(
 @app.command()
 def alter(
     name: Name = None,
-    topic: TopicFlag = None,
+    topic: TopicPattern = None,
     partitions: Annotated[
         int | None,
         typer.Option("--partitions", "-p", min=1, help="The new (larger) partition count."),
@@ -200,43 +230,61 @@ def alter(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
 ) -> None:
-    """Add partitions to a topic (partitions can never be removed)."""
-    name = one_of(name, topic, "NAME", "--topic")
+    """Add partitions to a topic, or to every topic --topic matches (partitions can never
+    be removed)."""
+    asked = one_of(name, topic, "NAME", "--topic")
     if partitions is None:
         fail("missing --partitions", 2)
     a = admin(bootstrap, config_file)
-    with failures(f"cannot alter topic {name!r}"):
-        have = a.topics().get(name)
-        if have is None:
+    with failures(f"cannot alter topic {asked!r}"):
+        counts = a.topics()
+        asked, names = _targets(name, topic, counts)
+        if not names:
             if if_exists:
-                typer.echo(f"no topic {name}: nothing to alter")
+                typer.echo(f"no topic {asked}: nothing to alter")
                 return
-            fail(f"unknown topic {name!r}")
-        if partitions <= have:
-            fail(
-                f"cannot alter topic {name!r}: it has {have} partitions; "
-                f"--partitions must be more than that"
-            )
-        a.create_partitions(name, partitions)
-    typer.echo(f"topic {name}: {have} -> {partitions} partitions")
+            fail(f"unknown topic {asked!r}")
+        # All checked before any is changed: a refusal alters nothing.
+        for n in names:
+            if partitions <= counts[n]:
+                fail(
+                    f"cannot alter topic {n!r}: it has {counts[n]} partitions; "
+                    f"--partitions must be more than that"
+                )
+        for n in names:
+            a.create_partitions(n, partitions)
+            typer.echo(f"topic {n}: {counts[n]} -> {partitions} partitions")
 
 
 @app.command()
 def delete(
     name: Name = None,
-    topic: TopicFlag = None,
+    topic: TopicPattern = None,
     if_exists: IfExists = False,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     config_file: CommandConfig = None,
 ) -> None:
-    """Delete a topic and its data."""
-    name = one_of(name, topic, "NAME", "--topic")
-    with failures(f"cannot delete topic {name!r}"):
-        try:
-            admin(bootstrap, config_file).delete_topic(name)
-        except ClientError as exc:
-            if if_exists and exc.error_code == ErrorCode.unknown_topic_or_partition:
-                typer.echo(f"no topic {name}: nothing to delete")
-                return
-            raise
-    typer.echo(f"deleted topic {name}")
+    """Delete a topic and its data, or every topic --topic matches (never an internal
+    topic through a pattern)."""
+    asked = one_of(name, topic, "NAME", "--topic")
+    a = admin(bootstrap, config_file)
+    with failures(f"cannot delete topic {asked!r}"):
+        if name is not None:
+            names = [name]  # the broker answers for a name it does not know
+        else:
+            asked, names = _targets(None, topic, a.topics())
+            names = [n for n in names if not n.startswith("__")]
+            if not names:
+                if if_exists:
+                    typer.echo(f"no topic {asked}: nothing to delete")
+                    return
+                fail(f"unknown topic {asked!r}")
+        for n in names:
+            try:
+                a.delete_topic(n)
+            except ClientError as exc:
+                if if_exists and exc.error_code == ErrorCode.unknown_topic_or_partition:
+                    typer.echo(f"no topic {n}: nothing to delete")
+                    return
+                raise
+            typer.echo(f"deleted topic {n}")
