@@ -895,42 +895,20 @@ def test_groups_reset_offsets_export_and_from_file(b: EmbeddedBroker, tmp_path: 
 
     plan = tmp_path / "plan.csv"
     plan.write_text(exported.replace(f"{topic},0,5", f"{topic},0,2"))
-    rows = json.loads(
-        ok(
-            "groups",
-            "reset-offsets",
-            "-g",
-            group,
-            "--from-file",
-            str(plan),
-            "--execute",
-            "-o",
-            "json",
-            *bs,
-        )
-    )
+
+    def from_plan(*extra: str) -> str:
+        return ok("groups", "reset-offsets", "-g", group, "--from-file", str(plan), *extra, *bs)
+
+    rows = json.loads(from_plan("--execute", "-o", "json"))
     assert [(r["partition"], r["new_offset"]) for r in rows] == [(0, 2), (1, 0)]
     assert committed() == [2, 0]
     # The group column: only this group's lines count; offsets are clamped into the log.
     plan.write_text(f"other,{topic},0,4\n{group},{topic},0,99\n")
-    assert (
-        ok(
-            "groups",
-            "reset-offsets",
-            "-g",
-            group,
-            "--from-file",
-            str(plan),
-            "--execute",
-            "--export",
-            *bs,
-        )
-        == f"{topic},0,5\n"
-    )
+    assert from_plan("--execute", "--export") == f"{topic},0,5\n"
     assert committed() == [5, 0]
     # A dry run from a file commits nothing.
     plan.write_text(f"{topic},1,0\n{topic},0,1\n")
-    ok("groups", "reset-offsets", "-g", group, "--from-file", str(plan), *bs)
+    from_plan()
     assert committed() == [5, 0]
 
     def refused(text: str, *extra: str) -> tuple[int, str, str]:

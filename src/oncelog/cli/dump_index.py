@@ -12,11 +12,11 @@ tool still exits 0, it reports rather than judges.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oncelog.records.batch import HEADER_SIZE, MAGIC_V2, parse_header
 from oncelog.storage.index import IndexCorruptError, raw_offset_entries, raw_time_entries
 from oncelog.storage.segment import (
     INDEX_SUFFIX,
@@ -55,29 +55,17 @@ class IndexDump:
         return out
 
 
-@dataclass(frozen=True)
-class _Batch:
-    position: int
-    last_offset: int
-    max_timestamp: int
+SegmentReader = Callable[[Path], list[dict[str, Any]]]
+"""A segment file -> its batches as ``dump-log`` reads them (``position``,
+``last_offset``, ``max_timestamp``, ...), up to the first unreadable one."""
 
 
-def _segment_batches(index: Path) -> list[_Batch] | None:
-    """The batches of the ``.log`` next to an index file, up to the first unreadable
-    one (None when there is no such file)."""
-    log = index.with_name(index.name[: -len(index.suffix)] + LOG_SUFFIX)
+def _segment_batches(index: Path, read_segment: SegmentReader) -> list[dict[str, Any]] | None:
+    """The batches of the ``.log`` next to an index file (None when there is none)."""
     try:
-        buf = log.read_bytes()
+        return read_segment(index.with_name(index.name[: -len(index.suffix)] + LOG_SUFFIX))
     except FileNotFoundError:
         return None
-    out, pos = [], 0
-    while len(buf) - pos >= HEADER_SIZE:
-        h = parse_header(buf, pos)
-        if h.magic != MAGIC_V2 or h.size < HEADER_SIZE or pos + h.size > len(buf):
-            break
-        out.append(_Batch(pos, h.last_offset, h.max_timestamp))
-        pos += h.size
-    return out
 
 
 def _base_offset(path: Path) -> int:
@@ -85,16 +73,17 @@ def _base_offset(path: Path) -> int:
     return int(stem) if stem.isdigit() else 0
 
 
-def dump_index(path: Path) -> IndexDump:
-    """Read and check one index file (its suffix says which kind)."""
+def dump_index(path: Path, read_segment: SegmentReader) -> IndexDump:
+    """Read and check one index file (its suffix says which kind) against its segment,
+    read with ``read_segment``."""
     kind = path.suffix
     dump = IndexDump(str(path), kind.lstrip("."))
     base = _base_offset(path)
     try:
         if kind == INDEX_SUFFIX:
-            _offset_index(dump, path, base)
+            _offset_index(dump, path, base, read_segment)
         elif kind == TIME_INDEX_SUFFIX:
-            _time_index(dump, path, base)
+            _time_index(dump, path, base, read_segment)
         else:
             _txn_index(dump, path)
     except IndexCorruptError as exc:
@@ -102,13 +91,13 @@ def dump_index(path: Path) -> IndexDump:
     return dump
 
 
-def _offset_index(dump: IndexDump, path: Path, base: int) -> None:
+def _offset_index(dump: IndexDump, path: Path, base: int, read_segment: SegmentReader) -> None:
     entries = raw_offset_entries(path, base)
     if not entries:
         dump.note = "is empty."
         return
-    batches = _segment_batches(path)
-    at = {b.position: b for b in batches or ()}
+    batches = _segment_batches(path, read_segment)
+    at = {b["position"]: b for b in batches or ()}
     mismatches = []
     for i, (offset, position) in enumerate(entries):
         # A sparse file after a crash may end in zero entries: stop at one (as Kafka).
@@ -118,7 +107,7 @@ def _offset_index(dump: IndexDump, path: Path, base: int) -> None:
         if batches is None:
             continue
         batch = at.get(position)
-        found = -1 if batch is None else batch.last_offset
+        found = -1 if batch is None else batch["last_offset"]
         if found != offset:
             mismatches.append(f"  Index offset: {offset}, log offset: {found}")
     if batches is None:
@@ -127,13 +116,13 @@ def _offset_index(dump: IndexDump, path: Path, base: int) -> None:
         dump.problems += [f"Mismatches in :{path.resolve()}", *mismatches]
 
 
-def _time_index(dump: IndexDump, path: Path, base: int) -> None:
+def _time_index(dump: IndexDump, path: Path, base: int, read_segment: SegmentReader) -> None:
     entries = raw_time_entries(path, base)
     if not entries:
         dump.note = "is empty."
         return
-    batches = _segment_batches(path)
-    last_offsets = [b.last_offset for b in batches or ()]
+    batches = _segment_batches(path, read_segment)
+    last_offsets = [b["last_offset"] for b in batches or ()]
     mismatched: list[str] = []
     out_of_order: list[str] = []
     not_found: list[str] = []
@@ -146,14 +135,14 @@ def _time_index(dump: IndexDump, path: Path, base: int) -> None:
             k = bisect_left(last_offsets, offset)
             if k == len(batches):
                 not_found.append(f"Indexed offset: {offset}, found log offset: -1")
-            elif batches[k].last_offset != offset:
+            elif (found := batches[k])["last_offset"] != offset:
                 not_found.append(
-                    f"Indexed offset: {offset}, found log offset: {batches[k].last_offset}"
+                    f"Indexed offset: {offset}, found log offset: {found['last_offset']}"
                 )
             else:
-                if batches[k].max_timestamp != timestamp:
+                if found["max_timestamp"] != timestamp:
                     mismatched.append(
-                        f"  Index timestamp: {timestamp}, log timestamp: {batches[k].max_timestamp}"
+                        f"  Index timestamp: {timestamp}, log timestamp: {found['max_timestamp']}"
                     )
                 if previous >= timestamp:
                     out_of_order.append(

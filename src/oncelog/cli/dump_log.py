@@ -229,7 +229,7 @@ def dump_log(
                 dumps.append(dump)
                 lines += _lines(dump)
             else:
-                index = dump_index(path)
+                index = dump_index(path, lambda log: scan(log, None)["batches"])
                 dumps.append(index.as_json())
                 lines += index.lines(verify_index_only)
                 problems += index.problems

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from kio.schema.errors import ErrorCode
@@ -70,6 +70,16 @@ def _targets(name: str | None, pattern: str | None, known: Iterable[str]) -> tup
     except re.error as exc:
         fail(f"--topic {asked!r} is not a valid regular expression: {exc}", 2)
     return asked, sorted(t for t in known if compiled.fullmatch(t))
+
+
+def _none_matched(asked: str, if_exists: bool, nothing_to: str | None = None) -> NoReturn:
+    """Nothing is named ``asked``: with --if-exists a success (saying so when
+    ``nothing_to`` names the action), otherwise one error line."""
+    if if_exists:
+        if nothing_to is not None:
+            typer.echo(f"no topic {asked}: nothing to {nothing_to}")
+        raise typer.Exit(0)
+    fail(f"unknown topic {asked!r}")
 
 
 def _parse_configs(values: list[str] | None) -> dict[str, str]:
@@ -205,9 +215,7 @@ def describe(
         else:
             asked, names = _targets(name, topic, known)
             if not names:
-                if if_exists:
-                    return
-                fail(f"unknown topic {asked!r}")
+                _none_matched(asked, if_exists)
         ids = a.topic_ids(names)
         described = [_describe_one(a, n, known[n].leaders, ids[n]) for n in names]
     if output == "json":
@@ -240,10 +248,7 @@ def alter(
         counts = a.topics()
         asked, names = _targets(name, topic, counts)
         if not names:
-            if if_exists:
-                typer.echo(f"no topic {asked}: nothing to alter")
-                return
-            fail(f"unknown topic {asked!r}")
+            _none_matched(asked, if_exists, "alter")
         # All checked before any is changed: a refusal alters nothing.
         for n in names:
             if partitions <= counts[n]:
@@ -275,16 +280,14 @@ def delete(
             asked, names = _targets(None, topic, a.topics())
             names = [n for n in names if not n.startswith("__")]
             if not names:
-                if if_exists:
-                    typer.echo(f"no topic {asked}: nothing to delete")
-                    return
-                fail(f"unknown topic {asked!r}")
+                _none_matched(asked, if_exists, "delete")
         for n in names:
             try:
                 a.delete_topic(n)
             except ClientError as exc:
                 if if_exists and exc.error_code == ErrorCode.unknown_topic_or_partition:
+                    # (gone since it matched: the other matches are still deleted)
                     typer.echo(f"no topic {n}: nothing to delete")
-                    return
+                    continue
                 raise
             typer.echo(f"deleted topic {n}")

@@ -94,8 +94,8 @@ class GroupService:
         self._verify_txn = verify_txn
         self._clock = clock
         self.coordinator = PartitionedGroups(config)
-        # Per group, who may see which topic, as the latest heartbeat's principal: the
-        # regexes it asks to resolve match only topics that principal may DESCRIBE.
+        # Per group with a regex resolution pending, who may see which topic: the
+        # principal of the heartbeat that asked for it (the core schedules one at a time).
         self._regex_viewers: dict[str, Callable[[str], bool]] = {}
         self.skipped_records = 0  # undecodable __consumer_offsets records seen at load
         self.migrated_records = 0  # legacy-layout keys rewritten in Kafka's layout at start
@@ -303,11 +303,12 @@ class GroupService:
         heartbeat triggers matches only such topics, as Kafka's (KAFKA-18813) resolves
         with the triggering request's principal; None: every topic."""
         await self._await_load(req.group_id)
-        if describable is None:
-            self._regex_viewers.pop(req.group_id, None)
-        else:
-            self._regex_viewers[req.group_id] = describable
         step = self.coordinator.consumer_heartbeat(req, self._topic_metadata(), self._clock())
+        if step.effects:  # a resolution: it sees what this heartbeat's sender may see
+            if describable is None:
+                self._regex_viewers.pop(req.group_id, None)
+            else:
+                self._regex_viewers[req.group_id] = describable
         return await self._call(step, ConsumerHeartbeatReply)
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
