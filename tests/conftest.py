@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
+# Hooks: a hung test neither stalls the suite nor runs again (see the module).
+from tests.hang_guard import (  # noqa: F401
+    pytest_runtest_protocol,
+    pytest_xdist_make_scheduler,
+)
+
 # The suite runs in 4 workers on 2 cores: a generated example may wait for the CPU far
 # longer than Hypothesis' 200 ms default deadline, which would fail a correct test.
 # Tests that set their own deadline keep it.
