@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pytest
 
@@ -87,25 +87,32 @@ def _kill_tree(pid: int, nodeid: str, seconds: float) -> None:
         pass
 
 
-def watch(pid: int, commands: TextIO) -> None:
-    """The watchdog process's loop."""
+def watch(pid: int, fd: int) -> None:
+    """The watchdog process's loop over the command lines arriving on ``fd``.
+
+    Reads the raw fd: a buffered ``readline`` after ``select`` could leave an ``arm`` and a
+    ``disarm`` that arrived together half-read in its buffer, invisible to the next
+    ``select``, and the watchdog would then kill a worker whose test had finished."""
     deadline: float | None = None
     nodeid = ""
     armed_at = 0.0
+    pending = b""
     while True:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([commands], [], [], wait)
+        ready, _, _ = select.select([fd], [], [], wait)
         if ready:
-            line = commands.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 return  # the worker ended
-            parts = line.rstrip("\n").split(" ", 2)
-            if parts[0] == "arm":
-                armed_at = time.monotonic()
-                deadline = armed_at + float(parts[1])
-                nodeid = parts[2]
-            else:
-                deadline = None
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                parts = line.decode().split(" ", 2)
+                if parts[0] == "arm":
+                    armed_at = time.monotonic()
+                    deadline = armed_at + float(parts[1])
+                    nodeid = parts[2]
+                else:
+                    deadline = None
         elif deadline is not None and time.monotonic() >= deadline:
             _kill_tree(pid, nodeid, time.monotonic() - armed_at)
             return
@@ -210,4 +217,4 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), sys.stdin)
+    watch(int(sys.argv[1]), sys.stdin.fileno())

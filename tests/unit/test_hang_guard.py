@@ -78,3 +78,26 @@ def test_a_test_stuck_outside_python_is_killed_once_and_the_run_goes_on(
     orphan = int(runs[0].split()[1])
     assert not _alive(orphan)
     assert took < 60, output
+
+
+def test_an_arm_and_a_disarm_read_together_leave_the_worker_alone() -> None:
+    """Both lines in one read: the disarm must not be lost in a buffer (the worker would be
+    killed after its test had finished)."""
+    import subprocess
+    import threading
+
+    from tests.hang_guard import watch
+
+    worker = subprocess.Popen(["sleep", "30"])
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"arm 0.3 t.py::quick\ndisarm\n")
+        closer = threading.Timer(1.5, os.close, (write_end,))
+        closer.start()
+        watch(worker.pid, read_end)  # returns at EOF
+        closer.join()
+        assert worker.poll() is None
+    finally:
+        os.close(read_end)
+        worker.kill()
+        worker.wait()
